@@ -1,0 +1,22 @@
+"""assay: evaluate generative-AI applications and benchmark models.
+
+The public API; everything else is implementation::
+
+    import assay
+    result = assay.evaluate(data="data.jsonl", metrics="auto")
+    result.metrics, result.rows, result.to_pandas()
+"""
+
+__version__ = "0.1.0"
+
+from assay.engine.evaluate import evaluate, evaluate_async  # noqa: E402
+from assay.engine.results import EvalResult  # noqa: E402
+from assay.errors import AssayError, InputError  # noqa: E402
+from assay.formats import open_dataset as load  # noqa: E402
+from assay.metrics.base import REGISTRY, EvalContext, Metric, Score, metric  # noqa: E402
+from assay.records import Document, Message, Record, Usage  # noqa: E402
+
+__all__ = [
+    "evaluate", "evaluate_async", "EvalResult", "AssayError", "InputError", "load",
+    "metric", "Metric", "Score", "EvalContext", "REGISTRY", "Record", "Message", "Document", "Usage",
+]

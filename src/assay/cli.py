@@ -1,0 +1,175 @@
+"""The ``assay`` command. A thin view over :mod:`assay.engine`.
+
+Problems with the user's input end with one line on stderr and exit code 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from assay.errors import AssayError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Evaluate generative-AI applications and benchmark models.")
+err = Console(stderr=True)
+out = Console()
+
+
+def _pairs(values: List[str], what: str) -> dict[str, str]:
+    result = {}
+    for v in values:
+        for part in v.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise AssayError(f"{what} {part!r} must look like name=value")
+            k, _, val = part.partition("=")
+            result[k.strip()] = val.strip()
+    return result
+
+
+def _load_target(spec: str) -> Any:
+    """``module:function`` (the current directory is importable)."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise AssayError(f"--target {spec!r} must look like module:function")
+    sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:
+        raise AssayError(f"--target: cannot import {mod_name!r}: {type(exc).__name__}: {exc}") from None
+    try:
+        fn = getattr(mod, attr)
+    except AttributeError:
+        raise AssayError(f"--target: module {mod_name!r} has no attribute {attr!r}") from None
+    return fn
+
+
+def _count_rows(data: str) -> int | None:
+    p = Path(data)
+    if p.is_file() and p.suffix.lower() == ".jsonl":
+        n = 0
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                n += chunk.count(b"\n")
+        return n
+    return None
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def print_summary(result: Any) -> None:
+    table = Table(title="assay results", title_justify="left")
+    for col, kw in (("metric", {}), ("mean", {"justify": "right"}), ("95% CI", {"justify": "right"}),
+                    ("pass rate", {"justify": "right"}), ("evaluated", {"justify": "right"}),
+                    ("skipped", {"justify": "right"}), ("errored", {"justify": "right"})):
+        table.add_column(col, **kw)
+    for name, agg in result.metrics.items():
+        ci = (f"{agg['ci95_low']:.3f}–{agg['ci95_high']:.3f}" if agg.get("ci95_low") is not None else "—")
+        table.add_row(name, _fmt(agg.get("mean")), ci, _fmt(agg.get("pass_rate")),
+                      str(agg["evaluated"]), str(agg["skipped"]), str(agg["errored"]))
+    out.print(table)
+    r = result.run
+    out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
+              f"{r['rows_skipped']} skipped (bad input), {r['rows_errored']} with errors")
+    for agg in result.metrics.values():
+        for reason, n in (agg.get("skip_reasons") or {}).items():
+            out.print(f"  [dim]{agg['metric']}: skipped {n} row(s): {reason}[/dim]")
+        for reason, n in (agg.get("error_reasons") or {}).items():
+            out.print(f"  [red]{agg['metric']}: {n} error(s): {reason}[/red]")
+    for bad in r["bad_rows"][:20]:
+        out.print(f"  [yellow]skipped: {bad['error']}[/yellow]")
+    if len(r["bad_rows"]) > 20:
+        out.print(f"  [yellow]… and {len(r['bad_rows']) - 20} more bad rows[/yellow]")
+
+
+@app.command("eval")
+def eval_cmd(
+    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them."),
+    metrics: str = typer.Option("auto", "--metrics", "-m", help="'auto' or a comma-separated list (see `assay metrics`)."),
+    map_: List[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
+    threshold: List[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for rows.jsonl and summary.json."),
+    target: Optional[str] = typer.Option(None, "--target", help="The app to call per row, as module:function."),
+    on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
+    family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
+    concurrency: int = typer.Option(16, "--concurrency", "-c", help="Concurrent target and judge calls."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Evaluate a data set and print a summary table."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from assay.engine.evaluate import evaluate
+
+    mapping = _pairs(map_, "--map")
+    thresholds = _pairs(threshold, "--threshold")
+    tgt = _load_target(target) if target else None
+    total = _count_rows(data)
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                  disable=quiet or not err.is_terminal, transient=True) as bar:
+        task = bar.add_task("evaluating", total=total)
+        result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
+                          target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency,
+                          progress=lambda n: bar.advance(task, n))
+    print_summary(result)
+    if out_dir is not None:
+        out.print(f"results written to {out_dir}/")
+
+
+@app.command("metrics")
+def metrics_cmd() -> None:
+    """List every metric with the fields it needs and its scale."""
+    from assay.metrics.base import GROUPS, REGISTRY, load_builtin_metrics
+
+    load_builtin_metrics()
+    table = Table(title="metrics", title_justify="left")
+    for col in ("name", "kind", "requires", "optional", "scale", "threshold", "auto", "about"):
+        table.add_column(col, overflow="fold")
+    for m in sorted(REGISTRY.values(), key=lambda m: (m.kind, m.name)):
+        table.add_row(m.name, m.kind, m.describe_requires(), ", ".join(m.optional), m.scale,
+                      _fmt(m.threshold, 2), "/".join(m.family) if m.auto else "", m.description)
+    out.print(table)
+    for g, members in GROUPS.items():
+        out.print(f"group [bold]{g}[/bold] = {', '.join(members)}")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except AssayError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+        raise SystemExit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise SystemExit(130)
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            raise SystemExit(2)
+        if isinstance(exc, click.exceptions.Abort):
+            raise SystemExit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

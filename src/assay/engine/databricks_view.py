@@ -1,0 +1,75 @@
+"""Databricks Agent Evaluation names for assay's results (SPEC §3).
+
+Judges with a yes/no rating become ``<prefix>/llm_judged/<judge>/rating`` and
+``/rationale``; ground-truth retrieval metrics ``retrieval/ground_truth/<name>``; the
+app's own cost and speed ``agent/<name>``; anything else ``metric/<output>``.
+Aggregates are ``<name>/average`` for numbers and ``<name>/percentage`` (share of
+``yes``) for ratings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from assay.engine.results import EvalResult
+
+# output name -> Databricks column name (without /rating etc.)
+NAMES: dict[str, str] = {
+    "document_recall": "retrieval/ground_truth/document_recall",
+    "precision_at_k": "retrieval/ground_truth/document_precision",
+    "ndcg_at_k": "retrieval/ground_truth/document_ndcg",
+    "total_token_count": "agent/total_token_count",
+    "total_input_token_count": "agent/total_input_token_count",
+    "total_output_token_count": "agent/total_output_token_count",
+    "latency_seconds": "agent/latency_seconds",
+    "relevance_to_query": "response/llm_judged/relevance_to_query",
+    "groundedness": "response/llm_judged/groundedness",
+    "correctness": "response/llm_judged/correctness",
+    "safety": "response/llm_judged/safety",
+    "guideline_adherence": "response/llm_judged/guideline_adherence",
+    "context_sufficiency": "retrieval/llm_judged/context_sufficiency",
+    "chunk_relevance_precision": "retrieval/llm_judged/chunk_relevance/precision",
+}
+
+
+def name_for(output: str) -> str:
+    return NAMES.get(output, f"metric/{output}")
+
+
+def _is_rating(value: Any) -> bool:
+    return value in ("yes", "no")
+
+
+def databricks_view(result: "EvalResult") -> dict[str, Any]:
+    rows = []
+    ratings: dict[str, list[bool]] = {}
+    for row in result.iter_rows():
+        out: dict[str, Any] = {}
+        for k, v in row.items():
+            if k.startswith("inputs."):
+                out[k[len("inputs."):]] = v
+        for o, agg in result.metrics.items():
+            base = f"outputs.{agg['metric']}.{o}"
+            if base not in row:
+                continue
+            v = row[base]
+            name = name_for(o)
+            if _is_rating(v):
+                out[f"{name}/rating"] = v
+                out[f"{name}/rationale"] = row.get(base + "_reason")
+                ratings.setdefault(name, []).append(v == "yes")
+            else:
+                out[name] = v
+            if row.get(base + "_status") == "error":
+                out[f"{name}/error_message"] = row.get(base + "_reason")
+        rows.append(out)
+    metrics: dict[str, float | None] = {}
+    for o, agg in result.metrics.items():
+        name = name_for(o)
+        if name in ratings:
+            vals = ratings[name]
+            metrics[f"{name}/rating/percentage"] = sum(vals) / len(vals) if vals else None
+        else:
+            metrics[f"{name}/average"] = agg.get("mean")
+    return {"rows": rows, "metrics": metrics}

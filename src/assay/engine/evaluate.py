@@ -1,0 +1,240 @@
+"""The evaluation flow: records -> (target) -> plan -> score -> aggregate -> result.
+
+Rows stream through in chunks, so a million-row file is never held in memory when the
+result is written to ``out``. Synchronous (classic) metrics run inline; async metrics
+(judges) and target calls share one concurrency limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from itertools import chain, islice
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from assay import __version__
+from assay.engine.aggregate import Accumulator
+from assay.engine.results import EvalResult, RowSink, row_inputs
+from assay.engine.target import Target, TargetError
+from assay.errors import AssayError, InputError
+from assay.formats import open_dataset
+from assay.metrics.base import EvalContext, Metric, Score, plan_auto, resolve
+from assay.records import CANONICAL_FIELDS, Record
+
+PLAN_WINDOW = 1000   # rows looked at to decide which metrics `auto` runs
+CHUNK = 512          # rows scored together
+
+
+def evaluate(data: Any = None, **kwargs: Any) -> EvalResult:
+    """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
+
+    Synchronous wrapper over :func:`evaluate_async`; works inside a running event loop
+    (a notebook) by running in a worker thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(evaluate_async(data, **kwargs))
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = asyncio.run(evaluate_async(data, **kwargs))
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _parse_metric_names(metrics: str | Sequence[str]) -> list[str]:
+    if isinstance(metrics, str):
+        metrics = [m.strip() for m in metrics.split(",")]
+    names = [m for m in metrics if m]
+    if not names:
+        raise AssayError("no metric named; use 'auto' or a comma-separated list (see `assay metrics`)")
+    return names
+
+
+def plan(names: list[str], present: set[str], family: str | None = None) -> list[Metric]:
+    """The metrics to run: ``auto`` expands to those whose inputs are present."""
+    chosen: list[Metric] = []
+    explicit = [n for n in names if n != "auto"]
+    if "auto" in names:
+        chosen.extend(plan_auto(present, family))
+    for m in resolve(explicit):
+        if m not in chosen:
+            chosen.append(m)
+    if not chosen:
+        have = ", ".join(sorted(present)) or "none"
+        raise AssayError(f"no metric applies to this data (fields present: {have}); "
+                         "name metrics with --metrics, map columns with --map, or pass a target")
+    return chosen
+
+
+def _present(records: Iterable[Record]) -> set[str]:
+    out: set[str] = set()
+    for r in records:
+        for f in CANONICAL_FIELDS:
+            if f not in out and r.has(f):
+                out.add(f)
+    return out
+
+
+def _check_columns(chosen: list[Metric], present: set[str], source: str, n: int) -> None:
+    """A metric the user named whose input is in no row at all is a mistake, not a skip."""
+    for m in chosen:
+        for req in m.requires:
+            alts = req if isinstance(req, tuple) else (req,)
+            if not any(a in present for a in alts):
+                field = " or ".join(alts)
+                raise InputError(f"no row has this field, which metric {m.name!r} needs "
+                                 f"(looked at the first {n} rows); map a column to it with --map {alts[0]}=COLUMN",
+                                 source=source, field=field)
+
+
+def _check_thresholds(thresholds: Mapping[str, float], metrics: list[Metric]) -> dict[str, float]:
+    known = {m.name for m in metrics}
+    out = {}
+    for k, v in thresholds.items():
+        if k not in known:
+            raise AssayError(f"threshold given for {k!r}, which is not among the metrics run "
+                             f"({', '.join(sorted(known))})")
+        try:
+            out[k] = float(v)
+        except (TypeError, ValueError):
+            raise AssayError(f"threshold for {k!r} must be a number, got {v!r}") from None
+    return out
+
+
+def _chunks(it: Iterator[Record], size: int) -> Iterator[list[Record]]:
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+async def evaluate_async(
+    data: Any = None,
+    *,
+    target: Callable[..., Any] | None = None,
+    metrics: str | Sequence[str] = "auto",
+    thresholds: Mapping[str, float] | None = None,
+    mapping: Mapping[str, str] | None = None,
+    out: str | Path | None = None,
+    on_bad_row: str = "fail",
+    concurrency: int = 16,
+    family: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    judge: Any = None,
+    progress: Callable[[int], None] | None = None,
+) -> EvalResult:
+    """See :func:`evaluate`. ``progress`` is called with the number of rows just finished."""
+    if data is None:
+        raise AssayError("no data: pass a path, a DataFrame or a list of rows")
+    if on_bad_row not in ("fail", "skip"):
+        raise AssayError(f"on_bad_row must be 'fail' or 'skip', got {on_bad_row!r}")
+    if family not in (None, "azure", "databricks"):
+        raise AssayError(f"family must be 'azure' or 'databricks', got {family!r}")
+    started = time.time()
+    names = _parse_metric_names(metrics)
+    ds = open_dataset(data, mapping=mapping, on_bad_row=on_bad_row)
+    tgt = Target(target) if target is not None else None
+    records = iter(ds)
+    head = list(islice(records, PLAN_WINDOW))
+    if not head:
+        raise InputError("no valid rows to evaluate", source=ds.source)
+    present = _present(head)
+    if tgt is not None:
+        present |= {"response", "usage"}
+    chosen = plan(names, present, family)
+    _check_columns(chosen, present, ds.source, len(head))
+    thr = _check_thresholds(thresholds or {}, chosen)
+    ctx = EvalContext(judge=judge, options=dict(options or {}))
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    accs: dict[tuple[str, str], Accumulator] = {}
+    for m in chosen:
+        for o in m.outputs:
+            accs[(m.name, o)] = Accumulator(metric=m.name, output=o, higher_is_better=m.higher_is_better)
+    sink = RowSink(out, [(m.name, m.outputs) for m in chosen])
+    counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
+    sync_metrics = [m for m in chosen if not m.is_async]
+    async_metrics = [m for m in chosen if m.is_async]
+
+    async def call_target(r: Record) -> Record | TargetError:
+        async with sem:
+            try:
+                return await tgt.call(r)  # type: ignore[union-attr]
+            except TargetError as exc:
+                return exc
+
+    async def score_async(m: Metric, r: Record) -> dict[str, Score]:
+        async with sem:
+            return await m.score(r, ctx, thr.get(m.name))
+
+    try:
+        for chunk in _chunks(chain(head, records), CHUNK):
+            filled: list[Record | TargetError] = list(chunk)
+            if tgt is not None:
+                filled = list(await asyncio.gather(*(call_target(r) for r in chunk)))
+            per_row: list[dict[str, dict[str, Score]]] = []
+            for r in filled:
+                if isinstance(r, TargetError):
+                    per_row.append({m.name: m.error_all(str(r)) for m in chosen})
+                    continue
+                scores = {}
+                for m in sync_metrics:
+                    scores[m.name] = m.score_sync(r, ctx, thr.get(m.name))
+                per_row.append(scores)
+            if async_metrics:
+                jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
+                        for m in async_metrics]
+                results = await asyncio.gather(*(score_async(m, filled[i]) for i, m in jobs))  # type: ignore[arg-type]
+                for (i, m), res in zip(jobs, results):
+                    per_row[i][m.name] = res
+            for src, r, scores in zip(chunk, filled, per_row):
+                had_error = False
+                for mname, outs in scores.items():
+                    for oname, s in outs.items():
+                        accs[(mname, oname)].add(s)
+                        if s.status == "error":
+                            had_error = True
+                if isinstance(r, TargetError):
+                    counts["target_errors"] += 1
+                    r = src
+                counts["evaluated"] += 1
+                counts["errored"] += had_error
+                sink.add(row_inputs(r), scores)
+            if progress is not None:
+                progress(len(chunk))
+    finally:
+        sink.close()
+
+    run = {
+        "assay_version": __version__,
+        "source": ds.source,
+        "format": ds.format,
+        "metrics": [m.name for m in chosen],
+        "thresholds": {m.name: thr.get(m.name, m.threshold) for m in chosen},
+        "target": tgt.name if tgt else None,
+        "judge": getattr(judge, "name", None),
+        "rows_read": ds.rows_read,
+        "rows_evaluated": counts["evaluated"],
+        "rows_skipped": len(ds.bad_rows),
+        "rows_errored": counts["errored"],
+        "target_errors": counts["target_errors"],
+        "bad_rows": [{"source": e.source, "line": e.line, "field": e.field, "error": str(e)}
+                     for e in ds.bad_rows],
+        "started_at": started,
+        "duration_s": time.time() - started,
+    }
+    aggregates = {o: a.result() for (_, o), a in accs.items()}
+    return sink.result(aggregates, run)

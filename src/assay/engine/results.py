@@ -1,0 +1,199 @@
+"""The result of a run: rows (``inputs.*``, ``outputs.<metric>.*``) plus aggregates.
+
+Each metric output ``o`` of metric ``m`` gives eight row columns (SPEC §3):
+``outputs.m.o`` (the value), ``o_score``, ``o_passed``, ``o_result``, ``o_reason``,
+``o_status``, ``o_threshold``, ``o_properties``.
+
+When the run has an output directory, rows are streamed to ``rows.jsonl`` there as
+they are scored and read back only when asked for, so memory stays flat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import orjson
+
+from assay.metrics.base import Score
+from assay.records import CANONICAL_FIELDS, Record
+
+ROWS_FILE = "rows.jsonl"
+SUMMARY_FILE = "summary.json"
+SUFFIXES = ("", "_score", "_passed", "_result", "_reason", "_status", "_threshold", "_properties")
+_OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+_NESTED = ("history", "contexts", "usage")
+
+
+def row_inputs(r: Record) -> dict[str, Any]:
+    """The ``inputs.*`` columns of a row: every field the record has, plus its extra columns."""
+    row: dict[str, Any] = {}
+    for name in CANONICAL_FIELDS:
+        v = getattr(r, name)
+        if v is None:
+            continue
+        if name in _NESTED:
+            v = [x.model_dump(exclude_none=True) for x in v] if isinstance(v, list) else v.model_dump(exclude_none=True)
+        row["inputs." + name] = v
+    for k, v in r.extra.items():
+        row["inputs." + k] = v
+    return row
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "model_dump"):
+        return o.model_dump(exclude_none=True)
+    return str(o)
+
+
+class RowSink:
+    """Collects rows in memory, or streams them to ``<out>/rows.jsonl``."""
+
+    def __init__(self, out: str | Path | None, layout: Sequence[tuple[str, Sequence[str]]]):
+        self.out = Path(out) if out is not None else None
+        self.rows: list[dict[str, Any]] | None = None
+        self._fh = None
+        self._keys = {(m, o): tuple(f"outputs.{m}.{o}{s}" for s in SUFFIXES)
+                      for m, outs in layout for o in outs}
+        if self.out is None:
+            self.rows = []
+        else:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.out / ROWS_FILE, "wb")
+
+    def add(self, inputs: dict[str, Any], scores: dict[str, dict[str, Score]]) -> None:
+        row = inputs
+        keys = self._keys
+        for m, outs in scores.items():
+            for o, s in outs.items():
+                k = keys[(m, o)]
+                row[k[0]] = s.value
+                row[k[1]] = s.score
+                row[k[2]] = s.passed
+                row[k[3]] = s.result
+                row[k[4]] = s.reason
+                row[k[5]] = s.status
+                row[k[6]] = s.threshold
+                row[k[7]] = s.properties or None
+        if self._fh is not None:
+            self._fh.write(orjson.dumps(row, default=_default, option=_OPTS))
+        else:
+            self.rows.append(row)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def result(self, metrics: dict[str, dict[str, Any]], run: dict[str, Any]) -> "EvalResult":
+        res = EvalResult(metrics=metrics, run=run, rows=self.rows,
+                         rows_path=(self.out / ROWS_FILE) if self.out else None)
+        if self.out is not None:
+            res.write_summary(self.out / SUMMARY_FILE)
+        return res
+
+
+class EvalResult:
+    """Rows and aggregates of one run.
+
+    ``metrics`` maps each metric output to its aggregate (mean, median, p90, pass_rate,
+    ci95_low/high, evaluated/skipped/errored counts ...); ``run`` holds the counts of
+    rows read / evaluated / skipped / errored, the bad rows with their reasons, and the
+    configuration.
+    """
+
+    def __init__(self, *, metrics: dict[str, dict[str, Any]], run: dict[str, Any],
+                 rows: list[dict[str, Any]] | None = None, rows_path: Path | None = None):
+        self.metrics = metrics
+        self.run = run
+        self._rows = rows
+        self.rows_path = rows_path
+
+    # -- rows ----------------------------------------------------------------------------
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        if self._rows is not None:
+            yield from self._rows
+            return
+        assert self.rows_path is not None
+        with open(self.rows_path, "rb") as fh:
+            for line in fh:
+                yield orjson.loads(line)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """All rows as dicts (read back from disk when the run streamed them)."""
+        if self._rows is None:
+            return list(self.iter_rows())
+        return self._rows
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def to_jsonl(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            for row in self.iter_rows():
+                fh.write(orjson.dumps(row, default=_default, option=_OPTS))
+        return path
+
+    def to_parquet(self, path: str | Path) -> Path:
+        """Rows as Parquet; nested values (lists, dicts) are stored as JSON text."""
+        import pandas as pd
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df = pd.DataFrame(self.rows)
+        for col in df.columns:
+            if df[col].map(lambda v: isinstance(v, (list, dict))).any():
+                df[col] = df[col].map(lambda v: None if v is None else json.dumps(v, ensure_ascii=False))
+        df.to_parquet(path, index=False)
+        return path
+
+    def to_dict(self) -> dict[str, Any]:
+        """The azure-ai-evaluation layout: ``{"rows": [...], "metrics": {flat}}`` plus ``run``."""
+        return {"rows": self.rows, "metrics": self.flat_metrics(), "run": self.run}
+
+    def to_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(orjson.dumps(self.to_dict(), default=_default,
+                                      option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        return path
+
+    def flat_metrics(self) -> dict[str, float | None]:
+        """``{"<metric>.<output>": mean, "<metric>.<output>_pass_rate": ...}`` as Azure prints."""
+        flat: dict[str, float | None] = {}
+        for o, agg in self.metrics.items():
+            key = f"{agg['metric']}.{o}"
+            flat[key] = agg.get("mean")
+            if agg.get("pass_rate") is not None:
+                flat[f"{key}_pass_rate"] = agg["pass_rate"]
+            if agg.get("defect_rate") is not None:
+                flat[f"{key}_defect_rate"] = agg["defect_rate"]
+        return flat
+
+    def write_summary(self, path: Path) -> None:
+        path.write_bytes(orjson.dumps({"metrics": self.metrics, "run": self.run},
+                                      default=_default, option=orjson.OPT_INDENT_2))
+
+    # -- the Databricks view ---------------------------------------------------------------
+    def databricks(self) -> dict[str, Any]:
+        """The same results under Databricks Agent Evaluation's names.
+
+        Rows: ``response/llm_judged/<judge>/rating`` (``yes``/``no``) and ``/rationale``
+        for judges, ``retrieval/ground_truth/document_recall``, ``agent/total_token_count``
+        ...; aggregates ``<name>/average`` for numbers and ``<name>/percentage`` for ratings.
+        """
+        from assay.engine.databricks_view import databricks_view
+
+        return databricks_view(self)
+
+    def __repr__(self) -> str:
+        r = self.run
+        return (f"EvalResult(rows_evaluated={r.get('rows_evaluated')}, rows_skipped={r.get('rows_skipped')}, "
+                f"rows_errored={r.get('rows_errored')}, metrics={list(self.metrics)})")

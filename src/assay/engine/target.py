@@ -1,0 +1,128 @@
+"""Calling the application under test: a Python callable (sync or async).
+
+The callable's parameters are filled by name from the record: canonical fields
+(``query``, ``history``, ``contexts`` ...) or source columns kept in ``Record.extra``.
+It returns the answer as a string, or a dict with ``response`` (or ``answer``) and
+optionally ``contexts`` / ``context``, ``usage`` and ``trace`` (an MLflow trace, from
+which retrieved context and token usage are extracted). Its latency is measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import Any, Callable
+
+from assay.errors import AssayError
+from assay.records import CANONICAL_FIELDS, Document, Record, Usage
+
+
+class TargetError(Exception):
+    """The target raised or returned something unusable for one row."""
+
+
+class Target:
+    def __init__(self, fn: Callable[..., Any]):
+        if not callable(fn):
+            raise AssayError(f"target must be a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None))
+        sig = inspect.signature(fn)
+        self.params = [p for p in sig.parameters.values()
+                       if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        self.name = getattr(fn, "__qualname__", type(fn).__name__)
+
+    def _kwargs(self, record: Record) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        for p in self.params:
+            if p.name in CANONICAL_FIELDS and getattr(record, p.name) is not None:
+                value = getattr(record, p.name)
+                if p.name in ("history", "contexts"):
+                    value = [m.model_dump(exclude_none=True) for m in value]
+                kw[p.name] = value
+            elif p.name in record.extra:
+                kw[p.name] = record.extra[p.name]
+            elif p.name == "question" and record.query is not None:
+                kw[p.name] = record.query
+            elif p.default is p.empty:
+                raise TargetError(f"target parameter {p.name!r} has no value in this row")
+        return kw
+
+    async def call(self, record: Record) -> Record:
+        """Return a copy of ``record`` filled with the target's answer."""
+        kw = self._kwargs(record)
+        start = time.perf_counter()
+        try:
+            if self.is_async:
+                out = await self.fn(**kw)
+            else:
+                out = await asyncio.to_thread(self.fn, **kw)
+        except Exception as exc:
+            raise TargetError(f"target raised {type(exc).__name__}: {exc}") from exc
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        return fill(record, out, elapsed_ms)
+
+
+def fill(record: Record, out: Any, elapsed_ms: float) -> Record:
+    update: dict[str, Any] = {}
+    usage = Usage(latency_ms=elapsed_ms)
+    if isinstance(out, str):
+        update["response"] = out
+    elif isinstance(out, dict):
+        response = out.get("response", out.get("answer"))
+        if response is not None and not isinstance(response, str):
+            raise TargetError(f"target returned a non-text response ({type(response).__name__})")
+        update["response"] = response
+        trace = out.get("trace")
+        if trace is not None:
+            from assay.formats.mlflow_trace import trace_to_record
+
+            traced = trace_to_record(trace)
+            if traced.contexts:
+                update["contexts"] = traced.contexts
+            if traced.usage is not None:
+                usage = traced.usage.model_copy(update={"latency_ms": elapsed_ms})
+            if traced.tool_calls:
+                update["tool_calls"] = traced.tool_calls
+        ctx = out.get("contexts", out.get("context"))
+        if ctx is not None:
+            update["contexts"] = _documents(ctx)
+        if isinstance(out.get("usage"), dict):
+            u = out["usage"]
+            usage = Usage(
+                input_tokens=u.get("input_tokens", u.get("prompt_tokens")),
+                output_tokens=u.get("output_tokens", u.get("completion_tokens")),
+                total_tokens=u.get("total_tokens"),
+                latency_ms=elapsed_ms,
+            )
+        extra = {f"target.{k}": v for k, v in out.items()
+                 if k not in ("response", "answer", "contexts", "context", "usage", "trace")}
+        if extra:
+            update["extra"] = {**record.extra, **extra}
+    elif out is None:
+        raise TargetError("target returned None")
+    else:
+        raise TargetError(f"target returned {type(out).__name__}; expected a string or a dict")
+    update["usage"] = usage
+    return record.model_copy(update=update)
+
+
+def _documents(ctx: Any) -> list[Document]:
+    if isinstance(ctx, str):
+        return [Document(content=ctx)]
+    if isinstance(ctx, list):
+        docs = []
+        for c in ctx:
+            if isinstance(c, str):
+                docs.append(Document(content=c))
+            elif isinstance(c, dict):
+                docs.append(Document.model_validate({
+                    "content": c.get("content", c.get("page_content", c.get("text"))),
+                    "doc_uri": c.get("doc_uri", (c.get("metadata") or {}).get("doc_uri")),
+                    "title": c.get("title"), "id": c.get("id")}))
+            else:
+                raise TargetError(f"target returned a context of type {type(c).__name__}")
+        return docs
+    raise TargetError(f"target returned contexts of type {type(ctx).__name__}")

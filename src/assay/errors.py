@@ -1,0 +1,22 @@
+"""Errors a user can act on. The CLI prints their message on one line and exits 2."""
+
+
+class AssayError(Exception):
+    """Base class for problems with the user's input or configuration."""
+
+
+class InputError(AssayError):
+    """Bad input data: names the source, the line (or row) and the field."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.source, self.line, self.field = source, line, field
+        where = []
+        if source:
+            where.append(str(source))
+        if line is not None:
+            where.append(f"line {line}")
+        if field:
+            where.append(f"field {field!r}")
+        self.detail = message
+        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")

@@ -1,0 +1,293 @@
+"""The metric contract: :class:`Score`, :class:`Metric`, the registry and ``auto`` planning.
+
+A metric is one function registered with :func:`metric`. Its parameters name the
+record fields it reads (``response``, ``ground_truth``, ``contexts`` ...); parameters
+without a default are the fields it *requires*. A parameter named ``ctx`` receives
+the :class:`EvalContext` instead (judge model, options). The function returns a
+number, a :class:`Score`, or a mapping ``output name -> number | Score`` for metrics
+with several outputs (ROUGE's precision, recall and F1). It may be ``async``.
+
+Pass/fail always compares floats: ``score >= threshold`` when higher is better,
+``score <= threshold`` otherwise (SPEC §8: never ``int(score)``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+from assay.errors import AssayError
+from assay.records import CANONICAL_FIELDS, Record
+
+Status = Literal["completed", "skipped", "error"]
+Result = Literal["pass", "fail", "unknown", "not_applicable"]
+Kind = Literal["classic", "judge", "safety", "custom"]
+
+SCORE_KEYS = ("value", "score", "passed", "result", "reason", "status", "threshold", "properties")
+
+
+@dataclass(slots=True)
+class Score:
+    """One metric output for one row: the 8-key schema of SPEC §3."""
+
+    value: Any = None
+    score: float | None = None
+    passed: bool | None = None
+    result: Result = "unknown"
+    reason: str | None = None
+    status: Status = "completed"
+    threshold: float | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def skipped(cls, reason: str) -> "Score":
+        return cls(result="not_applicable", reason=reason, status="skipped")
+
+    @classmethod
+    def error(cls, reason: str, **properties: Any) -> "Score":
+        return cls(result="unknown", reason=reason, status="error", properties=properties)
+
+    def judged(self, threshold: float | None, higher_is_better: bool) -> "Score":
+        """Fill ``score``, ``threshold``, ``passed`` and ``result`` from ``value``."""
+        if self.status != "completed":
+            return self
+        if self.score is None and isinstance(self.value, (int, float)) and not isinstance(self.value, bool):
+            self.score = float(self.value)
+        if self.threshold is None:
+            self.threshold = threshold
+        if self.passed is None and self.score is not None and self.threshold is not None:
+            if math.isnan(self.score):
+                self.passed = None
+            elif higher_is_better:
+                self.passed = self.score >= float(self.threshold)
+            else:
+                self.passed = self.score <= float(self.threshold)
+        if self.result == "unknown":
+            if self.passed is True:
+                self.result = "pass"
+            elif self.passed is False:
+                self.result = "fail"
+            elif self.threshold is None:
+                self.result = "not_applicable"
+        return self
+
+
+# A requirement is a field name, or a tuple of alternatives of which one is enough.
+Requirement = str | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What a metric may use besides the record: the judge model and run options."""
+
+    judge: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Metric:
+    name: str
+    fn: Callable[..., Any]
+    requires: tuple[Requirement, ...]
+    optional: tuple[str, ...]
+    kind: Kind = "classic"
+    higher_is_better: bool = True
+    threshold: float | None = None
+    scale: str = ""
+    auto: bool = False
+    family: tuple[str, ...] = ("azure", "databricks")
+    auto_unless: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    description: str = ""
+    is_async: bool = False
+    uses_ctx: bool = False
+    _getter: Callable[[Record], Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.outputs = self.outputs or (self.name,)
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+        params = [p for p in inspect.signature(self.fn).parameters if p != "ctx"]
+        self.uses_ctx = "ctx" in inspect.signature(self.fn).parameters
+        self._params = tuple(params)
+        if len(params) == 1:
+            get = operator.attrgetter(params[0])
+            self._getter = lambda r: (get(r),)
+        elif params:
+            self._getter = operator.attrgetter(*params)
+        else:
+            self._getter = lambda r: ()
+
+    # -- applicability ---------------------------------------------------------------
+    def missing(self, record: Record) -> list[str]:
+        """The requirements this record does not meet (empty when the metric applies)."""
+        out = []
+        for req in self.requires:
+            if isinstance(req, tuple):
+                if not any(record.has(f) for f in req):
+                    out.append(" or ".join(req))
+            elif not record.has(req):
+                out.append(req)
+        return out
+
+    # -- scoring -----------------------------------------------------------------------
+    def _call_args(self, record: Record, ctx: EvalContext | None) -> tuple[tuple, dict]:
+        args = self._getter(record)
+        return args, ({"ctx": ctx} if self.uses_ctx else {})
+
+    def finish(self, raw: Any, threshold: float | None) -> dict[str, Score]:
+        """Turn what the function returned into named, judged scores."""
+        if isinstance(raw, Mapping):
+            items = raw.items()
+        else:
+            items = ((self.name, raw),)
+        out: dict[str, Score] = {}
+        for name, value in items:
+            s = value if isinstance(value, Score) else Score(value=value)
+            out[name] = s.judged(threshold, self.higher_is_better)
+        return out
+
+    def skip_all(self, reason: str) -> dict[str, Score]:
+        return {name: Score.skipped(reason) for name in self.outputs}
+
+    def error_all(self, reason: str, **props: Any) -> dict[str, Score]:
+        return {name: Score.error(reason, **props) for name in self.outputs}
+
+    def score_sync(self, record: Record, ctx: EvalContext | None = None,
+                   threshold: float | None = None) -> dict[str, Score]:
+        """Score one row with a synchronous metric; never raises."""
+        missing = self.missing(record)
+        if missing:
+            return self.skip_all(f"missing input: {', '.join(missing)}")
+        try:
+            args, kw = self._call_args(record, ctx)
+            return self.finish(self.fn(*args, **kw), self.threshold if threshold is None else threshold)
+        except Exception as exc:  # a metric never crashes a run
+            return self.error_all(f"{type(exc).__name__}: {exc}")
+
+    async def score(self, record: Record, ctx: EvalContext | None = None,
+                    threshold: float | None = None) -> dict[str, Score]:
+        """Score one row (sync or async metric); never raises."""
+        if not self.is_async:
+            return self.score_sync(record, ctx, threshold)
+        missing = self.missing(record)
+        if missing:
+            return self.skip_all(f"missing input: {', '.join(missing)}")
+        try:
+            args, kw = self._call_args(record, ctx)
+            raw = await self.fn(*args, **kw)
+            return self.finish(raw, self.threshold if threshold is None else threshold)
+        except Exception as exc:
+            return self.error_all(f"{type(exc).__name__}: {exc}")
+
+    def describe_requires(self) -> str:
+        return ", ".join(" | ".join(r) if isinstance(r, tuple) else r for r in self.requires)
+
+
+REGISTRY: dict[str, Metric] = {}
+GROUPS: dict[str, tuple[str, ...]] = {}
+
+
+class UnknownMetricError(AssayError):
+    pass
+
+
+def metric(
+    name: str | None = None,
+    *,
+    kind: Kind = "classic",
+    higher_is_better: bool = True,
+    threshold: float | None = None,
+    scale: str = "",
+    auto: bool = False,
+    family: Sequence[str] = ("azure", "databricks"),
+    requires: Sequence[Requirement] | None = None,
+    auto_unless: Sequence[str] = (),
+    outputs: Sequence[str] = (),
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a metric function (see the module docstring)."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        mname = name or fn.__name__
+        sig = inspect.signature(fn)
+        params = {p: v for p, v in sig.parameters.items() if p != "ctx"}
+        for p in params:
+            if p not in CANONICAL_FIELDS:
+                raise TypeError(f"metric {mname!r}: parameter {p!r} is not a record field "
+                                f"(fields: {', '.join(CANONICAL_FIELDS)})")
+        req = tuple(requires) if requires is not None else tuple(
+            p for p, v in params.items() if v.default is inspect.Parameter.empty)
+        opt = tuple(p for p, v in params.items() if v.default is not inspect.Parameter.empty)
+        doc = inspect.getdoc(fn) or ""
+        REGISTRY[mname] = Metric(
+            name=mname, fn=fn, requires=req, optional=opt, kind=kind,
+            higher_is_better=higher_is_better, threshold=threshold, scale=scale, auto=auto,
+            family=tuple(family), auto_unless=tuple(auto_unless), outputs=tuple(outputs),
+            description=doc.split("\n\n")[0].replace("\n", " "),
+        )
+        return fn
+
+    return wrap
+
+
+def group(name: str, members: Iterable[str]) -> None:
+    """Register a name that expands to several metrics (``rouge`` -> rouge1..rougeL)."""
+    GROUPS[name] = tuple(members)
+
+
+def get_metric(name: str) -> Metric:
+    load_builtin_metrics()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        choices = sorted(set(REGISTRY) | set(GROUPS))
+        close = difflib.get_close_matches(name, choices, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known metrics: {', '.join(choices)}"
+        raise UnknownMetricError(f"unknown metric {name!r}{hint}") from None
+
+
+def resolve(names: Iterable[str]) -> list[Metric]:
+    """Expand groups and look names up; unknown names raise :class:`UnknownMetricError`."""
+    load_builtin_metrics()
+    out: list[Metric] = []
+    seen: set[str] = set()
+    for n in names:
+        for m in GROUPS.get(n, (n,)):
+            if m not in seen:
+                seen.add(m)
+                out.append(get_metric(m))
+    return out
+
+
+def plan_auto(present: set[str], family: str | None = None) -> list[Metric]:
+    """Metrics that ``auto`` runs given the fields present in at least one row.
+
+    A metric is chosen when every requirement is met by some present field and none of
+    its ``auto_unless`` fields is present (Databricks: correctness replaces
+    relevance_to_query once an expected answer exists).
+    """
+    load_builtin_metrics()
+    chosen = []
+    for m in REGISTRY.values():
+        if not m.auto or (family and family not in m.family):
+            continue
+        ok = all((any(f in present for f in r) if isinstance(r, tuple) else r in present)
+                 for r in m.requires)
+        if ok and not any(f in present for f in m.auto_unless):
+            chosen.append(m)
+    return chosen
+
+
+_loaded = False
+
+
+def load_builtin_metrics() -> None:
+    """Import the modules that register the built-in metrics (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from assay.metrics import retrieval, text, usage  # noqa: F401

@@ -1,0 +1,34 @@
+"""Aggregates and the confidence interval."""
+
+import numpy as np
+
+from assay.engine.aggregate import BOOTSTRAP_MAX_N, Accumulator, confidence_interval
+from assay.metrics.base import Score
+
+
+def test_bootstrap_interval_matches_normal_theory_roughly():
+    rng = np.random.default_rng(1)
+    v = rng.normal(3.0, 1.0, 2000)
+    lo, hi, method = confidence_interval(v)
+    assert method == "bootstrap"
+    half = 1.96 / np.sqrt(2000)
+    assert abs((hi - lo) / 2 - half) < 0.2 * half
+    assert lo < v.mean() < hi
+
+
+def test_large_samples_use_the_normal_approximation():
+    v = np.ones(BOOTSTRAP_MAX_N + 1)
+    v[::2] = 0
+    lo, hi, method = confidence_interval(v)
+    assert method == "normal" and lo < v.mean() < hi
+
+
+def test_accumulator_counts_errors_apart_from_fails():
+    acc = Accumulator(metric="m", output="m", defect_threshold=4)
+    for s in (Score(value=5.0).judged(3, True), Score(value=1.0).judged(3, True),
+              Score.error("judge timed out"), Score.skipped("missing input: contexts")):
+        acc.add(s)
+    r = acc.result()
+    assert (r["evaluated"], r["skipped"], r["errored"], r["passed"], r["failed"]) == (2, 1, 1, 1, 1)
+    assert r["pass_rate"] == 0.5 and r["mean"] == 3.0 and r["defect_rate"] == 0.5
+    assert r["error_reasons"] == {"judge timed out": 1}
