@@ -1,0 +1,143 @@
+"""Azure AI evaluation data: single-turn QA rows and multi-turn conversations.
+
+Single turn (one record per row)::
+
+    {"question": ..., "answer": ..., "context": "...", "ground_truth": ...}
+    {"query": ..., "response": ..., "context": "...", "ground_truth": ...}
+
+``question``/``answer`` are the older names of ``query``/``response`` (the canonical
+names win when a row has both). ``context`` is one text, so it becomes one document.
+
+Conversation (one record per assistant turn)::
+
+    {"messages": [{"role": "user", "content": ...},
+                  {"role": "assistant", "content": ..., "context": {"citations": [...]}}, ...]}
+    {"conversation": {"messages": [...], "context": "..."}}
+
+For the assistant message at position *j*: ``query`` is the user message before it,
+``history`` the messages before that user message, ``response`` its content, ``contexts``
+its own ``context`` (a string: one document; ``{"citations": [{id, title, content,
+url, filepath}]}``: one document per citation, ``url``/``filepath`` as ``doc_uri``),
+else the conversation's ``context``. Records get ``conversation_id`` (the row's
+``conversation_id`` or ``id``, else the row's 0-based index in the data set), ``turn``
+(0-based) and ``id = "<conversation_id>#<turn>"``. An assistant message that only calls
+tools (no content) is not a turn; its ``tool_calls`` go to the next answered turn. A
+conversation ending in an unanswered user message gives a last record without a
+response (for a target to answer). Row-level ``ground_truth`` / ``expected_facts`` /
+``expected_doc_uris`` describe the final answer and go to the last turn only; other
+columns go to every turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.formats._common import (
+    _MISSING,
+    FieldError,
+    documents,
+    ident,
+    kind,
+    maybe_json,
+    messages,
+    text,
+)
+
+#: source name -> (canonical field, converter); priority 1 (a canonical name wins)
+ALIASES = {
+    "question": ("query", text),
+    "answer": ("response", text),
+    "context": ("contexts", lambda v, p: documents(v, p, string_ok=True)),
+}
+
+_LAST_TURN_ONLY = ("ground_truth", "expected_facts", "expected_doc_uris")
+
+
+def is_conversation(row: dict[str, Any]) -> bool:
+    return "messages" in row or "conversation" in row
+
+
+def conversation(row: dict[str, Any], norm: Any, index: int) -> list[dict[str, Any]]:
+    """The records of one conversation row, one per assistant turn."""
+    conv_context = None
+    if "messages" in row:
+        raw, path = row["messages"], "messages"
+        skip = ("messages",)
+    else:
+        conv, path = row["conversation"], "conversation"
+        if isinstance(conv, str):
+            parsed = maybe_json(conv, "{")
+            conv = conv if parsed is _MISSING else parsed
+        if not isinstance(conv, dict):
+            raise FieldError(path, f"expected an object with 'messages', got {kind(conv)}")
+        if conv.get("messages") is None:
+            raise FieldError(path, "the conversation has no 'messages'")
+        raw, path = conv["messages"], "conversation.messages"
+        conv_context = conv.get("context")
+        skip = ("conversation",)
+    msgs = messages(raw, path)
+    if not msgs:
+        raise FieldError(path, "expected at least one chat message, got an empty list")
+
+    rest = {k: v for k, v in row.items() if k not in skip}
+    cid, rid = rest.pop("conversation_id", None), rest.pop("id", None)
+    conv_id = ident(cid, "conversation_id") if cid is not None else ident(rid, "id")
+    if conv_id is None:
+        conv_id = str(index)
+    base = norm.flat(rest) if rest else {}
+    base.pop("id", None)
+    last_only = {k: base.pop(k) for k in _LAST_TURN_ONLY if k in base}
+    shared_docs = base.pop("contexts", None)
+    if conv_context is not None:
+        shared_docs = documents(conv_context, "conversation.context", string_ok=True)
+
+    records: list[dict[str, Any]] = []
+    last_user: int | None = None
+    answered = True
+    pending_tools: list[Any] = []
+    for j, m in enumerate(msgs):
+        role = m["role"]
+        if role == "user":
+            last_user, answered = j, False
+            continue
+        if role != "assistant":
+            continue
+        content = m.get("content")
+        calls = m.get("tool_calls")
+        if not content and calls:
+            pending_tools.extend(calls)
+            continue
+        rec = dict(base)
+        turn = len(records)
+        rec["id"], rec["conversation_id"], rec["turn"] = f"{conv_id}#{turn}", conv_id, turn
+        if last_user is not None:
+            rec["query"] = msgs[last_user].get("content")
+            history = msgs[:last_user]
+        else:
+            history = msgs[:j]
+        if history:
+            rec["history"] = history
+        rec["response"] = content
+        cx = m.get("context")
+        docs = documents(cx, f"{path}[{j}].context", string_ok=True) if cx is not None else shared_docs
+        if docs is not None:
+            rec["contexts"] = docs
+        if pending_tools or calls:
+            rec["tool_calls"] = pending_tools + list(calls or [])
+            pending_tools = []
+        records.append(rec)
+        answered = True
+    if last_user is not None and not answered:
+        rec = dict(base)
+        turn = len(records)
+        rec["id"], rec["conversation_id"], rec["turn"] = f"{conv_id}#{turn}", conv_id, turn
+        rec["query"] = msgs[last_user].get("content")
+        if last_user:
+            rec["history"] = msgs[:last_user]
+        if shared_docs is not None:
+            rec["contexts"] = shared_docs
+        records.append(rec)
+    if not records:
+        raise FieldError(path, "the conversation has no user or assistant message")
+    records[-1].update(last_only)
+    return records

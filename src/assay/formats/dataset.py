@@ -1,0 +1,165 @@
+"""The :class:`Dataset`: a lazy stream of :class:`Record` over any supported input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from assay.errors import InputError
+from assay.formats._common import FieldError, kind
+from pydantic import ValidationError
+
+from assay.formats.normalize import ColumnMapping, Normalizer, translate
+from assay.formats.readers import (
+    DataFrameSource,
+    ListSource,
+    Malformed,
+    Source,
+    check_path,
+    directory_sources,
+    file_source,
+    top_level_rows,
+)
+from assay.records import Record
+
+ON_BAD_ROW = ("fail", "skip")
+
+
+def _is_dataframe(obj: Any) -> bool:
+    t = type(obj)
+    return t.__name__ == "DataFrame" and t.__module__.startswith("pandas")
+
+
+class Dataset:
+    """Rows of an evaluation set, read lazily and normalised to :class:`Record`.
+
+    Iterating streams the source (a JSONL file of a million rows is never held at once);
+    iterating again reads it again. Attributes (updated as rows are read):
+
+    - ``source``: the path as given, or ``"<DataFrame>"`` / ``"<list>"`` / ``"<dict>"``;
+    - ``format``: ``jsonl``, ``json``, ``csv``, ``parquet``, ``dataframe``, ``list`` or
+      ``dict`` (a directory: its files' format, or ``mixed``);
+    - ``rows_read``: source rows read so far (a conversation row counts once, however many
+      turns it gives; malformed rows count);
+    - ``bad_rows``: the :class:`InputError` of each row skipped (``on_bad_row="skip"``);
+    - ``columns_seen``: the source column names seen so far (before the mapping), so the
+      caller can warn about a mapped column that no row has.
+
+    With ``on_bad_row="fail"`` the first bad row raises its :class:`InputError`; with
+    ``"skip"`` it is recorded and reading goes on. A source with no rows at all raises in
+    both modes.
+    """
+
+    def __init__(self, data: Any, mapping: Mapping[str, str] | None = None, on_bad_row: str = "fail"):
+        if on_bad_row not in ON_BAD_ROW:
+            raise InputError(f"on_bad_row must be 'fail' or 'skip', got {on_bad_row!r}")
+        self.on_bad_row = on_bad_row
+        self.mapping = ColumnMapping(mapping) if mapping else None
+        self.rows_read = 0
+        self.bad_rows: list[InputError] = []
+        self.columns_seen: set[str] = set()
+        self._sources = self._resolve(data)
+
+    # ------------------------------------------------------------------ sources
+
+    def _resolve(self, data: Any) -> list[Source]:
+        if isinstance(data, (str, os.PathLike)):
+            name = os.fspath(data)
+            path = Path(name).expanduser()
+            check_path(path, name)
+            self.source = name
+            if path.is_dir():
+                sources = directory_sources(path, name)
+                fmts = {s.format for s in sources}
+                self.format = fmts.pop() if len(fmts) == 1 else "mixed"
+                return sources
+            src = file_source(path, name)
+            self.format = src.format
+            return [src]
+        if _is_dataframe(data):
+            self.source, self.format = "<DataFrame>", "dataframe"
+            return [DataFrameSource(data)]
+        if isinstance(data, dict):
+            self.source, self.format = "<dict>", "dict"
+            rows, _, _ = top_level_rows(data, "<dict>")
+            return [ListSource(rows, "<dict>", "dict")]
+        if isinstance(data, (list, tuple)):
+            self.source, self.format = "<list>", "list"
+            return [ListSource(list(data) if isinstance(data, tuple) else data)]
+        raise InputError("expected a file or directory path, a pandas DataFrame, a list of rows or a dict, "
+                         f"got {type(data).__name__}")
+
+    # ------------------------------------------------------------------ iteration
+
+    def __iter__(self) -> Iterator[Record]:
+        self.rows_read = 0
+        self.bad_rows = []
+        for src in self._sources:
+            yield from self._read(src)
+
+    def _bad(self, src: Source, pos: int, field: str | None, message: str) -> None:
+        if self.mapping is not None:
+            field = self.mapping.user_name(field)
+        err = InputError(message, source=src.name, line=src.line(pos), field=field)
+        if self.on_bad_row == "fail":
+            raise err
+        self.bad_rows.append(err)
+
+    def _read(self, src: Source) -> Iterator[Record]:
+        norm = Normalizer(text_cells=src.text_cells)
+        validate = Record.__pydantic_validator__.validate_python
+        mapping = self.mapping
+        seen = self.columns_seen
+        n = 0
+        for pos, row in src.rows():
+            n += 1
+            index = self.rows_read
+            self.rows_read = index + 1
+            if row.__class__ is not dict:
+                if isinstance(row, Malformed):
+                    self._bad(src, pos, None, row.message)
+                else:
+                    self._bad(src, pos, None, f"expected a row object with named fields, got {kind(row)}")
+                continue
+            seen.update(row)
+            try:
+                if mapping is not None:
+                    row = mapping.apply(row)
+                fields = norm.row(row, index)
+                if fields.__class__ is dict:
+                    record = validate(fields)
+                else:
+                    records = [validate(f) for f in fields]
+            except FieldError as e:
+                self._bad(src, pos, e.field, e.message)
+                continue
+            except ValidationError as e:
+                field, message = translate(e, norm.origin)
+                self._bad(src, pos, field, message)
+                continue
+            if fields.__class__ is dict:
+                yield record
+            else:
+                yield from records
+        if n == 0:
+            raise src.empty_error()
+
+    def __repr__(self) -> str:
+        return (f"Dataset(source={self.source!r}, format={self.format!r}, rows_read={self.rows_read}, "
+                f"bad_rows={len(self.bad_rows)})")
+
+
+def open_dataset(data: Any, mapping: Mapping[str, str] | None = None, on_bad_row: str = "fail") -> Dataset:
+    """Open ``data`` for reading as records.
+
+    ``data``: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``, or a directory of
+    them, read in name order), a pandas DataFrame, a list of row dicts, or a dict (one
+    MLflow trace, ``{"data": [...]}``, columns of equal length, or one row).
+    ``mapping``: ``{canonical_field: user_column}``; ``"${data.col}"`` is accepted.
+    ``on_bad_row``: ``"fail"`` (raise the first bad row's :class:`InputError`) or ``"skip"``.
+
+    Missing or unreadable paths, unknown extensions and a bad mapping raise here; rows are
+    read (and checked) only when the dataset is iterated.
+    """
+    return Dataset(data, mapping=mapping, on_bad_row=on_bad_row)

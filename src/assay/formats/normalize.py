@@ -1,0 +1,353 @@
+"""One source row (a dict) → canonical fields → :class:`Record` (SPEC §1).
+
+Per row the shape is recognised from its keys, cheaply:
+
+- ``messages`` / ``conversation`` → an Azure conversation (:mod:`.azure`), one record per
+  assistant turn;
+- ``info`` + ``data`` objects → an MLflow trace (:mod:`.mlflow_trace`);
+- anything else → a *flat* row, read key by key through one table that knows the canonical
+  names (priority 2), Azure's ``question``/``answer``/``context`` and Databricks'
+  ``request``/``request_id``/``retrieved_context``/``expected_*``/``inputs``/``outputs``
+  (priority 1), and the ``trace`` column (fills what is still missing). So a row may mix
+  vocabularies; when two columns give one field, the canonical one wins and the other is
+  kept in ``extra``. Columns with no meaning to assay go to ``Record.extra``.
+
+A ``None`` value in a known column means the field is absent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from pydantic import ValidationError
+
+from assay.errors import InputError
+from assay.formats import azure, databricks, mlflow_trace
+from assay.formats._common import (
+    _MISSING,
+    FieldError,
+    documents,
+    guidelines,
+    ident,
+    integer,
+    kind,
+    maybe_json,
+    messages,
+    obj_list,
+    str_list,
+    text,
+    usage,
+)
+from assay.records import CANONICAL_FIELDS, Record
+
+PRE_EXTRA = "\x00extra"  # key under which a mapped row carries columns displaced by the mapping
+
+_TEXT, _SINGLE, _MULTI, _SPECIAL = 0, 1, 2, 3  # _TEXT: a str value is taken as is
+
+
+def _contexts(v: Any, p: str) -> Any:
+    return documents(v, p)
+
+
+def _tool_calls(v: Any, p: str) -> Any:
+    return obj_list(v, p, "tool calls")
+
+
+def _tool_definitions(v: Any, p: str) -> Any:
+    return obj_list(v, p, "tool definitions")
+
+
+CANONICAL = {
+    "id": ident,
+    "query": text,
+    "history": messages,
+    "response": databricks.response,
+    "contexts": _contexts,
+    "ground_truth": text,
+    "expected_facts": str_list,
+    "expected_doc_uris": str_list,
+    "guidelines": guidelines,
+    "tool_calls": _tool_calls,
+    "tool_definitions": _tool_definitions,
+    "usage": usage,
+    "conversation_id": ident,
+    "turn": integer,
+}
+assert set(CANONICAL) == set(CANONICAL_FIELDS), "a Record field has no reader"
+
+
+#: converters that return a str value unchanged (so the table may skip calling them)
+_TEXT_FNS = (text, ident, databricks.response, databricks._outputs)
+_request = databricks.MULTI["request"][1]
+
+
+def _table(text_cells: bool) -> dict[str, tuple[Any, ...]]:
+    t: dict[str, tuple[Any, ...]] = {}
+    for name, fn in CANONICAL.items():
+        t[name] = (name, 2, fn, _TEXT if fn in _TEXT_FNS else _SINGLE)
+    if text_cells:
+        t["response"] = ("response", 2, databricks.response_text_cell, _SINGLE)
+    for src, (field, fn) in {**azure.ALIASES, **databricks.ALIASES}.items():
+        t[src] = (field, 1, fn, _TEXT if fn in _TEXT_FNS else _SINGLE)
+    t["trace"] = ("trace", 0, None, _SPECIAL)
+    for src, (field, fn) in (databricks.MULTI_TEXT_CELLS if text_cells else databricks.MULTI).items():
+        t[src] = (field, 1, fn, _MULTI)
+    for src in ("extra", PRE_EXTRA):
+        t[src] = (None, 0, None, _SPECIAL)
+    return t
+
+
+#: every column name the mapping may target
+MAPPABLE = frozenset(CANONICAL) | frozenset(azure.ALIASES) | frozenset(databricks.ALIASES) \
+    | frozenset(databricks.MULTI) | {"trace", "messages", "conversation", "expectations"}
+
+
+class Normalizer:
+    """Turns rows into canonical field dicts. ``origin`` (after each flat row) maps each
+    field to the column it came from, so an error can name the user's column."""
+
+    __slots__ = ("table", "origin")
+
+    def __init__(self, text_cells: bool = False):
+        self.table = _table(text_cells)
+        self.origin: dict[str, str] = {}
+
+    def row(self, row: dict[str, Any], index: int) -> dict[str, Any] | list[dict[str, Any]]:
+        if "messages" in row or "conversation" in row:
+            records = azure.conversation(row, self, index)
+            self.origin = {}
+            return records
+        if "info" in row and "data" in row and mlflow_trace.is_trace(row):
+            self.origin = {}
+            return mlflow_trace.trace_row(row, self)
+        return self.flat(row)
+
+    def flat(self, row: dict[str, Any]) -> dict[str, Any]:
+        if "expectations" in row:
+            row = _expand_expectations(row)
+        table = self.table
+        out: dict[str, Any] = {}
+        origin: dict[str, str] = {}
+        extra: dict[str, Any] | None = None
+        trace = raw_request = None
+        for key, value in row.items():
+            h = table.get(key)
+            if h is None:
+                if extra is None:
+                    extra = {}
+                extra[key] = value
+                continue
+            if value is None:
+                continue
+            field, p, fn, mode = h
+            if mode <= _SINGLE:
+                cur = origin.get(field)
+                if cur is not None:
+                    if extra is None:
+                        extra = {}
+                    if table[cur][1] >= p:
+                        extra[key] = value
+                        continue
+                    extra[cur] = row[cur]
+                out[field] = value if (mode == _TEXT and value.__class__ is str) else fn(value, key)
+                origin[field] = key
+            elif mode == _MULTI:
+                cur = origin.get(field)
+                if cur is not None and table[cur][1] >= p:
+                    if extra is None:
+                        extra = {}
+                    extra[key] = value
+                    continue
+                if value.__class__ is str and fn is _request:  # the common case, without the call
+                    out[field] = value
+                    origin[field] = key
+                    if raw_request is None:
+                        raw_request = value
+                    continue
+                got = fn(value, key)
+                if raw_request is None:
+                    raw_request = got.pop("_request")
+                else:
+                    got.pop("_request")
+                for f, v in got.items():
+                    c = origin.get(f)
+                    if c is None or table[c][1] < p:
+                        if v is None:
+                            out.pop(f, None)
+                        else:
+                            out[f] = v
+                        origin[f] = key
+            elif key == "trace":
+                trace = value
+            else:  # "extra" (a results file read back) or columns displaced by a mapping
+                if extra is None:
+                    extra = {}
+                if isinstance(value, dict):
+                    extra.update(value)
+                else:
+                    extra[key] = value
+        if trace is not None:
+            seen = databricks.fill_from_trace(out, origin, trace, raw_request is not None)
+            if raw_request is None:
+                raw_request = seen
+        if raw_request is not None and "id" not in out and "id" not in origin:
+            out["id"] = databricks.request_id(raw_request)
+        if extra:
+            out["extra"] = extra
+        self.origin = origin
+        return out
+
+
+def _expand_expectations(row: dict[str, Any]) -> dict[str, Any]:
+    exp = row["expectations"]
+    new = {k: v for k, v in row.items() if k != "expectations"}
+    if isinstance(exp, str):
+        parsed = maybe_json(exp, "{")
+        exp = exp if parsed is _MISSING else parsed
+    if not isinstance(exp, dict):
+        if exp is not None:
+            raise FieldError("expectations", f"expected an object of expected values, got {kind(exp)}")
+        return new
+    for k, v in exp.items():
+        if k not in new:
+            new[k] = v
+    return new
+
+
+# --------------------------------------------------------------------------- mapping
+
+_REF = re.compile(r"^\$\{\s*(?:data|target)\.([^}]+?)\s*\}$")
+
+
+class ColumnMapping:
+    """``{canonical_field: user_column}``; ``${data.x}`` / ``${target.x}`` name column ``x``
+    (Azure's form); a dotted name reaches into nested objects when no column has that name."""
+
+    __slots__ = ("pairs", "consumed", "reverse")
+
+    def __init__(self, mapping: Mapping[str, Any]):
+        if not isinstance(mapping, Mapping):
+            raise InputError(f"the column mapping must be an object of field -> column, got {kind(mapping)}",
+                             source="mapping")
+        pairs = []
+        for field, col in mapping.items():
+            if field not in MAPPABLE:
+                known = ", ".join(sorted(CANONICAL))
+                raise InputError(f"unknown field {field!r}; the fields are: {known}", source="mapping",
+                                 field=field)
+            if not isinstance(col, str) or not col.strip():
+                raise InputError(f"expected a column name or '${{data.column}}', got {kind(col)}",
+                                 source="mapping", field=field)
+            col = col.strip()
+            m = _REF.match(col)
+            if m:
+                col = m.group(1)
+            elif col.startswith("${"):
+                raise InputError(f"cannot read {col!r}: write '${{data.column}}' or '${{target.column}}'",
+                                 source="mapping", field=field)
+            path = tuple(col.split(".")) if "." in col else None
+            pairs.append((field, col, path))
+        self.pairs = pairs
+        self.consumed = frozenset(c for _, c, _ in pairs) | frozenset(p[0] for _, _, p in pairs if p)
+        self.reverse = {field: col for field, col, _ in pairs}
+
+    def __bool__(self) -> bool:
+        return bool(self.pairs)
+
+    @property
+    def columns(self) -> list[str]:
+        return [c for _, c, _ in self.pairs]
+
+    def apply(self, row: dict[str, Any]) -> dict[str, Any]:
+        new: dict[str, Any] = {}
+        for field, col, path in self.pairs:
+            if col in row:
+                new[field] = row[col]
+            elif path is not None:
+                v: Any = row
+                for part in path:
+                    if isinstance(v, dict) and part in v:
+                        v = v[part]
+                    else:
+                        break
+                else:
+                    new[field] = v
+        displaced = None
+        consumed = self.consumed
+        for k, v in row.items():
+            if k in consumed:
+                continue
+            if k in new:
+                if displaced is None:
+                    displaced = {}
+                displaced[k] = v
+                continue
+            new[k] = v
+        if displaced:
+            new[PRE_EXTRA] = displaced
+        return new
+
+    def user_name(self, path: str | None) -> str | None:
+        """``path`` with its first part (a field or column name) renamed to the user's column."""
+        if not path or not self.reverse:
+            return path
+        cut = len(path)
+        for sep in ".[":
+            i = path.find(sep)
+            if 0 <= i < cut:
+                cut = i
+        root = path[:cut]
+        col = self.reverse.get(root)
+        return path if col is None else col + path[cut:]
+
+
+# --------------------------------------------------------------------------- validation errors
+
+_EXPECT = {
+    "id": "an id (text)", "query": "text", "response": "text", "ground_truth": "text",
+    "history": "a list of chat messages", "contexts": "a list of documents",
+    "expected_facts": "a list of strings", "expected_doc_uris": "a list of strings",
+    "guidelines": "a list of strings (or an object mapping names to lists of strings)",
+    "tool_calls": "a list of tool calls", "tool_definitions": "a list of tool definitions",
+    "usage": "an object with token counts", "conversation_id": "an id (text)", "turn": "a whole number",
+}
+
+
+def translate(err: ValidationError, origin: Mapping[str, str] | None = None
+              ) -> tuple[str | None, str]:
+    """(field path, one-line message) for the first error of a pydantic validation."""
+    e = err.errors(include_url=False)[0]
+    loc = [p for p in e.get("loc", ()) if not (isinstance(p, str) and ("[" in p or p in ("list", "dict")))]
+    if not loc:
+        return None, "the row is not valid"
+    root = str(loc[0])
+    src = origin.get(root) if origin else None
+    path = (src or root) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+    got = kind(e.get("input"))
+    t = e.get("type", "")
+    if t == "missing":
+        return path, "a required value is missing"
+    if len(loc) == 1 and root in _EXPECT:
+        return path, f"expected {_EXPECT[root]}, got {got}"
+    if t.startswith("string"):
+        return path, f"expected text, got {got}"
+    if t.startswith("int") or t.startswith("float"):
+        return path, f"expected a number, got {got}"
+    if t.startswith("list"):
+        return path, f"expected a list, got {got}"
+    if t in ("model_type", "model_attributes_type", "dict_type"):
+        return path, f"expected an object, got {got}"
+    return path, f"invalid value ({got})"
+
+
+def records_of(fields: dict[str, Any] | list[dict[str, Any]], origin: Mapping[str, Any] | None = None
+               ) -> Iterable[Record]:
+    """Records from one row's fields; raises FieldError naming the field on a type error."""
+    try:
+        if fields.__class__ is dict:
+            return (Record.model_validate(fields),)
+        return [Record.model_validate(f) for f in fields]
+    except ValidationError as e:
+        path, msg = translate(e, origin)
+        raise FieldError(path, msg) from None

@@ -1,0 +1,382 @@
+"""Readers: where rows come from. Each yields ``(position, row)`` pairs lazily.
+
+``row`` is whatever the source holds there — normally a dict; a :class:`Malformed` marks
+a row that could not be parsed (a bad JSON line, a CSV row with too many cells) so that
+the dataset can report it and, in skip mode, go on. ``position`` is the 1-based file line
+for JSONL and CSV (where the row starts), the 1-based row number for Parquet, DataFrames
+and lists, and the element index for a JSON array (:meth:`Source.line` turns it into the
+file line where that element starts, computed only when an error needs it).
+
+Problems with the file as a whole (missing, unreadable, not valid JSON/Parquet/UTF-8)
+raise :class:`InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from assay.errors import InputError
+from assay.formats._common import kind
+
+EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
+              ".pq": "parquet"}
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class Malformed:
+    """A row that could not be parsed; ``message`` says why."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _json_error(e: orjson.JSONDecodeError) -> str:
+    msg = getattr(e, "msg", None) or str(e)
+    msg = re.sub(r":?\s*line \d+ column \d+ \(char \d+\)$", "", msg).strip()
+    col = getattr(e, "colno", None)
+    return f"malformed JSON ({msg}{f' at column {col}' if col else ''})"
+
+
+class Source:
+    """One place rows come from. ``name`` is how errors name it."""
+
+    name: str
+    format: str
+    text_cells = False
+
+    def rows(self) -> Iterator[tuple[int, Any]]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def line(self, pos: int) -> int | None:
+        return pos
+
+    def empty_error(self) -> InputError:
+        return InputError("the file is empty: no rows", source=self.name)
+
+
+def _open_check(path: Path, name: str) -> None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError("no such file or directory", source=name) from None
+    except OSError as e:
+        raise InputError(f"cannot read it: {e.strerror or e}", source=name) from None
+    if not os.access(path, os.R_OK):
+        raise InputError("cannot read it: permission denied", source=name)
+    if path.is_file() and st.st_size == 0:
+        raise InputError("the file is empty: no rows", source=name)
+
+
+class FileSource(Source):
+    def __init__(self, path: Path, name: str):
+        self.path, self.name = path, name
+
+    def _open_binary(self):
+        try:
+            return open(self.path, "rb")
+        except OSError as e:
+            raise InputError(f"cannot read it: {e.strerror or e}", source=self.name) from None
+
+
+class JsonlSource(FileSource):
+    format = "jsonl"
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
+        with self._open_binary() as f:
+            lineno = 0
+            for lineno, line in enumerate(f, 1):
+                if lineno == 1 and line.startswith(_BOM):
+                    line = line[3:]
+                try:
+                    yield lineno, loads(line)
+                except JSONDecodeError as e:
+                    if line.isspace() or not line:
+                        continue  # blank lines are allowed
+                    yield lineno, Malformed(_json_error(e))
+
+
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+_NON_SPACE = re.compile(r"\S")
+
+
+def _element_lines(text: str, key: str | None) -> list[int]:
+    """File line where each element of the top-level array (or of top-level ``key``'s array) starts."""
+    offsets: list[int] = []
+    depth, target, last_key, prev = 0, None, None, None
+    for m in _TOKENS.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if tok == "[" and target is None and (
+                    (key is None and depth == 1) or (key is not None and depth == 2 and last_key == key)):
+                target = depth
+                nxt = _NON_SPACE.search(text, m.end())
+                if nxt and nxt.group() != "]":
+                    offsets.append(nxt.start())
+        elif tok in "]}":
+            if target is not None and depth == target:
+                break
+            depth -= 1
+        elif tok == ",":
+            if target is not None and depth == target:
+                nxt = _NON_SPACE.search(text, m.end())
+                if nxt:
+                    offsets.append(nxt.start())
+        elif tok[0] == '"' and depth == 1 and prev in ("{", ","):
+            last_key = tok[1:-1]
+        if tok != ":":
+            prev = tok if tok[0] != '"' else '"'
+    lines, line, at = [], 1, 0
+    for off in offsets:
+        line += text.count("\n", at, off)
+        at = off
+        lines.append(line)
+    return lines
+
+
+class JsonSource(FileSource):
+    """A JSON file: a list of rows, ``{"data": [...]}``, one MLflow trace, a list of traces,
+    an object of columns (``{"request": [...], "expected_response": [...]}``) or one row."""
+
+    format = "json"
+
+    def __init__(self, path: Path, name: str):
+        super().__init__(path, name)
+        self._key: str | None = None
+        self._lines: list[int] | None = None
+        self._single = False
+        self._text = b""
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        with self._open_binary() as f:
+            raw = f.read()
+        if raw.startswith(_BOM):
+            raw = raw[3:]
+        if not raw.strip():
+            raise self.empty_error()
+        try:
+            top = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise InputError(_json_error(e), source=self.name, line=getattr(e, "lineno", None)) from None
+        rows, self._key, self._single = top_level_rows(top, self.name)
+        self._text, self._lines = raw, None  # kept only while reading, to place an error on its line
+        try:
+            yield from enumerate(rows)
+        finally:
+            self._text = b""
+
+    def line(self, pos: int) -> int | None:
+        if self._single:
+            return 1
+        if self._key == "<columns>":
+            return None
+        if self._lines is None:
+            try:
+                self._lines = _element_lines(self._text.decode("utf-8", "replace"), self._key)
+            except Exception:  # noqa: BLE001 - a line number is a courtesy, never a new failure
+                self._lines = []
+        return self._lines[pos] if pos < len(self._lines) else None
+
+
+_ROW_SCALARS = frozenset(("query", "question", "request", "response", "answer", "ground_truth",
+                          "expected_response", "id", "request_id", "context"))
+
+
+def top_level_rows(top: Any, name: str) -> tuple[list[Any], str | None, bool]:
+    """(rows, key of the array they came from, whether the top is a single row)."""
+    if isinstance(top, list):
+        return top, None, False
+    if isinstance(top, dict):
+        data = top.get("data")
+        if isinstance(data, dict) and isinstance(top.get("info"), dict):
+            return [top], None, True  # one MLflow trace
+        if isinstance(data, list):
+            return data, "data", False
+        values = list(top.values())
+        if values and all(isinstance(v, list) for v in values) and not _ROW_SCALARS.isdisjoint(top):
+            n = len(values[0])
+            if all(len(v) == n for v in values):
+                keys = list(top)
+                return [dict(zip(keys, cells)) for cells in zip(*values)], "<columns>", False
+            raise InputError("the columns have different lengths", source=name)
+        return [top], None, True
+    raise InputError(f"expected a list of rows or an object, got {kind(top)}", source=name, line=1)
+
+
+class CsvSource(FileSource):
+    """CSV with a header row. Empty cells are missing values; list and object fields may
+    hold JSON text (``["a", "b"]``)."""
+
+    format = "csv"
+    text_cells = True
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        try:
+            f = open(self.path, newline="", encoding="utf-8-sig")
+        except OSError as e:
+            raise InputError(f"cannot read it: {e.strerror or e}", source=self.name) from None
+        with f:
+            csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+            reader = csv.reader(f)
+            try:
+                header = next(reader, None)
+                if header is None:
+                    return
+                header = [h.strip() for h in header]
+                seen: set[str] = set()
+                for h in header:
+                    if h in seen:
+                        raise InputError(f"the header names column {h!r} twice", source=self.name, line=1)
+                    seen.add(h)
+                width = len(header)
+                prev = reader.line_num
+                for cells in reader:
+                    start, prev = prev + 1, reader.line_num
+                    if not cells:
+                        continue
+                    if len(cells) > width:
+                        yield start, Malformed(f"the row has {len(cells)} cells but the header has {width} columns")
+                        continue
+                    yield start, {h: c for h, c in zip(header, cells) if c != ""}
+            except UnicodeDecodeError:
+                raise InputError("the file is not UTF-8 text", source=self.name,
+                                 line=reader.line_num + 1) from None
+            except csv.Error as e:
+                raise InputError(f"malformed CSV ({e})", source=self.name, line=reader.line_num) from None
+
+    def empty_error(self) -> InputError:
+        return InputError("the file is empty: no rows after the header", source=self.name)
+
+
+class ParquetSource(FileSource):
+    format = "parquet"
+    batch_size = 8192
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(self.path)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise InputError(f"not a readable Parquet file ({e})", source=self.name) from None
+        pos = 0
+        for batch in pf.iter_batches(batch_size=self.batch_size):
+            for row in batch.to_pylist():
+                pos += 1
+                yield pos, row
+
+
+class ListSource(Source):
+    format = "list"
+
+    def __init__(self, rows: list[Any], name: str = "<list>", fmt: str = "list"):
+        self._rows, self.name, self.format = rows, name, fmt
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        return enumerate(self._rows, 1)
+
+    def empty_error(self) -> InputError:
+        return InputError("no rows", source=self.name)
+
+
+def _clean(v: Any) -> Any:
+    """A pandas cell as plain Python: NaN/NA → None, numpy arrays → lists, numpy scalars → Python.
+
+    Python lists and dicts a user put in the frame are taken as they are; what numpy gives
+    (``pd.read_parquet`` makes list columns arrays of dicts that hold arrays) is cleaned deeply.
+    """
+    c = v.__class__
+    if c is str or c is int or c is bool or c is list or c is dict or v is None:
+        return v
+    if c is float:
+        return None if v != v else v
+    tolist = getattr(v, "tolist", None)
+    if tolist is not None and hasattr(v, "dtype"):  # numpy array or scalar
+        return _deep(tolist())
+    if c.__name__ in ("NAType", "NaTType"):
+        return None
+    return v
+
+
+def _deep(v: Any) -> Any:
+    c = v.__class__
+    if c is list:
+        return [_deep(x) for x in v]
+    if c is dict:
+        return {k: _deep(x) for k, x in v.items()}
+    if c is str or c is int or c is bool or v is None:
+        return v
+    return _clean(v)
+
+
+class DataFrameSource(Source):
+    format = "dataframe"
+    chunk = 10000
+
+    def __init__(self, df: Any, name: str = "<DataFrame>"):
+        self.df, self.name = df, name
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        df = self.df
+        cols = [str(c) for c in df.columns]
+        if len(set(cols)) != len(cols):
+            raise InputError("the DataFrame has duplicate column names", source=self.name)
+        # integer and boolean columns come out of Series.tolist() as plain Python already
+        dirty = [c for c, t in zip(cols, df.dtypes) if t.kind not in "biu"]
+        pos = 0
+        for start in range(0, len(df), self.chunk):
+            part = df.iloc[start:start + self.chunk]
+            columns = [part.iloc[:, i].tolist() for i in range(len(cols))]
+            for values in zip(*columns):
+                pos += 1
+                row = dict(zip(cols, values))
+                for k in dirty:
+                    v = row[k]
+                    if v.__class__ is not str:
+                        row[k] = _clean(v)
+                yield pos, row
+
+    def empty_error(self) -> InputError:
+        return InputError("the DataFrame has no rows", source=self.name)
+
+
+def file_source(path: Path, name: str) -> Source:
+    fmt = EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        known = ", ".join(sorted(set(EXTENSIONS)))
+        raise InputError(f"unsupported file type {path.suffix or '(no extension)'!r}: expected one of {known}",
+                         source=name)
+    cls = {"jsonl": JsonlSource, "json": JsonSource, "csv": CsvSource, "parquet": ParquetSource}[fmt]
+    return cls(path, name)
+
+
+def directory_sources(path: Path, name: str) -> list[Source]:
+    try:
+        entries = sorted(p for p in path.iterdir()
+                         if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in EXTENSIONS)
+    except OSError as e:
+        raise InputError(f"cannot read the directory: {e.strerror or e}", source=name) from None
+    if not entries:
+        raise InputError("the directory has no .jsonl, .json, .csv or .parquet files", source=name)
+    out = []
+    for p in entries:
+        pname = os.path.join(name, p.name)
+        _open_check(p, pname)
+        out.append(file_source(p, pname))
+    return out
+
+
+def check_path(path: Path, name: str) -> None:
+    _open_check(path, name)
