@@ -21,7 +21,8 @@ from assay.errors import AssayError
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate generative-AI applications and benchmark models.")
 err = Console(stderr=True)
-out = Console()
+# Piped output (CI logs, files) gets a wide console so tables are not cut.
+out = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _pairs(values: List[str], what: str) -> dict[str, str]:

@@ -16,11 +16,23 @@ def test_bootstrap_interval_matches_normal_theory_roughly():
     assert lo < v.mean() < hi
 
 
-def test_large_samples_use_the_normal_approximation():
-    v = np.ones(BOOTSTRAP_MAX_N + 1)
-    v[::2] = 0
+def test_few_distinct_values_bootstrap_exactly_at_any_size():
+    # 0/1 values: the bootstrap of the mean has sd sqrt(p(1-p)/n)
+    v = np.zeros(200_000)
+    v[::4] = 1
     lo, hi, method = confidence_interval(v)
-    assert method == "normal" and lo < v.mean() < hi
+    assert method == "bootstrap"
+    half = 1.96 * np.sqrt(0.25 * 0.75 / len(v))
+    assert abs((hi - lo) / 2 - half) < 0.15 * half
+
+
+def test_many_distinct_values_resample_or_use_the_normal_approximation():
+    rng = np.random.default_rng(2)
+    small = rng.random(BOOTSTRAP_MAX_N)
+    assert confidence_interval(small)[2] == "bootstrap"
+    big = rng.random(BOOTSTRAP_MAX_N + 1)
+    lo, hi, method = confidence_interval(big)
+    assert method == "normal" and lo < big.mean() < hi
 
 
 def test_accumulator_counts_errors_apart_from_fails():

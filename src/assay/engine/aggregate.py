@@ -5,10 +5,14 @@ and skips never count as fails), defect rate for harms (share of scored rows at 
 the defect threshold), the counts of evaluated / skipped / errored rows, and a 95%
 confidence interval of the mean.
 
-The interval is a percentile bootstrap (1,000 resamples, fixed seed) up to
-``BOOTSTRAP_MAX_N`` values; above that it is the normal approximation
-``mean ± 1.96·s/√n``, which the bootstrap of a mean converges to and which costs nothing
-at a million rows. ``ci_method`` in the aggregate says which one was used.
+The interval is a percentile bootstrap of the mean (1,000 resamples, fixed seed).
+Resampling n values with replacement is the same as drawing multinomial counts over the
+distinct values, so when there are at most ``HISTOGRAM_MAX_DISTINCT`` distinct values
+(judge scales, pass/fail, most real metrics) it is computed exactly that way at any n, in
+time independent of n. With more distinct values it resamples indices up to
+``BOOTSTRAP_MAX_N`` values, and above that uses the normal approximation
+``mean ± 1.96·s/√n``, which the bootstrap of a mean converges to. ``ci_method`` in the
+aggregate says which one was used.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import numpy as np
 
 from assay.metrics.base import Score
 
-BOOTSTRAP_MAX_N = 20_000
+BOOTSTRAP_MAX_N = 5_000
 BOOTSTRAP_RESAMPLES = 1_000
+HISTOGRAM_MAX_DISTINCT = 2_000
 
 
 @dataclass
@@ -98,8 +103,14 @@ def confidence_interval(v: np.ndarray, seed: int = 0) -> tuple[float, float, str
     n = len(v)
     if n == 1:
         return float(v[0]), float(v[0]), "single value"
+    rng = np.random.default_rng(seed)
+    values, counts = np.unique(v, return_counts=True)
+    if len(values) <= HISTOGRAM_MAX_DISTINCT:
+        draws = rng.multinomial(n, counts / n, size=BOOTSTRAP_RESAMPLES)
+        means = draws @ values / n
+        lo, hi = np.percentile(means, [2.5, 97.5])
+        return float(lo), float(hi), "bootstrap"
     if n <= BOOTSTRAP_MAX_N:
-        rng = np.random.default_rng(seed)
         means = np.empty(BOOTSTRAP_RESAMPLES)
         step = max(1, 2_000_000 // n)  # resamples per block, bounding memory
         for start in range(0, BOOTSTRAP_RESAMPLES, step):

@@ -139,6 +139,8 @@ class Dataset:
                 self._bad(src, pos, field, message)
                 continue
             if fields.__class__ is dict:
+                if record.id is None:
+                    record.id = str(index)  # stable across re-runs of the same file
                 yield record
             else:
                 yield from records
