@@ -88,6 +88,8 @@ def print_summary(result: Any) -> None:
     r = result.run
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
               f"{r['rows_skipped']} skipped (bad input), {r['rows_errored']} with errors")
+    if r["rows_evaluated"] > r["rows_read"] - r["rows_skipped"]:
+        out.print("  [dim](each turn of a conversation is evaluated as a row of its own)[/dim]")
     for agg in result.metrics.values():
         for reason, n in (agg.get("skip_reasons") or {}).items():
             out.print(f"  [dim]{agg['metric']}: skipped {n} row(s): {reason}[/dim]")

@@ -143,3 +143,23 @@ def test_evaluate_inside_a_running_event_loop():
         return assay.evaluate(ROWS, metrics="f1_score")
 
     assert len(asyncio.run(main()).rows) == 3
+
+
+def test_conversations_are_scored_per_turn_and_rolled_up():
+    conv = {"id": "c1", "messages": [
+        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "assistant", "content": "Paris", "context": {"citations": [{"id": "d1", "content": "Paris is the capital of France."}]}},
+        {"role": "user", "content": "And of Italy?"},
+        {"role": "assistant", "content": "Milan", "context": {"citations": [{"id": "d2", "content": "Rome is the capital of Italy."}]}},
+    ]}
+    rows = [conv, {"query": "q", "response": "x", "ground_truth": "x"}]
+    res = assay.evaluate(rows, metrics="exact_match", mapping=None)
+    ids = [r["inputs.id"] for r in res.rows]
+    assert ids[:2] == ["c1#0", "c1#1"]
+    # turns have no ground truth: skipped with the reason, not failed
+    agg = res.metrics["exact_match"]
+    assert agg["skipped"] == 2 and agg["evaluated"] == 1 and agg["failed"] == 0
+    res = assay.evaluate([conv], metrics="token_count")
+    agg = res.metrics["total_output_token_count"]
+    assert agg["conversations"] == 1 and agg["evaluated"] == 2
+    assert agg["conversation_mean"] == agg["mean"]

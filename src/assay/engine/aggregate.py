@@ -3,7 +3,8 @@
 For each metric output: mean, median, p90, pass rate (passes / (passes + fails); errors
 and skips never count as fails), defect rate for harms (share of scored rows at or above
 the defect threshold), the counts of evaluated / skipped / errored rows, and a 95%
-confidence interval of the mean.
+confidence interval of the mean. Rows that are turns of a conversation are also rolled up
+per conversation (mean of the turns for quality metrics, the worst turn for harms).
 
 The interval is a percentile bootstrap of the mean (1,000 resamples, fixed seed).
 Resampling n values with replacement is the same as drawing multinomial counts over the
@@ -45,13 +46,16 @@ class Accumulator:
     skip_reasons: dict[str, int] = field(default_factory=dict)
     error_reasons: dict[str, int] = field(default_factory=dict)
     threshold: float | None = None
+    conversations: dict[str, list[float]] = field(default_factory=dict)
 
-    def add(self, s: Score) -> None:
+    def add(self, s: Score, conversation: str | None = None) -> None:
         status = s.status
         if status == "completed":
             self.completed += 1
             if s.score is not None:
                 self.values.append(s.score)
+                if conversation is not None:
+                    self.conversations.setdefault(conversation, []).append(s.score)
             if s.passed is True:
                 self.passed += 1
             elif s.passed is False:
@@ -88,6 +92,12 @@ class Accumulator:
                 out["defect_rate"] = float((v >= self.defect_threshold).mean())
         else:
             out["mean"] = None
+        if self.conversations:
+            # A conversation scores the mean of its turns for quality, the worst turn for harms.
+            pick = (lambda xs: sum(xs) / len(xs)) if self.higher_is_better else max
+            per_conv = [pick(xs) for xs in self.conversations.values()]
+            out["conversations"] = len(per_conv)
+            out["conversation_mean"] = sum(per_conv) / len(per_conv)
         judged = self.passed + self.failed
         out["pass_rate"] = self.passed / judged if judged else None
         out["passed"], out["failed"] = self.passed, self.failed

@@ -202,9 +202,10 @@ async def evaluate_async(
                     per_row[i][m.name] = res
             for src, r, scores in zip(chunk, filled, per_row):
                 had_error = False
+                conv = src.conversation_id
                 for mname, outs in scores.items():
                     for oname, s in outs.items():
-                        accs[(mname, oname)].add(s)
+                        accs[(mname, oname)].add(s, conv)
                         if s.status == "error":
                             had_error = True
                 if isinstance(r, TargetError):
