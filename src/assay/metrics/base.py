@@ -289,5 +289,6 @@ def load_builtin_metrics() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
     from assay.metrics import retrieval, text, usage  # noqa: F401
+
+    _loaded = True
