@@ -17,7 +17,7 @@ def test_seed_single_turn_qa_question_answer_context_ground_truth():
                                            "The Adventure Dining Table has higher weight.")]
     assert r.context_text().startswith("From our product list")
     assert r.ground_truth == "The Alpine Explorer Tent has the highest rainfly waterproof rating at 3000m"
-    assert r.extra == {} and r.history is None and r.id is None
+    assert r.extra == {} and r.history is None and r.id == "0"  # the row index when the row has no id
     assert ds.format == "jsonl" and ds.rows_read == 1 and ds.bad_rows == []
     assert ds.columns_seen == {"question", "context", "answer", "ground_truth"}
 

@@ -1,0 +1,150 @@
+"""The model contracts: :class:`Generation`, :class:`ChatModel`, :class:`EmbeddingModel`.
+
+Every backend is one small class that turns chat messages into a :class:`Generation`.
+The limiter, retries and cache (:mod:`assay.models.limits`, :mod:`assay.models.cache`)
+wrap any backend the same way, so a backend only has to translate its transport's
+failures into :class:`ModelCallError` (with ``retryable`` and ``retry_after`` set) and
+expose a ``cache_identity`` that names the model without naming a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+from assay.errors import AssayError
+
+Message = Mapping[str, Any]          # {"role": "system" | "user" | "assistant", "content": str}
+Messages = Sequence[Message]
+TopLogprobs = dict[str, float]       # token -> natural-log probability
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Tokens a judge call consumed (as reported by the backend; 0 when it reports none)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+@dataclass(slots=True)
+class Generation:
+    """One model answer.
+
+    ``logprobs`` holds, for the *first* generated token, the top alternatives as
+    ``token -> logprob`` (the chosen token included); ``token_logprobs`` the same for
+    every generated position, ``[(chosen_token, {alternative: logprob})]``, when the
+    backend returned them. ``raw`` is the backend's response body (never a credential).
+    ``cached`` is true when the answer came from the call cache and no call was made.
+    """
+
+    text: str
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    latency_s: float = 0.0
+    logprobs: TopLogprobs | None = None
+    model: str = ""
+    raw: Any = None
+    cached: bool = False
+    finish_reason: str | None = None
+    token_logprobs: list[tuple[str, TopLogprobs]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "usage": self.usage.to_dict(),
+            "latency_s": self.latency_s,
+            "logprobs": self.logprobs,
+            "model": self.model,
+            "raw": self.raw,
+            "finish_reason": self.finish_reason,
+            "token_logprobs": [[t, alts] for t, alts in self.token_logprobs]
+            if self.token_logprobs is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, cached: bool = False) -> "Generation":
+        u = d.get("usage") or {}
+        tl = d.get("token_logprobs")
+        return cls(
+            text=d.get("text") or "",
+            usage=TokenUsage(int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)),
+            latency_s=float(d.get("latency_s") or 0.0),
+            logprobs=d.get("logprobs"),
+            model=d.get("model") or "",
+            raw=d.get("raw"),
+            cached=cached,
+            finish_reason=d.get("finish_reason"),
+            token_logprobs=[(t, alts) for t, alts in tl] if tl is not None else None,
+        )
+
+
+class ModelCallError(AssayError):
+    """A model call failed. ``retryable`` tells the limiter whether trying again can help.
+
+    ``kind`` is one of ``rate_limit``, ``server``, ``timeout``, ``connection``,
+    ``bad_request``, ``auth``, ``quota``, ``not_found``, ``bad_response``. ``retry_after`` is the
+    delay in seconds the server asked for, when it asked. ``body`` keeps (a prefix of)
+    the server's error text, with any credential scrubbed.
+    """
+
+    def __init__(self, message: str, *, kind: str = "server", status: int | None = None,
+                 retryable: bool = False, retry_after: float | None = None, body: str | None = None):
+        super().__init__(message)
+        self.kind, self.status, self.retryable = kind, status, retryable
+        self.retry_after, self.body = retry_after, body
+        self.attempts = 1
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that answers chat messages. ``name`` is shown in results ("openai:gpt-4o-mini")."""
+
+    name: str
+
+    async def generate(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = 0.0,
+        response_format: Mapping[str, Any] | None = None,
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
+    ) -> Generation: ...
+
+
+@runtime_checkable
+class EmbeddingModel(Protocol):
+    name: str
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def cache_identity(model: Any) -> str:
+    """What the cache key says about the model: its ``cache_identity`` or its ``name``."""
+    ident = getattr(model, "cache_identity", None)
+    if ident:
+        return str(ident)
+    return f"{type(model).__module__}.{type(model).__qualname__}:{getattr(model, 'name', '')}"
+
+
+def estimate_tokens(messages: Messages) -> int:
+    """A cheap input-token estimate (4 characters a token) for tokens-per-minute budgeting."""
+    n = 0
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            n += len(c)
+        elif isinstance(c, list):  # content parts
+            for part in c:
+                if isinstance(part, Mapping):
+                    n += len(str(part.get("text") or ""))
+        n += 16
+    return n // 4 + 1

@@ -1,0 +1,181 @@
+"""A persistent cache of model calls: SQLite (stdlib), WAL mode, safe across processes.
+
+The key is the sha256 of (model identity, messages, every generation parameter): the
+endpoint and model name, never the API key. A hit returns the stored
+:class:`~assay.models.base.Generation` with ``cached=True`` and makes no call. Each
+answer is committed as its call completes, so a killed run loses at most the calls in
+flight, and a resumed run pays for no completed call twice.
+
+Location: ``path`` if given, else ``$ASSAY_CACHE``, else ``.assay/cache.sqlite`` under the
+working directory. ``ASSAY_CACHE=off`` turns the cache off (:func:`open_cache` returns None).
+
+The hot path is one primary-key lookup on one open connection (tens of microseconds);
+:meth:`CallCache.get_many` looks up a batch in one query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import orjson
+
+from assay.errors import AssayError
+from assay.models.base import Generation, Messages
+
+SCHEMA_VERSION = 1
+KEY_VERSION = 1
+DEFAULT_PATH = Path(".assay") / "cache.sqlite"
+_OFF = {"off", "0", "false", "no", "none", "disabled"}
+_DUMP_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def default_cache_path() -> Path | None:
+    """``$ASSAY_CACHE`` (None when it says off), else ``./.assay/cache.sqlite``."""
+    env = os.environ.get("ASSAY_CACHE")
+    if env is not None and env.strip():
+        if env.strip().lower() in _OFF:
+            return None
+        return Path(env).expanduser()
+    return Path.cwd() / DEFAULT_PATH
+
+
+def open_cache(path: str | os.PathLike[str] | None = None) -> "CallCache | None":
+    """The call cache at ``path`` or the default location; None when turned off."""
+    p = Path(path) if path is not None else default_cache_path()
+    return CallCache(p) if p is not None else None
+
+
+def call_key(identity: str, messages: Messages, params: Mapping[str, Any]) -> str:
+    """sha256 over the model identity, the messages and every generation parameter."""
+    blob = orjson.dumps([KEY_VERSION, identity, list(messages), params], option=_DUMP_OPTS, default=str)
+    return hashlib.sha256(blob).hexdigest()
+
+
+class CallCache:
+    """Model answers by call key, in one SQLite file shared by every process that opens it."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
+            self._migrate()
+        except (sqlite3.Error, OSError) as exc:
+            raise AssayError(f"cannot open the call cache at {self.path}: {exc} "
+                             "(set ASSAY_CACHE to another file, or ASSAY_CACHE=off)") from None
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+
+    key = staticmethod(call_key)
+
+    def _open(self) -> None:
+        # autocommit: every put is its own committed transaction
+        self._conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self.journal_mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._pid = os.getpid()
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The connection; a forked child opens its own (a connection must not cross a fork)."""
+        if self._pid != os.getpid():
+            self._open()
+        return self._conn
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"written by a newer assay (schema {version})")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS calls ("
+            " key TEXT PRIMARY KEY, model TEXT NOT NULL, created REAL NOT NULL, value BLOB NOT NULL"
+            ") WITHOUT ROWID")
+        if version < SCHEMA_VERSION:
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def __repr__(self) -> str:
+        return f"CallCache({str(self.path)!r})"
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, key: str) -> Generation | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM calls WHERE key=?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return Generation.from_dict(orjson.loads(row[0]), cached=True)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
+        """The cached answers among ``keys`` (one query per 500 keys)."""
+        ks = list(dict.fromkeys(keys))
+        out: dict[str, Generation] = {}
+        with self._lock:
+            for i in range(0, len(ks), 500):
+                part = ks[i:i + 500]
+                q = f"SELECT key, value FROM calls WHERE key IN ({','.join('?' * len(part))})"
+                for k, v in self._db.execute(q, part):
+                    out[k] = Generation.from_dict(orjson.loads(v), cached=True)
+        self.hits += len(out)
+        self.misses += len(ks) - len(out)
+        return out
+
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM calls WHERE key=?", (key,)).fetchone() is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM calls").fetchone()[0]
+
+    # -- writes ------------------------------------------------------------------------------
+    def put(self, key: str, gen: Generation, *, model: str = "") -> None:
+        """Store one answer, committed before returning."""
+        self.put_many([(key, gen)], model=model)
+
+    def put_many(self, items: Iterable[tuple[str, Generation]], *, model: str = "") -> None:
+        now = time.time()
+        rows = [(k, model or g.model, now, orjson.dumps(g.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY,
+                                                         default=str))
+                for k, g in items]
+        if not rows:
+            return
+        with self._lock:
+            db = self._db
+            if len(rows) == 1:
+                db.execute("INSERT OR REPLACE INTO calls VALUES (?,?,?,?)", rows[0])
+            else:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany("INSERT OR REPLACE INTO calls VALUES (?,?,?,?)", rows)
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+        self.writes += len(rows)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM calls")
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self) -> "CallCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

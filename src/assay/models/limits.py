@@ -1,0 +1,455 @@
+"""One policy for every model call of a run: concurrency, rate, retries, timeout, cache.
+
+:class:`Limiter` is shared by all metrics and rows of a run (SPEC §7, §8: no
+``evaluators × workers`` blow-up):
+
+* a global concurrency limit (an adjustable semaphore; defaults sized per backend);
+* an adaptive rate limit: token buckets for requests and tokens per minute. On a 429
+  the limiter halves its rate (and its concurrency window), makes every caller wait out
+  the server's ``Retry-After`` / ``retry-after-ms``, then recovers slowly while calls
+  succeed. With no rpm/tpm configured only the concurrency window adapts;
+* retries with exponential backoff and jitter on 429, 5xx, 408/409, timeouts and
+  connection errors, for a bounded number of attempts; a concurrency slot is not held
+  while a call waits to retry;
+* a per-call timeout.
+
+:class:`LimitedModel` applies a limiter and a :class:`~assay.models.cache.CallCache` to
+any :class:`~assay.models.base.ChatModel`: a cache hit returns at once with
+``cached=True``; identical calls in flight at the same time are made once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import sqlite3
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
+
+from assay.errors import AssayError
+from assay.models.base import ChatModel, Generation, Messages, ModelCallError, cache_identity, estimate_tokens
+
+log = logging.getLogger("assay.models")
+T = TypeVar("T")
+
+if sys.version_info >= (3, 11):
+    _timeout = asyncio.timeout
+else:  # pragma: no cover - Python 3.10
+    _timeout = None
+
+
+@dataclass
+class RetryPolicy:
+    """Bounded retries: ``max_attempts`` tries in all; exponential backoff with jitter.
+
+    The n-th retry waits ``d/2 + uniform(0, d/2)`` with ``d = min(max_delay,
+    base_delay * 2**n)``, or what the server asked for (``Retry-After``) plus up to 10%
+    jitter. A server asking for more than ``max_retry_after`` seconds fails the call.
+    """
+
+    max_attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_retry_after: float = 300.0
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after + random.uniform(0.0, 0.1 * retry_after + 0.05)
+        d = min(self.max_delay, self.base_delay * (2 ** retry))
+        return d / 2 + random.uniform(0.0, d / 2)
+
+
+class _Bucket:
+    """A token bucket that lends: a taker may overdraw and then waits the deficit out."""
+
+    __slots__ = ("per_min", "rate", "capacity", "level", "stamp")
+
+    def __init__(self, per_minute: float):
+        self.per_min = float(per_minute)
+        self.rate = self.per_min / 60.0
+        self.capacity = max(1.0, self.rate)      # a burst of at most one second's worth
+        self.level = self.capacity
+        self.stamp = time.monotonic()
+
+    def scale(self, factor: float) -> None:
+        self._refill(time.monotonic())
+        self.rate = max(self.per_min * factor / 60.0, 1e-6)
+        self.capacity = max(1.0, self.rate)
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def take(self, n: float) -> float:
+        """Take ``n`` now; return how long to wait before using them."""
+        now = time.monotonic()
+        self._refill(now)
+        self.level -= n
+        return 0.0 if self.level >= 0 else -self.level / self.rate
+
+    def give(self, n: float) -> None:
+        self.level = min(self.capacity, self.level + n)
+
+
+class _Slots:
+    """A semaphore whose limit can move (the adaptive concurrency window)."""
+
+    __slots__ = ("limit", "in_flight", "peak", "_waiters")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.in_flight = 0
+        self.peak = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self.in_flight < self.limit and not self._waiters:
+            self.in_flight += 1
+            if self.in_flight > self.peak:
+                self.peak = self.in_flight
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # woken and cancelled in the same breath: give it back
+            else:
+                try:
+                    self._waiters.remove(fut)
+                except ValueError:
+                    pass
+            raise
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def set_limit(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            fut = self._waiters.popleft()
+            if fut.done():
+                continue
+            self.in_flight += 1
+            if self.in_flight > self.peak:
+                self.peak = self.in_flight
+            fut.set_result(None)
+
+
+@dataclass
+class LimiterStats:
+    requests: int = 0          # backend calls started (retries included)
+    succeeded: int = 0
+    failed: int = 0            # calls that gave up
+    retries: int = 0
+    rate_limited: int = 0      # 429 answers
+    timeouts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Limiter:
+    """Concurrency, adaptive rate limit, retries and timeout shared by all calls of a run.
+
+    ``concurrency``: calls in flight at once. ``rpm`` / ``tpm``: requests and tokens per
+    minute (None: not limited until the server says so). ``timeout``: seconds per call
+    (None: none). ``retry``: a :class:`RetryPolicy` (or pass ``max_attempts``).
+    """
+
+    def __init__(self, concurrency: int = 16, *, rpm: float | None = None, tpm: float | None = None,
+                 timeout: float | None = 120.0, retry: RetryPolicy | None = None,
+                 max_attempts: int | None = None, adaptive: bool = True,
+                 recover_every: float = 5.0, min_factor: float = 0.02):
+        if concurrency < 1:
+            raise AssayError(f"concurrency must be at least 1, got {concurrency}")
+        self.concurrency = int(concurrency)
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        if max_attempts is not None:
+            self.retry = dataclasses.replace(self.retry, max_attempts=max(1, int(max_attempts)))
+        self.adaptive = adaptive
+        self.recover_every = recover_every
+        self.min_factor = min_factor
+        self._rpm = _Bucket(rpm) if rpm else None
+        self._tpm = _Bucket(tpm) if tpm else None
+        self._slots = _Slots(self.concurrency)
+        self._window = float(self.concurrency)
+        self._factor = 1.0
+        self._pause_until = 0.0
+        self._last_cut = -1e9
+        self._last_429 = -1e9
+        self._last_recover = -1e9
+        self.stats = LimiterStats()
+
+    @classmethod
+    def for_model(cls, model: Any, **kw: Any) -> "Limiter":
+        """A limiter with the backend's default concurrency (``model.default_concurrency``)."""
+        kw.setdefault("concurrency", int(getattr(model, "default_concurrency", 16) or 16))
+        return cls(**kw)
+
+    # -- introspection ---------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        return self._slots.in_flight
+
+    @property
+    def peak_in_flight(self) -> int:
+        return self._slots.peak
+
+    @property
+    def rate_factor(self) -> float:
+        return self._factor
+
+    @property
+    def window(self) -> int:
+        return self._slots.limit
+
+    # -- the call ---------------------------------------------------------------------------------
+    async def call(self, fn: Callable[[], Awaitable[T]], *, tokens: int = 0) -> T:
+        """Run ``fn()`` under the policy; raise :class:`ModelCallError` when it gives up."""
+        attempts = self.retry.max_attempts
+        for attempt in range(attempts):
+            await self._acquire(tokens)
+            self.stats.requests += 1
+            try:
+                if self.timeout is None:
+                    result = await fn()
+                elif _timeout is not None:
+                    async with _timeout(self.timeout):
+                        result = await fn()
+                else:  # pragma: no cover - Python 3.10
+                    result = await asyncio.wait_for(fn(), self.timeout)
+            except BaseException as exc:
+                self._slots.release()
+                err = _classify(exc, self.timeout)
+                if err is None:
+                    raise
+                self._on_failure(err)
+                retry_after = err.retry_after
+                if retry_after is not None and retry_after > self.retry.max_retry_after:
+                    err.attempts = attempt + 1
+                    self.stats.failed += 1
+                    final = ModelCallError(f"{err} (the server asks to wait {retry_after:.0f} s, more than "
+                                           f"{self.retry.max_retry_after:.0f} s)", kind=err.kind, status=err.status,
+                                           retry_after=retry_after, body=err.body)
+                    final.attempts = attempt + 1
+                    raise final from None
+                if not err.retryable or attempt + 1 >= attempts:
+                    err.attempts = attempt + 1
+                    self.stats.failed += 1
+                    if err is exc:
+                        raise
+                    raise err from None
+                delay = self.retry.delay(attempt, retry_after)
+                self.stats.retries += 1
+                log.info("model call failed (%s); retry %d/%d in %.2f s", err, attempt + 1, attempts - 1, delay)
+                await asyncio.sleep(delay)
+                continue
+            self._slots.release()
+            self._on_success(result, tokens)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _acquire(self, tokens: int) -> None:
+        await self._slots.acquire()
+        try:
+            while True:
+                now = time.monotonic()
+                if self._pause_until > now:
+                    await asyncio.sleep(self._pause_until - now)
+                    continue
+                wait = 0.0
+                if self._rpm is not None:
+                    wait = self._rpm.take(1)
+                if self._tpm is not None and tokens:
+                    wait = max(wait, self._tpm.take(tokens))
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    if self._pause_until > time.monotonic():  # a 429 arrived meanwhile
+                        continue
+                return
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _on_success(self, result: Any, est_tokens: int) -> None:
+        st = self.stats
+        st.succeeded += 1
+        usage = getattr(result, "usage", None)
+        if usage is not None:
+            st.input_tokens += usage.input_tokens
+            st.output_tokens += usage.output_tokens
+            if self._tpm is not None and est_tokens:
+                self._tpm.give(est_tokens - (usage.input_tokens + usage.output_tokens))
+        if self._factor < 1.0 or self._slots.limit < self.concurrency:
+            self._recover()
+
+    def _on_failure(self, err: ModelCallError) -> None:
+        if err.kind == "timeout":
+            self.stats.timeouts += 1
+        if err.kind != "rate_limit":
+            return
+        self.stats.rate_limited += 1
+        now = time.monotonic()
+        self._last_429 = now
+        if err.retry_after is not None:
+            self._pause_until = max(self._pause_until, now + min(err.retry_after, self.retry.max_retry_after))
+        if not self.adaptive or now - self._last_cut < 1.0:
+            return  # answers to requests sent before the last cut say nothing new
+        self._last_cut = now
+        self._factor = max(self.min_factor, self._factor / 2)
+        for b in (self._rpm, self._tpm):
+            if b is not None:
+                b.scale(self._factor)
+        self._window = max(1.0, min(self._window, self._slots.in_flight + 1) / 2)
+        self._slots.set_limit(int(self._window))
+        log.warning("rate limited: lowering to %.0f%% of the configured rate and %d calls in flight",
+                    100 * self._factor, self._slots.limit)
+
+    def _recover(self) -> None:
+        """Additive increase: the window grows by about one per window of successes; the
+        rate factor by 10% every ``recover_every`` seconds without a 429."""
+        now = time.monotonic()
+        if self._slots.limit < self.concurrency:
+            self._window = min(float(self.concurrency), self._window + 1.0 / self._window)
+            if int(self._window) != self._slots.limit:
+                self._slots.set_limit(int(self._window))
+        if (self._factor < 1.0 and now - self._last_429 >= self.recover_every
+                and now - self._last_recover >= self.recover_every):
+            self._last_recover = now
+            self._factor = min(1.0, self._factor + 0.1)
+            for b in (self._rpm, self._tpm):
+                if b is not None:
+                    b.scale(self._factor)
+
+
+def _classify(exc: BaseException, timeout: float | None) -> ModelCallError | None:
+    """A retry decision for an exception; None for those that are not the model's (bugs, Ctrl-C)."""
+    if isinstance(exc, ModelCallError):
+        return exc
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return ModelCallError(f"no answer within {timeout:g} s" if timeout else "timed out",
+                              kind="timeout", retryable=True)
+    if isinstance(exc, (ConnectionError, OSError)):
+        return ModelCallError(f"connection failed: {exc}", kind="connection", retryable=True)
+    return None
+
+
+def _cancelling(task: asyncio.Task[Any]) -> bool:
+    fn = getattr(task, "cancelling", None)
+    return bool(fn()) if fn is not None else False
+
+
+@dataclass
+class CallStats:
+    calls: int = 0        # generate() calls answered (cache hits included)
+    cache_hits: int = 0
+    shared: int = 0       # answered by an identical call already in flight
+    errors: int = 0
+
+
+class LimitedModel:
+    """Any :class:`ChatModel` behind a shared :class:`Limiter` and an optional call cache.
+
+    It is itself a ``ChatModel``: hand it to judge metrics (``EvalContext.judge``).
+    """
+
+    def __init__(self, model: ChatModel, limiter: Limiter | None = None, cache: Any = None):
+        self.model = model
+        self.limiter = limiter if limiter is not None else Limiter.for_model(model)
+        self.cache = cache
+        self.name = model.name
+        self.cache_identity = cache_identity(model)
+        self.stats = CallStats()
+        self._pending: dict[str, asyncio.Future[Generation]] = {}
+
+    def __repr__(self) -> str:
+        return f"LimitedModel({self.model!r}, concurrency={self.limiter.concurrency}, cache={self.cache!r})"
+
+    @property
+    def default_concurrency(self) -> int:
+        return self.limiter.concurrency
+
+    async def generate(self, messages: Messages, *, max_tokens: int | None = None,
+                       temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
+                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
+        self.stats.calls += 1
+        cache = self.cache
+        key = None
+        if cache is not None:
+            key = cache.key(self.cache_identity, messages, {
+                "max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
+                "logprobs": logprobs, "top_logprobs": top_logprobs})
+            try:
+                hit = cache.get(key)
+            except sqlite3.Error as exc:
+                log.warning("call cache read failed: %s", exc)
+                hit = None
+            if hit is not None:
+                self.stats.cache_hits += 1
+                return hit
+            pending = self._pending.get(key)
+            if pending is not None:
+                try:
+                    gen = await asyncio.shield(pending)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if pending.cancelled() and not (task is not None and _cancelling(task)):
+                        self.stats.calls -= 1  # the call we shared was cancelled, not us: make it
+                        return await self.generate(messages, max_tokens=max_tokens, temperature=temperature,
+                                                   response_format=response_format, logprobs=logprobs,
+                                                   top_logprobs=top_logprobs)
+                    raise
+                self.stats.shared += 1
+                return dataclasses.replace(gen, cached=True)
+            fut: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+            self._pending[key] = fut
+        model = self.model
+
+        def call() -> Awaitable[Generation]:
+            return model.generate(messages, max_tokens=max_tokens, temperature=temperature,
+                                  response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
+
+        try:
+            gen = await self.limiter.call(call, tokens=estimate_tokens(messages) + (max_tokens or 256))
+        except BaseException as exc:
+            self.stats.errors += 1
+            if key is not None:
+                fut = self._pending.pop(key)
+                if not fut.done():
+                    if isinstance(exc, Exception):
+                        fut.set_exception(exc)
+                        fut.exception()  # retrieved: no "never retrieved" warning when nobody waits
+                    else:
+                        fut.cancel()
+            raise
+        if key is not None:
+            try:
+                cache.put(key, gen, model=self.name)
+            except sqlite3.Error as exc:  # a full disk or a locked file costs the cache, not the run
+                log.warning("call cache write failed: %s", exc)
+            fut = self._pending.pop(key)
+            if not fut.done():
+                fut.set_result(gen)
+        return gen
+
+    async def aclose(self) -> None:
+        close = getattr(self.model, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> "LimitedModel":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
