@@ -28,7 +28,7 @@ from assay.metrics.base import Score
 
 BOOTSTRAP_MAX_N = 5_000
 BOOTSTRAP_RESAMPLES = 1_000
-HISTOGRAM_MAX_DISTINCT = 2_000
+HISTOGRAM_MAX_DISTINCT = 256
 
 
 @dataclass
