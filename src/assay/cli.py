@@ -112,6 +112,7 @@ def eval_cmd(
     on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
     family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
     concurrency: int = typer.Option(16, "--concurrency", "-c", help="Concurrent target and judge calls."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Evaluate a data set and print a summary table."""
@@ -128,7 +129,7 @@ def eval_cmd(
                   disable=quiet or not err.is_terminal, transient=True) as bar:
         task = bar.add_task("evaluating", total=total)
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
-                          target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency,
+                          target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers,
                           progress=lambda n: bar.advance(task, n))
     print_summary(result)
     if out_dir is not None:

@@ -163,3 +163,28 @@ def test_conversations_are_scored_per_turn_and_rolled_up():
     agg = res.metrics["total_output_token_count"]
     assert agg["conversations"] == 1 and agg["evaluated"] == 2
     assert agg["conversation_mean"] == agg["mean"]
+
+
+def test_worker_processes_give_the_same_rows_in_the_same_order(tmp_path):
+    from assay.metrics.base import REGISTRY, metric
+
+    @metric(name="resp_len_for_test", threshold=10)
+    def resp_len(response: str) -> float:  # registered after import: workers inherit it (fork)
+        return float(len(response))
+
+    rows = [{"id": str(i), "response": f"answer {i} " * (i % 7), "ground_truth": f"answer {i}"}
+            for i in range(1500)]
+    try:
+        inline = assay.evaluate(rows, metrics="f1_score,bleu,resp_len_for_test", workers=1)
+        pooled = assay.evaluate(rows, metrics="f1_score,bleu,resp_len_for_test", workers=2,
+                                out=tmp_path / "pooled")
+    finally:
+        REGISTRY.pop("resp_len_for_test")
+    assert [r["inputs.id"] for r in pooled.rows] == [str(i) for i in range(1500)]
+    assert pooled.rows == inline.rows
+    assert pooled.metrics == inline.metrics
+
+
+def test_workers_must_be_positive():
+    with pytest.raises(AssayError, match="workers"):
+        assay.evaluate(ROWS, metrics="f1_score", workers=0)

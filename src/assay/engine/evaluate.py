@@ -8,8 +8,12 @@ result is written to ``out``. Synchronous (classic) metrics run inline; async me
 from __future__ import annotations
 
 import asyncio
+import multiprocessing as mp
+import os
 import threading
 import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
 from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,6 +29,43 @@ from assay.records import CANONICAL_FIELDS, Record
 
 PLAN_WINDOW = 1000   # rows looked at to decide which metrics `auto` runs
 CHUNK = 512          # rows scored together
+
+
+def score_rows(metrics: Sequence[Metric], thresholds: Mapping[str, float], ctx: EvalContext,
+               records: Sequence[Record]) -> list[dict[str, dict[str, Score]]]:
+    """Synchronous metrics over some records: ``[{metric: {output: Score}}]`` per record."""
+    return [{m.name: m.score_sync(r, ctx, thresholds.get(m.name)) for m in metrics} for r in records]
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(names: list[str], thresholds: dict[str, float], options: dict[str, Any]) -> None:
+    from assay.metrics.base import REGISTRY, load_builtin_metrics
+
+    load_builtin_metrics()
+    _WORKER.update(metrics=[REGISTRY[n] for n in names], thresholds=thresholds,
+                   ctx=EvalContext(options=options))
+
+
+def _score_in_worker(records: list[Record]) -> list[dict[str, dict[str, Score]]]:
+    return score_rows(_WORKER["metrics"], _WORKER["thresholds"], _WORKER["ctx"], records)
+
+
+def _worker_count(workers: int | None, sync_metrics: list[Metric], head_rows: int) -> int:
+    if workers is not None:
+        if workers < 1:
+            raise AssayError(f"workers must be at least 1, got {workers}")
+        return workers if sync_metrics and "fork" in mp.get_all_start_methods() else 1
+    if not sync_metrics or head_rows < PLAN_WINDOW or "fork" not in mp.get_all_start_methods():
+        return 1
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _make_pool(n: int, metrics: list[Metric], thresholds: dict[str, float], ctx: EvalContext) -> ProcessPoolExecutor:
+    # fork: workers inherit every registered metric, the user's own included.
+    return ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork"), initializer=_init_worker,
+                               initargs=([m.name for m in metrics], thresholds, dict(ctx.options)))
 
 
 def evaluate(data: Any = None, **kwargs: Any) -> EvalResult:
@@ -134,9 +175,15 @@ async def evaluate_async(
     family: str | None = None,
     options: Mapping[str, Any] | None = None,
     judge: Any = None,
+    workers: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> EvalResult:
-    """See :func:`evaluate`. ``progress`` is called with the number of rows just finished."""
+    """See :func:`evaluate`. ``progress`` is called with the number of rows just finished.
+
+    ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
+    default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
+    available, and scores inline otherwise; ``workers=1`` always scores inline.
+    """
     if data is None:
         raise AssayError("no data: pass a path, a DataFrame or a list of rows")
     if on_bad_row not in ("fail", "skip"):
@@ -180,44 +227,67 @@ async def evaluate_async(
         async with sem:
             return await m.score(r, ctx, thr.get(m.name))
 
+    n_workers = _worker_count(workers, sync_metrics, len(head))
+    pool = _make_pool(n_workers, sync_metrics, thr, ctx) if n_workers > 1 else None
+    loop = asyncio.get_running_loop()
+
+    async def score_chunk(chunk: list[Record]) -> tuple[list, list]:
+        filled: list[Record | TargetError] = list(chunk)
+        if tgt is not None:
+            filled = list(await asyncio.gather(*(call_target(r) for r in chunk)))
+        ok = [r for r in filled if not isinstance(r, TargetError)]
+        if pool is not None:
+            scored = await loop.run_in_executor(pool, _score_in_worker, ok)
+        else:
+            scored = score_rows(sync_metrics, thr, ctx, ok)
+        it = iter(scored)
+        per_row = [{m.name: m.error_all(str(r)) for m in chosen} if isinstance(r, TargetError) else next(it)
+                   for r in filled]
+        if async_metrics:
+            jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
+                    for m in async_metrics]
+            results = await asyncio.gather(*(score_async(m, filled[i]) for i, m in jobs))  # type: ignore[arg-type]
+            for (i, m), res in zip(jobs, results):
+                per_row[i][m.name] = res
+        return filled, per_row
+
+    def consume(chunk: list[Record], filled: list, per_row: list) -> None:
+        for src, r, scores in zip(chunk, filled, per_row):
+            had_error = False
+            conv = src.conversation_id
+            for mname, outs in scores.items():
+                for oname, s in outs.items():
+                    accs[(mname, oname)].add(s, conv)
+                    if s.status == "error":
+                        had_error = True
+            if isinstance(r, TargetError):
+                counts["target_errors"] += 1
+                r = src
+            counts["evaluated"] += 1
+            counts["errored"] += had_error
+            sink.add(row_inputs(r), scores)
+        if progress is not None:
+            progress(len(chunk))
+
+    # Chunks are scored ahead (in worker processes, or while target/judge calls wait) and
+    # consumed in input order, so rows are written in the order they were read.
+    depth = max(2, n_workers + 1)
+    pending: deque[tuple[list[Record], asyncio.Future]] = deque()
     try:
         for chunk in _chunks(chain(head, records), CHUNK):
-            filled: list[Record | TargetError] = list(chunk)
-            if tgt is not None:
-                filled = list(await asyncio.gather(*(call_target(r) for r in chunk)))
-            per_row: list[dict[str, dict[str, Score]]] = []
-            for r in filled:
-                if isinstance(r, TargetError):
-                    per_row.append({m.name: m.error_all(str(r)) for m in chosen})
-                    continue
-                scores = {}
-                for m in sync_metrics:
-                    scores[m.name] = m.score_sync(r, ctx, thr.get(m.name))
-                per_row.append(scores)
-            if async_metrics:
-                jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
-                        for m in async_metrics]
-                results = await asyncio.gather(*(score_async(m, filled[i]) for i, m in jobs))  # type: ignore[arg-type]
-                for (i, m), res in zip(jobs, results):
-                    per_row[i][m.name] = res
-            for src, r, scores in zip(chunk, filled, per_row):
-                had_error = False
-                conv = src.conversation_id
-                for mname, outs in scores.items():
-                    for oname, s in outs.items():
-                        accs[(mname, oname)].add(s, conv)
-                        if s.status == "error":
-                            had_error = True
-                if isinstance(r, TargetError):
-                    counts["target_errors"] += 1
-                    r = src
-                counts["evaluated"] += 1
-                counts["errored"] += had_error
-                sink.add(row_inputs(r), scores)
-            if progress is not None:
-                progress(len(chunk))
+            pending.append((chunk, asyncio.ensure_future(score_chunk(chunk))))
+            if len(pending) >= depth:
+                c, fut = pending.popleft()
+                consume(c, *(await fut))
+        while pending:
+            c, fut = pending.popleft()
+            consume(c, *(await fut))
     finally:
+        for _, fut in pending:
+            fut.cancel()
         sink.close()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     run = {
         "assay_version": __version__,
