@@ -43,6 +43,11 @@ class Score:
     threshold: float | None = None
     properties: dict[str, Any] = field(default_factory=dict)
 
+    def __reduce__(self):
+        # Positional and flat: scores cross process boundaries by the thousand.
+        return (Score, (self.value, self.score, self.passed, self.result, self.reason, self.status,
+                        self.threshold, self.properties))
+
     @classmethod
     def skipped(cls, reason: str) -> "Score":
         return cls(result="not_applicable", reason=reason, status="skipped")
