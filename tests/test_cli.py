@@ -101,3 +101,19 @@ def test_target_from_the_command_line(tmp_path):
     assert "1.000" in p.stdout
     p = run("eval", f, "--target", "nope_module:chat", cwd=tmp_path)
     assert p.returncode == 2 and "nope_module" in p.stderr
+
+
+def test_judge_metrics_run_on_the_embedded_judge_by_default(tmp_path, monkeypatch):
+    pytest.importorskip("llama_cpp", reason="the embedded judge needs assay[local] (make test installs it)")
+    f = write(tmp_path, "d.jsonl",
+              '{"query": "Capital of France?", "response": "Paris.", "context": "Paris is the capital of France."}\n')
+    env_free = {k: v for k, v in __import__("os").environ.items() if k != "ASSAY_JUDGE"}
+    p = subprocess.run([sys.executable, "-m", "assay.cli", "eval", f, "--metrics", "groundedness,fluency",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env_free, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "judge: embedded:gemma-3-270m" in p.stdout and "smoke-test" in p.stdout
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["run"]["judge_source"] == "embedded default"
+    assert summary["metrics"]["groundedness"]["evaluated"] == 1
+    row = json.loads((tmp_path / "o" / "rows.jsonl").read_text().splitlines()[0])
+    assert 1 <= row["outputs.groundedness.groundedness_score"] <= 5

@@ -86,6 +86,12 @@ def print_summary(result: Any) -> None:
                       str(agg["evaluated"]), str(agg["skipped"]), str(agg["errored"]))
     out.print(table)
     r = result.run
+    if r.get("judge"):
+        calls = r.get("judge_calls") or {}
+        out.print(f"judge: {r['judge']} ({r['judge_source']}); {calls.get('calls', 0)} calls, "
+                  f"{calls.get('cache_hits', 0)} from cache")
+        if r.get("judge_note"):
+            out.print(f"  [yellow]{r['judge_note']}[/yellow]")
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
               f"{r['rows_skipped']} skipped (bad input), {r['rows_errored']} with errors")
     if r["rows_evaluated"] > r["rows_read"] - r["rows_skipped"]:
@@ -112,6 +118,7 @@ def eval_cmd(
     on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
     family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
     concurrency: int = typer.Option(16, "--concurrency", "-c", help="Concurrent target and judge calls."),
+    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf (default: $ASSAY_JUDGE, else the embedded smoke-test judge)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -129,7 +136,7 @@ def eval_cmd(
                   disable=quiet or not err.is_terminal, transient=True) as bar:
         task = bar.add_task("evaluating", total=total)
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
-                          target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers,
+                          target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
                           progress=lambda n: bar.advance(task, n))
     print_summary(result)
     if out_dir is not None:

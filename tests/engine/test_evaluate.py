@@ -17,9 +17,19 @@ ROWS = [
 ]
 
 
-def test_auto_runs_f1_and_skips_rows_without_ground_truth():
-    res = assay.evaluate(ROWS, metrics="auto")
-    assert "f1_score" in res.metrics
+def test_auto_plans_from_the_fields_present():
+    from assay.engine.evaluate import plan
+
+    names = {m.name for m in plan(["auto"], {"query", "response", "ground_truth"})}
+    assert {"f1_score", "coherence", "fluency", "similarity", "correctness"} <= names
+    assert "groundedness" not in names and "relevance_to_query" not in names  # replaced by correctness
+    names = {m.name for m in plan(["auto"], {"query", "response", "contexts"}, family="databricks")}
+    assert {"relevance_to_query", "databricks_groundedness", "chunk_relevance"} <= names
+    assert "f1_score" not in names and "coherence" not in names
+
+
+def test_rows_without_ground_truth_are_skipped_with_the_reason():
+    res = assay.evaluate(ROWS, metrics="f1_score")
     agg = res.metrics["f1_score"]
     assert (agg["evaluated"], agg["skipped"], agg["errored"]) == (2, 1, 0)
     assert agg["skip_reasons"] == {"missing input: ground_truth": 1}
@@ -132,7 +142,7 @@ def test_exports(tmp_path):
 def test_databricks_view():
     data = [{"request": "q", "response": "a", "retrieved_context": [{"doc_uri": "u1", "content": "c"}],
              "expected_retrieved_context": [{"doc_uri": "u1"}, {"doc_uri": "u2"}]}]
-    view = assay.evaluate(data, metrics="auto").databricks()
+    view = assay.evaluate(data, metrics="document_recall,token_count").databricks()
     assert view["rows"][0]["retrieval/ground_truth/document_recall"] == 0.5
     assert view["metrics"]["retrieval/ground_truth/document_recall/average"] == 0.5
     assert "agent/total_token_count" in view["rows"][0]

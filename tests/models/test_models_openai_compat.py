@@ -231,8 +231,8 @@ def test_unknown_specs_list_the_accepted_forms(spec):
     assert any(f.split(" ")[0] in msg for f in ACCEPTED_FORMS)
 
 
-def test_local_spec_parses_but_the_backend_is_not_there_yet():
-    with pytest.raises(AssayError, match="local backend not available yet"):
+def test_local_spec_with_a_missing_file_is_a_clear_error():
+    with pytest.raises(AssayError, match="does not exist"):
         parse_judge_spec("local:/models/judge.gguf").build()
 
 

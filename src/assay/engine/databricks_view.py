@@ -24,12 +24,13 @@ NAMES: dict[str, str] = {
     "total_output_token_count": "agent/total_output_token_count",
     "latency_seconds": "agent/latency_seconds",
     "relevance_to_query": "response/llm_judged/relevance_to_query",
-    "groundedness": "response/llm_judged/groundedness",
+    "databricks_groundedness": "response/llm_judged/groundedness",
     "correctness": "response/llm_judged/correctness",
     "safety": "response/llm_judged/safety",
     "guideline_adherence": "response/llm_judged/guideline_adherence",
     "context_sufficiency": "retrieval/llm_judged/context_sufficiency",
     "chunk_relevance_precision": "retrieval/llm_judged/chunk_relevance/precision",
+    "overall_assessment": "response/overall_assessment",
 }
 
 

@@ -128,6 +128,32 @@ def _present(records: Iterable[Record]) -> set[str]:
     return out
 
 
+JUDGE_ENV = "ASSAY_JUDGE"
+
+
+def resolve_judge(judge: Any, chosen: list[Metric]) -> tuple[Any, str | None]:
+    """The judge model for a run, and where it came from.
+
+    ``judge`` may be a spec string (``openai:gpt-4o-mini``, ``azure:DEPLOYMENT``,
+    ``http://HOST:PORT/v1#MODEL``, ``local:/path/model.gguf``), a ChatModel, or None. With
+    None, a run that has model-judged metrics uses ``$ASSAY_JUDGE`` when it names a spec, and
+    otherwise the embedded default (a smoke-test judge, see the README).
+    """
+    needed = any(m.kind in ("judge", "safety") for m in chosen)
+    if judge is None and not needed:
+        return None, None
+    from assay.models import LimitedModel, build_judge, embedded_judge
+
+    if isinstance(judge, LimitedModel):
+        return judge, "given"
+    if judge is not None:
+        return build_judge(judge), "given"
+    spec = os.environ.get(JUDGE_ENV, "").strip()
+    if spec:
+        return build_judge(spec), f"${JUDGE_ENV}"
+    return build_judge(embedded_judge()), "embedded default"
+
+
 def _check_columns(chosen: list[Metric], present: set[str], source: str, n: int) -> None:
     """A metric the user named whose input is in no row at all is a mistake, not a skip."""
     for m in chosen:
@@ -138,6 +164,13 @@ def _check_columns(chosen: list[Metric], present: set[str], source: str, n: int)
                 raise InputError(f"no row has this field, which metric {m.name!r} needs "
                                  f"(looked at the first {n} rows); map a column to it with --map {alts[0]}=COLUMN",
                                  source=source, field=field)
+
+
+def _judge_stats(model: Any) -> dict[str, int] | None:
+    stats = getattr(model, "stats", None)
+    if stats is None:
+        return None
+    return {k: getattr(stats, k) for k in ("calls", "cache_hits", "shared", "errors")}
 
 
 def _check_thresholds(thresholds: Mapping[str, float], metrics: list[Metric]) -> dict[str, float]:
@@ -204,7 +237,8 @@ async def evaluate_async(
     chosen = plan(names, present, family)
     _check_columns(chosen, present, ds.source, len(head))
     thr = _check_thresholds(thresholds or {}, chosen)
-    ctx = EvalContext(judge=judge, options=dict(options or {}))
+    judge_model, judge_source = resolve_judge(judge, chosen)
+    ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     sem = asyncio.Semaphore(max(1, concurrency))
 
     accs: dict[tuple[str, str], Accumulator] = {}
@@ -296,7 +330,10 @@ async def evaluate_async(
         "metrics": [m.name for m in chosen],
         "thresholds": {m.name: thr.get(m.name, m.threshold) for m in chosen},
         "target": tgt.name if tgt else None,
-        "judge": getattr(judge, "name", None),
+        "judge": getattr(judge_model, "name", None),
+        "judge_source": judge_source,
+        "judge_note": getattr(getattr(judge_model, "model", judge_model), "note", None),
+        "judge_calls": _judge_stats(judge_model),
         "rows_read": ds.rows_read,
         "rows_evaluated": counts["evaluated"],
         "rows_skipped": len(ds.bad_rows),

@@ -106,6 +106,7 @@ class Metric:
     auto: bool = False
     family: tuple[str, ...] = ("azure", "databricks")
     auto_unless: tuple[str, ...] = ()
+    auto_requires: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     description: str = ""
     is_async: bool = False
@@ -211,6 +212,7 @@ def metric(
     family: Sequence[str] = ("azure", "databricks"),
     requires: Sequence[Requirement] | None = None,
     auto_unless: Sequence[str] = (),
+    auto_requires: Sequence[str] = (),
     outputs: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a metric function (see the module docstring)."""
@@ -230,7 +232,8 @@ def metric(
         REGISTRY[mname] = Metric(
             name=mname, fn=fn, requires=req, optional=opt, kind=kind,
             higher_is_better=higher_is_better, threshold=threshold, scale=scale, auto=auto,
-            family=tuple(family), auto_unless=tuple(auto_unless), outputs=tuple(outputs),
+            family=tuple(family), auto_unless=tuple(auto_unless), auto_requires=tuple(auto_requires),
+            outputs=tuple(outputs),
             description=doc.split("\n\n")[0].replace("\n", " "),
         )
         return fn
@@ -270,9 +273,10 @@ def resolve(names: Iterable[str]) -> list[Metric]:
 def plan_auto(present: set[str], family: str | None = None) -> list[Metric]:
     """Metrics that ``auto`` runs given the fields present in at least one row.
 
-    A metric is chosen when every requirement is met by some present field and none of
-    its ``auto_unless`` fields is present (Databricks: correctness replaces
-    relevance_to_query once an expected answer exists).
+    A metric is chosen when every requirement is met by some present field, every one of
+    its ``auto_requires`` fields is present (Azure: relevance is planned for RAG data, the
+    retrieval score for conversations), and none of its ``auto_unless`` fields is present
+    (Databricks: correctness replaces relevance_to_query once an expected answer exists).
     """
     load_builtin_metrics()
     chosen = []
@@ -281,6 +285,7 @@ def plan_auto(present: set[str], family: str | None = None) -> list[Metric]:
             continue
         ok = all((any(f in present for f in r) if isinstance(r, tuple) else r in present)
                  for r in m.requires)
+        ok = ok and all(f in present for f in m.auto_requires)
         if ok and not any(f in present for f in m.auto_unless):
             chosen.append(m)
     return chosen
@@ -294,6 +299,6 @@ def load_builtin_metrics() -> None:
     global _loaded
     if _loaded:
         return
-    from assay.metrics import retrieval, text, usage  # noqa: F401
+    from assay.metrics import quality, retrieval, text, usage  # noqa: F401
 
     _loaded = True

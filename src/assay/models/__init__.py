@@ -15,7 +15,9 @@ from typing import Any
 from assay.models.ask import ScoredAnswer, ask_score
 from assay.models.base import ChatModel, EmbeddingModel, Generation, ModelCallError, TokenUsage
 from assay.models.cache import CallCache, call_key, default_cache_path, open_cache
+from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
 from assay.models.limits import LimitedModel, Limiter, RetryPolicy
+from assay.models.local import LlamaCppModel
 from assay.models.openai_compat import OpenAICompat
 from assay.models.parse import (LogprobScore, ParseResult, Scale, parse_score, score_from_logprobs,
                                 score_from_token_logprobs)
@@ -49,5 +51,5 @@ __all__ = [
     "LimitedModel", "Limiter", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
     "TokenUsage", "build_judge", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
     "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat", "ScoredAnswer",
-    "ask_score",
+    "ask_score", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
 ]

@@ -53,8 +53,9 @@ class JudgeSpec:
         if self.kind == "http":
             return OpenAICompat.endpoint(self.base_url or "", self.model, **kw)
         if self.kind == "local":
-            raise AssayError(f"judge {self.spec!r}: local backend not available yet; use openai:MODEL, "
-                             "azure:DEPLOYMENT or http://HOST:PORT/v1#MODEL")
+            from assay.models.local import local_model
+
+            return local_model(self.path or "", **kw)
         raise JudgeSpecError(f"unknown judge kind {self.kind!r}")  # pragma: no cover
 
     def __str__(self) -> str:

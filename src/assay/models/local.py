@@ -1,0 +1,744 @@
+"""The in-process llama.cpp backend: any GGUF file, no server, no key, no network.
+
+:class:`LlamaCppModel` runs a GGUF model through ``llama-cpp-python`` in this process. It is a
+:class:`~assay.models.base.ChatModel`, so the limiter and the call cache wrap it like any other
+backend, and it adds what only a local model can give cheaply: the exact next-token
+distribution over a judge's answer tokens.
+
+* **Chat template.** The GGUF's own ``tokenizer.chat_template`` (Jinja, rendered in a sandbox);
+  else one passed as ``chat_template=``; else, for Gemma models, Gemma's turn format; else a
+  plain ``System/User/Assistant`` transcript. A conversation whose last message is an
+  ``assistant`` message is *continued* (prefill): ``[..., {"role": "assistant", "content":
+  "Score: "}]`` makes the next token the digit.
+* **Generation** is greedy by default (``temperature=0``; a positive temperature samples with
+  ``seed``), stops at the model's end-of-generation tokens, and reports usage and latency.
+  ``response_format={"type": "json_object"}`` (or a ``json_schema``) constrains decoding with a
+  JSON grammar. ``logprobs=True, top_logprobs=k`` return, for every generated position, the
+  top ``k`` next tokens of the full vocabulary with their log-probabilities (read from the
+  logits, no ``logits_all`` needed).
+* **Scoring from token probabilities.** :meth:`LlamaCppModel.next_token_distribution` evaluates
+  the prompt once (no sampling) and returns ``P(candidate)`` renormalised over the candidates
+  ("1".."5", "yes"/"no"); :meth:`LlamaCppModel.score_distribution` turns that into a
+  :class:`~assay.models.parse.LogprobScore` (expected score or P(yes), and the probability
+  mass the model put on the candidates at all). Candidate tokens are found by tokenizing
+  ``prompt + candidate`` for each candidate and its variants (bare and space-prefixed, and
+  Yes/yes case variants) and taking the token where those sequences part: this holds for
+  SentencePiece vocabularies (Gemma, Llama 2) and byte-level BPE ones (where " 5" is two tokens,
+  "Ġ" then "5") alike.
+
+llama.cpp is neither thread-safe nor asynchronous, and it is CPU-bound: every call on a loaded
+model runs on that model's one worker thread (calls queue there, the event loop stays free).
+A model file is loaded lazily, on first use, once per process: every ``LlamaCppModel`` with the
+same file and context settings shares it. Consecutive prompts that share a beginning (a judge's
+instructions) reuse the KV cache for that beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import ctypes
+import json
+import logging
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from assay.errors import AssayError
+from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
+from assay.models.parse import LogprobScore, Scale
+
+T = TypeVar("T")
+log = logging.getLogger("assay.models.local")
+
+INSTALL_HINT = ("the local backend needs llama-cpp-python: install it with "
+                "`scripts/install_local_backend.sh .venv/bin/python` (a portable build; `make test` "
+                "and `make demo` run it), or use an endpoint judge (--judge openai:MODEL, "
+                "azure:DEPLOYMENT or http://HOST:PORT/v1#MODEL)")
+
+# Gemma's turn format (as in Google's chat template): the system prompt is folded into the
+# first user turn; the assistant is called "model".
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = '' -%}"
+    "{%- set loop_messages = messages -%}"
+    "{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else 'user' -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}"
+    "{{ '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+
+# For a GGUF that carries no template and is of no family we know: a plain transcript.
+PLAIN_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- for message in messages -%}"
+    "{{ message['role'] | capitalize }}: {{ message['content'] | trim }}\n\n"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}Assistant:{%- endif -%}"
+)
+PLAIN_STOPS = ("\nUser:", "\nSystem:")
+
+DEFAULT_MAX_TOKENS = 512
+MAX_TOP_LOGPROBS = 100
+
+
+def _require_llama_cpp() -> Any:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        raise AssayError(f"{INSTALL_HINT} ({exc})") from exc
+    return llama_cpp
+
+
+_log_callback: Any = None
+
+
+def _route_llama_logs(llama_cpp: Any) -> None:
+    """Send llama.cpp's log lines to the ``assay.models.local`` logger (errors at ERROR, the
+    rest at DEBUG) instead of stderr. llama-cpp-python's own filter reads ggml's log levels
+    with an old numbering and prints warnings such as "using full-size SWA cache" even with
+    ``verbose=False``. ``ASSAY_LLAMA_VERBOSE=1`` leaves llama.cpp's logging alone."""
+    global _log_callback
+    if _log_callback is not None or os.environ.get("ASSAY_LLAMA_VERBOSE"):
+        return
+
+    @llama_cpp.llama_log_callback
+    def callback(level: int, text: bytes, user_data: Any) -> None:
+        try:
+            msg = text.decode("utf-8", errors="replace").rstrip()
+            if msg:
+                log.log(logging.ERROR if level == 4 else logging.DEBUG, "llama.cpp: %s", msg)
+        except Exception:  # pragma: no cover - never raise into C
+            pass
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _log_callback = callback      # keep the C callback alive
+
+
+def default_threads() -> int:
+    """The cores this process may use (``ASSAY_LOCAL_THREADS`` overrides)."""
+    env = os.environ.get("ASSAY_LOCAL_THREADS")
+    if env and env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(str(p.get("text") or "") if isinstance(p, Mapping) else str(p) for p in content)
+    return str(content)
+
+
+def _file_fingerprint(path: Path) -> str:
+    """Names the file's content cheaply: size plus a hash of its first and last MiB."""
+    st = path.stat()
+    h = hashlib.sha256(str(st.st_size).encode())
+    with path.open("rb") as f:
+        h.update(f.read(1 << 20))
+        if st.st_size > (2 << 20):
+            f.seek(-(1 << 20), os.SEEK_END)
+            h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class _EngineKey:
+    path: str
+    n_ctx: int
+    n_threads: int
+    n_batch: int
+
+
+class _Engine:
+    """One loaded model and context, driven by one worker thread (llama.cpp is not thread-safe)."""
+
+    _registry: dict[_EngineKey, "_Engine"] = {}
+    _registry_lock = threading.Lock()
+
+    @classmethod
+    def get(cls, key: _EngineKey) -> "_Engine":
+        with cls._registry_lock:
+            eng = cls._registry.get(key)
+            if eng is None:
+                eng = cls._registry[key] = cls(key)
+            return eng
+
+    def __init__(self, key: _EngineKey):
+        self.key = key
+        self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="assay-llama")
+        self.llm: Any = None
+        self.load_s: float | None = None
+        self._grammars: dict[str, Any] = {}
+        self._template_cache: dict[str, Any] = {}
+        self.canonical = 0    # leading KV-cache tokens computed by a whole-prompt evaluation
+
+    # -- runs on the worker thread ----------------------------------------------------------------
+    def load(self) -> Any:
+        if self.llm is not None:
+            return self.llm
+        llama_cpp = _require_llama_cpp()
+        _route_llama_logs(llama_cpp)
+        t0 = time.perf_counter()
+        try:
+            llm = llama_cpp.Llama(
+                model_path=self.key.path, n_ctx=self.key.n_ctx, n_batch=self.key.n_batch,
+                n_ubatch=self.key.n_batch, n_threads=self.key.n_threads,
+                n_threads_batch=self.key.n_threads, n_gpu_layers=0, logits_all=False,
+                swa_full=True,      # a full-size sliding-window cache, so that prompt prefixes can be reused
+                verbose=False)
+        except Exception as exc:  # llama.cpp says ValueError("Failed to load model from file")
+            raise AssayError(f"could not load GGUF model {self.key.path!r}: {exc}") from exc
+        self.load_s = time.perf_counter() - t0
+        self.llm = llm
+        self.vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
+        self.n_vocab = int(llm.n_vocab())
+        self.metadata = dict(getattr(llm, "metadata", {}) or {})
+        self.bos_text = self._piece(llm.token_bos()) if llm.token_bos() >= 0 else ""
+        self.eos_text = self._piece(llm.token_eos()) if llm.token_eos() >= 0 else ""
+        return llm
+
+    def _piece(self, tok: int) -> str:
+        return self.llm.detokenize([tok], special=True).decode("utf-8", errors="replace")
+
+    def is_eog(self, tok: int) -> bool:
+        import llama_cpp
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, tok))
+
+    def tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def logits(self) -> Any:
+        """The logits after the last evaluated token, as a numpy view (valid until the next decode)."""
+        import llama_cpp
+        import numpy as np
+        ptr = llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        if not ptr:
+            raise ModelCallError("llama.cpp returned no logits", kind="bad_response")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def evaluate(self, tokens: Sequence[int]) -> int:
+        """Make ``tokens`` the context and leave the logits after the last one; returns how many
+        leading tokens were reused from the KV cache.
+
+        Reuse is exact, not approximate: llama.cpp's numbers depend on how tokens are grouped
+        into batches (a token evaluated alone and the same token inside a batch of 64 give
+        logits that differ in the third decimal), so only a whole number of ``n_batch`` blocks
+        is reused, and only blocks that a previous prompt evaluation computed whole. The
+        remaining tokens are then batched exactly as a fresh evaluation would batch them, and
+        the result is bit-for-bit the one a fresh evaluation gives (tested), whatever the
+        order of the calls. Tokens generated one at a time are never reused."""
+        llm = self.llm
+        tokens = list(tokens)
+        nb = self.key.n_batch
+        reuse = 0
+        if llm.n_tokens > 0 and self.canonical > 0:
+            cached = llm.input_ids[: min(llm.n_tokens, self.canonical)]
+            n = min(len(cached), len(tokens) - 1)
+            while reuse < n and cached[reuse] == tokens[reuse]:
+                reuse += 1
+            reuse -= reuse % nb
+        if reuse == 0 or not llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+            reuse = 0
+            llm.reset()
+        else:
+            llm.n_tokens = reuse
+        self.canonical = 0
+        llm.eval(tokens[reuse:])
+        self.canonical = len(tokens)
+        return reuse
+
+    def grammar(self, response_format: Mapping[str, Any] | None) -> "_Grammar | None":
+        """A reset grammar sampler for ``response_format`` (JSON object / JSON schema), or None."""
+        if not response_format:
+            return None
+        kind = str(response_format.get("type") or "")
+        schema = None
+        if kind == "json_schema":
+            js = response_format.get("json_schema") or {}
+            schema = js.get("schema") if isinstance(js, Mapping) else None
+        elif kind != "json_object":
+            return None
+        key = json.dumps(schema, sort_keys=True) if schema else "json"
+        g = self._grammars.get(key)
+        if g is None:
+            from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+            gbnf = json_schema_to_gbnf(key) if schema else JSON_GBNF
+            g = self._grammars[key] = _Grammar(self, gbnf)
+        g.reset()
+        return g
+
+
+class _Grammar:
+    """A llama.cpp grammar sampler used the fast way (as llama.cpp's own sampler does): check the
+    model's choice alone first, and mask the whole vocabulary only when the grammar rejects it.
+    Masking 262k tokens costs ~100 ms; checking one costs microseconds."""
+
+    def __init__(self, eng: _Engine, gbnf: str):
+        import llama_cpp
+        import numpy as np
+        self._c = llama_cpp
+        self.smpl = llama_cpp.llama_sampler_init_grammar(eng.vocab, gbnf.encode("utf-8"), b"root")
+        if not self.smpl:
+            raise ModelCallError("llama.cpp rejected the response_format grammar", kind="bad_request")
+        n = eng.n_vocab
+        self.n_vocab = n
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._all = (llama_cpp.llama_token_data * n)()
+        self._view = np.frombuffer(self._all, dtype=np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]))
+        self._ids = np.arange(n, dtype=np.int32)
+
+    def reset(self) -> None:
+        self._c.llama_sampler_reset(self.smpl)
+
+    def accept(self, tok: int) -> None:
+        self._c.llama_sampler_accept(self.smpl, int(tok))
+
+    def allows(self, tok: int) -> bool:
+        self._one[0].id, self._one[0].logit, self._one[0].p = int(tok), 0.0, 0.0
+        arr = self._c.llama_token_data_array(self._one, 1, -1, False)
+        self._c.llama_sampler_apply(self.smpl, ctypes.byref(arr))
+        return arr.data[0].logit != -math.inf
+
+    def mask(self, logits: Any) -> Any:
+        """``logits`` with the tokens the grammar forbids at -inf (a copy)."""
+        import numpy as np
+        v = self._view
+        v["id"] = self._ids
+        v["logit"] = logits
+        v["p"] = 0.0
+        arr = self._c.llama_token_data_array(self._all, self.n_vocab, -1, False)
+        self._c.llama_sampler_apply(self.smpl, ctypes.byref(arr))
+        out = np.full(self.n_vocab, -np.inf, dtype=np.float32)
+        n = int(arr.size)
+        if n == self.n_vocab and ctypes.addressof(arr.data.contents) == ctypes.addressof(self._all):
+            d = v                     # filtered in place (what llama.cpp's grammar sampler does)
+        else:                         # pragma: no cover - a sampler that returned a new array
+            d = np.frombuffer((self._c.llama_token_data * n).from_address(ctypes.addressof(arr.data.contents)),
+                              dtype=v.dtype)
+        out[d["id"]] = d["logit"]
+        return out
+
+    def __del__(self) -> None:
+        try:
+            self._c.llama_sampler_free(self.smpl)
+        except Exception:
+            pass
+
+
+def _sample(logits: Any, temperature: float, rng: Any) -> int:
+    """A token drawn from softmax(logits / temperature)."""
+    import numpy as np
+    z = logits.astype(np.float64) / temperature
+    z -= z.max()
+    p = np.exp(z)
+    p /= p.sum()
+    return int(rng.choice(p.shape[0], p=p))
+
+
+def _top(logits: Any, k: int) -> tuple[Any, Any, float]:
+    """(token ids, logprobs) of the ``k`` most likely tokens, best first, and the log-partition."""
+    import numpy as np
+    m = float(logits.max())
+    lse = m + math.log(float(np.exp(logits - m).sum()))
+    k = max(1, min(k, logits.shape[0]))
+    idx = np.argpartition(logits, -k)[-k:]
+    idx = idx[np.argsort(-logits[idx])]
+    return idx, logits[idx] - lse, lse
+
+
+class LlamaCppModel:
+    """A GGUF model run in-process by llama.cpp (see the module docstring).
+
+    ``n_ctx``: context window (prompt + answer); ``n_threads``: CPU threads (default: the cores
+    this process may use); ``seed``: for sampling at a positive temperature; ``chat_template``:
+    a Jinja chat template overriding the file's; ``name``: shown in results (default
+    ``local:<file name>``); ``smoke_test``: marks a judge whose scores rank but are not
+    calibrated (the embedded one), shown in results through :attr:`note`.
+    """
+
+    default_concurrency = 2          # one call computing, one queued: compute is serialized anyway
+    supports_logprobs = True
+    supports_prefill = True
+
+    def __init__(self, path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
+                 n_batch: int = 512, seed: int = 0, chat_template: str | None = None,
+                 name: str | None = None, smoke_test: bool = False, note: str | None = None):
+        p = Path(os.path.expanduser(os.fspath(path)))
+        if not p.is_file():
+            what = "is a directory, not a GGUF file" if p.is_dir() else "does not exist"
+            raise AssayError(f"local model {str(p)!r} {what}; give the path of a .gguf file "
+                             "(local:/path/to/model.gguf)")
+        with p.open("rb") as f:
+            magic = f.read(4)
+        if magic != b"GGUF":
+            raise AssayError(f"local model {str(p)!r} is not a GGUF file (it does not start with 'GGUF')")
+        self.path = str(p.resolve())
+        self.n_ctx = int(n_ctx)
+        self.n_threads = int(n_threads or default_threads())
+        self.n_batch = int(n_batch)
+        self.seed = int(seed)
+        self.chat_template = chat_template
+        self.name = name or f"local:{p.name}"
+        self.smoke_test = smoke_test
+        self.note = note
+        self._fingerprint: str | None = None
+        self._key = _EngineKey(self.path, self.n_ctx, self.n_threads, self.n_batch)
+
+    def __repr__(self) -> str:
+        return f"LlamaCppModel({self.path!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+
+    @property
+    def cache_identity(self) -> str:
+        """What the call cache keys on: the file's content (not its path) and the chat template."""
+        if self._fingerprint is None:
+            self._fingerprint = _file_fingerprint(Path(self.path))
+        tmpl = hashlib.sha256((self.chat_template or "").encode()).hexdigest()[:8] if self.chat_template else "gguf"
+        return f"llama.cpp:{Path(self.path).name}:{self._fingerprint}:{tmpl}"
+
+    @property
+    def _engine(self) -> _Engine:
+        return _Engine.get(self._key)
+
+    @property
+    def loaded(self) -> bool:
+        return self._engine.llm is not None
+
+    @property
+    def load_seconds(self) -> float | None:
+        """How long loading the file took (None before it is loaded)."""
+        return self._engine.load_s
+
+    # -- running on the worker -------------------------------------------------------------------
+    async def _run(self, fn: Callable[[_Engine, threading.Event], T]) -> T:
+        eng = self._engine
+        cancel = threading.Event()
+
+        def job() -> T:
+            eng.load()
+            try:
+                return fn(eng, cancel)
+            except (AssayError, ValueError):
+                raise
+            except Exception as exc:   # llama_decode failed, ...: start the next call from a clean state
+                eng.canonical = 0
+                eng.llm.reset()
+                raise ModelCallError(f"{self.name}: llama.cpp failed: {exc}", kind="server") from exc
+
+        fut = asyncio.get_running_loop().run_in_executor(eng.executor, job)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            cancel.set()   # a running generation stops at its next token; a queued one never starts
+            raise
+
+    def load(self) -> float:
+        """Load the model now (it is otherwise loaded on first use); returns the seconds it took."""
+        eng = self._engine
+        eng.executor.submit(eng.load).result()
+        return eng.load_s or 0.0
+
+    # -- prompts ---------------------------------------------------------------------------------
+    def _template(self, eng: _Engine) -> tuple[Any, tuple[str, ...]]:
+        src = self.chat_template or eng.metadata.get("tokenizer.chat_template")
+        stops: tuple[str, ...] = ()
+        if not src:
+            arch = str(eng.metadata.get("general.architecture") or "").lower()
+            if arch.startswith("gemma"):
+                src = GEMMA_TEMPLATE
+            else:
+                src, stops = PLAIN_TEMPLATE, PLAIN_STOPS
+        tmpl = eng._template_cache.get(src)
+        if tmpl is None:
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                extensions=["jinja2.ext.loopcontrols"])
+            env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
+            tmpl = eng._template_cache[src] = env.from_string(src)
+        return tmpl, stops
+
+    def render(self, messages: Messages) -> tuple[str, tuple[str, ...]]:
+        """The prompt text for ``messages`` (a trailing assistant message is continued, not closed),
+        and any stop strings the template needs. The model must be loaded."""
+        return self._render(self._engine, messages)
+
+    def _render(self, eng: _Engine, messages: Messages) -> tuple[str, tuple[str, ...]]:
+        msgs = [{"role": str(m.get("role") or "user"), "content": _content_text(m.get("content"))}
+                for m in messages]
+        prefill = ""
+        if msgs and msgs[-1]["role"] == "assistant":
+            prefill = msgs.pop()["content"]
+        tmpl, stops = self._template(eng)
+
+        def raise_exception(msg: str) -> None:
+            raise ValueError(msg)
+
+        def render(ms: list[dict[str, str]]) -> str:
+            return tmpl.render(messages=ms, add_generation_prompt=True, bos_token=eng.bos_text,
+                               eos_token=eng.eos_text, raise_exception=raise_exception,
+                               strftime_now=lambda f: time.strftime(f))
+        try:
+            prompt = render(msgs)
+        except Exception:
+            # Templates that reject a system role or demand strict alternation: fold system text
+            # into the first user turn and merge consecutive turns of one role.
+            merged: list[dict[str, str]] = []
+            system = "\n\n".join(m["content"] for m in msgs if m["role"] == "system")
+            for m in msgs:
+                if m["role"] == "system":
+                    continue
+                role = "assistant" if m["role"] == "assistant" else "user"
+                if merged and merged[-1]["role"] == role:
+                    merged[-1]["content"] += "\n\n" + m["content"]
+                else:
+                    merged.append({"role": role, "content": m["content"]})
+            if system:
+                if merged and merged[0]["role"] == "user":
+                    merged[0]["content"] = system + "\n\n" + merged[0]["content"]
+                else:
+                    merged.insert(0, {"role": "user", "content": system})
+            try:
+                prompt = render(merged)
+            except Exception as exc:
+                raise ModelCallError(f"{self.name}: the chat template failed: {exc}", kind="bad_request") from exc
+        return prompt + prefill, stops
+
+    def _prompt_tokens(self, eng: _Engine, prompt: str) -> list[int]:
+        add_bos = bool(eng.llm._model.add_bos_token()) and not (eng.bos_text and prompt.startswith(eng.bos_text))
+        return eng.tokenize(prompt, add_bos=add_bos)
+
+    def _check_fits(self, n_prompt: int, n_answer: int) -> None:
+        if n_prompt + n_answer > self.n_ctx:
+            raise ModelCallError(
+                f"{self.name}: the prompt has {n_prompt} tokens and the answer may take {n_answer}, more "
+                f"than the context of {self.n_ctx} tokens (raise it: build_judge(spec, n_ctx=...))",
+                kind="bad_request", retryable=False)
+
+    # -- ChatModel ---------------------------------------------------------------------------------
+    async def generate(self, messages: Messages, *, max_tokens: int | None = None,
+                       temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
+                       logprobs: bool = False, top_logprobs: int | None = None,
+                       stop: Sequence[str] | None = None) -> Generation:
+        """Answer ``messages``: greedy unless ``temperature`` > 0; see the module docstring."""
+        k = 0
+        if logprobs:
+            k = max(1, min(int(top_logprobs or 1), MAX_TOP_LOGPROBS))
+        t0 = time.perf_counter()
+        gen = await self._run(lambda eng, cancel: self._generate(
+            eng, cancel, messages, max_tokens, float(temperature or 0.0), response_format, k, tuple(stop or ())))
+        gen.latency_s = time.perf_counter() - t0
+        return gen
+
+    def _generate(self, eng: _Engine, cancel: threading.Event, messages: Messages, max_tokens: int | None,
+                  temperature: float, response_format: Mapping[str, Any] | None, k: int,
+                  stop: tuple[str, ...]) -> Generation:
+        import numpy as np
+        llm = eng.llm
+        t0 = time.perf_counter()
+        prompt, tmpl_stops = self._render(eng, messages)
+        stops = tuple(s for s in stop + tmpl_stops if s)
+        tokens = self._prompt_tokens(eng, prompt)
+        room = self.n_ctx - len(tokens)
+        n_max = int(max_tokens) if max_tokens else min(DEFAULT_MAX_TOKENS, max(room, 1))
+        self._check_fits(len(tokens), n_max)
+        grammar = eng.grammar(response_format)
+        rng = np.random.default_rng(self.seed) if temperature > 0 else None
+        reused = eng.evaluate(tokens)
+        t_prompt = time.perf_counter()
+        out: list[int] = []
+        per_pos: list[tuple[str, dict[str, float]]] = []
+        finish = "length"
+        text: str | None = None
+        while True:
+            logits = eng.logits()
+            tok = int(logits.argmax())
+            if grammar is not None and (rng is not None or not grammar.allows(tok)):
+                masked = grammar.mask(logits)
+                tok = int(masked.argmax()) if rng is None else _sample(masked, temperature, rng)
+            elif rng is not None:
+                tok = _sample(logits, temperature, rng)
+            eog = eng.is_eog(tok)
+            if k and (not eog or not per_pos):
+                ids, lps, lse = _top(logits, k)
+                alts: dict[str, float] = {}
+                for i, lp in zip(ids.tolist(), lps.tolist()):
+                    piece = eng._piece(i)
+                    alts[piece] = max(alts.get(piece, -math.inf), float(lp))
+                chosen = eng._piece(tok)
+                if chosen not in alts:
+                    alts[chosen] = float(logits[tok]) - lse
+                per_pos.append((chosen, alts))
+            if eog:
+                finish = "stop"
+                break
+            out.append(tok)
+            if grammar is not None:
+                grammar.accept(tok)
+            if stops:
+                t = llm.detokenize(out).decode("utf-8", errors="ignore")
+                cut = min((t.find(s) for s in stops if s in t), default=-1)
+                if cut >= 0:
+                    text, finish = t[:cut], "stop"
+                    break
+            if len(out) >= n_max or cancel.is_set():
+                break
+            llm.eval([tok])
+        if text is None:
+            text = llm.detokenize(out).decode("utf-8", errors="replace")
+        t1 = time.perf_counter()
+        raw = {"prompt_tokens": len(tokens), "reused_prompt_tokens": reused,
+               "prompt_s": round(t_prompt - t0, 6), "total_s": round(t1 - t0, 6)}
+        return Generation(
+            text=text, usage=TokenUsage(len(tokens), len(out)), latency_s=t1 - t0,
+            logprobs=per_pos[0][1] if per_pos else None, model=self.name, raw=raw,
+            finish_reason=finish, token_logprobs=per_pos if k else None)
+
+    # -- scoring from token probabilities ----------------------------------------------------------
+    async def next_token_distribution(self, messages: Messages, candidates: Sequence[str], *,
+                                      assistant_prefix: str | None = None) -> dict[str, float]:
+        """P(each candidate is the answer), renormalised over ``candidates`` (sums to 1).
+
+        One forward pass over the prompt, no sampling. ``assistant_prefix`` (e.g. ``"Score: "``)
+        starts the answer so that the next token is the candidate; a trailing assistant message
+        does the same. See :meth:`candidate_distribution` for the mass on the candidates."""
+        probs, _mass, _n = await self.candidate_distribution(messages, candidates, assistant_prefix=assistant_prefix)
+        return probs
+
+    async def candidate_distribution(self, messages: Messages, candidates: Sequence[str], *,
+                                     assistant_prefix: str | None = None) -> tuple[dict[str, float], float, int]:
+        """``(probs, mass, prompt_tokens)``: ``probs`` as in :meth:`next_token_distribution`;
+        ``mass`` the total probability the model put on the candidates' tokens before
+        renormalising (low: the model wanted to say something else)."""
+        cands = [str(c) for c in candidates]
+        if len(set(cands)) != len(cands) or not cands or any(not c.strip() for c in cands):
+            raise ValueError(f"candidates must be distinct, non-blank strings: {cands!r}")
+        msgs = list(messages)
+        if assistant_prefix:
+            if msgs and msgs[-1].get("role") == "assistant":
+                last = dict(msgs[-1])
+                last["content"] = _content_text(last.get("content")) + assistant_prefix
+                msgs[-1] = last
+            else:
+                msgs.append({"role": "assistant", "content": assistant_prefix})
+        return await self._run(lambda eng, cancel: self._distribution(eng, msgs, cands))
+
+    async def score_distribution(self, messages: Messages, scale: "Scale | str" = "1-5", *,
+                                 assistant_prefix: str | None = None) -> LogprobScore:
+        """Expected score (int scales) or P(yes) (yes/no) from the next-token distribution
+        over the scale's labels, as a :class:`~assay.models.parse.LogprobScore`."""
+        sc = Scale.of(scale)
+        labels = sc.labels()
+        if not labels:
+            raise ValueError(f"scale {sc} has no answer tokens to score (use an int or yes/no scale)")
+        probs, mass, _ = await self.candidate_distribution(messages, labels, assistant_prefix=assistant_prefix)
+        vals = {sc.token_value(lab): p for lab, p in probs.items()}
+        if sc.kind == "yesno":
+            value = vals.get("yes", 0.0)
+            dist: dict[Any, float] = {"yes": vals.get("yes", 0.0), "no": vals.get("no", 0.0)}
+        else:
+            value = sum(float(v) * p for v, p in vals.items())
+            dist = dict(sorted(vals.items()))
+        return LogprobScore(value, dist, min(1.0, mass))
+
+    def _distribution(self, eng: _Engine, messages: Messages, cands: list[str]) -> tuple[dict[str, float], float, int]:
+        import numpy as np
+        prompt, _ = self._render(eng, messages)
+        base = self._prompt_tokens(eng, prompt)
+        # Each candidate's spellings, tokenized after the prompt; where they part from the
+        # prompt's tokens is the answer position.
+        seqs: list[tuple[int, str, list[int]]] = []
+        for ci, c in enumerate(cands):
+            for v in _variants(c, prompt):
+                seqs.append((ci, v, self._prompt_tokens(eng, prompt + v)))
+        ctx_len = len(base)
+        for _, _, s in seqs:
+            n = 0
+            lim = min(ctx_len, len(s))
+            while n < lim and s[n] == base[n]:
+                n += 1
+            ctx_len = n
+        if ctx_len == 0:
+            raise ModelCallError(f"{self.name}: cannot place the answer tokens after the prompt", kind="bad_request")
+        ctx = base[:ctx_len]
+        self._check_fits(len(ctx), 1)
+        # token id -> candidates it may start, and whether it spells a candidate whole.
+        owners: dict[int, dict[int, bool]] = {}
+        for ci, _v, s in seqs:
+            if len(s) <= ctx_len:
+                continue
+            whole = len(s) == ctx_len + 1
+            o = owners.setdefault(s[ctx_len], {})
+            o[ci] = o.get(ci, False) or whole
+        token_of: dict[int, int] = {}
+        for tok, o in owners.items():
+            if len(o) == 1:
+                token_of[tok] = next(iter(o))
+            else:  # shared first token (a lone space piece, "1" of "10"): only a whole spelling claims it
+                whole = [ci for ci, w in o.items() if w]
+                if len(whole) == 1:
+                    token_of[tok] = whole[0]
+        if not token_of:
+            raise ModelCallError(f"{self.name}: the candidates {cands!r} share their first token; "
+                                 "they cannot be told apart from one next-token distribution", kind="bad_request")
+        eng.evaluate(ctx)
+        logits = eng.logits()
+        ids = np.fromiter(token_of.keys(), dtype=np.int64)
+        m = float(logits.max())
+        lse = m + math.log(float(np.exp(logits - m).sum()))
+        p = np.exp(logits[ids].astype(np.float64) - lse)
+        per = [0.0] * len(cands)
+        for tok, pi in zip(ids.tolist(), p.tolist()):
+            per[token_of[tok]] += pi
+        mass = float(sum(per))
+        if mass <= 0.0:
+            norm = [1.0 / len(cands)] * len(cands)
+        else:
+            norm = [x / mass for x in per]
+        return {c: norm[i] for i, c in enumerate(cands)}, mass, len(ctx)
+
+
+def _variants(c: str, prompt: str) -> list[str]:
+    """Spellings of an answer token: as given, space-prefixed (unless the prompt ends in space),
+    and for words lower / Capitalized."""
+    forms = [c]
+    if c.isalpha():
+        forms += [c.lower(), c.capitalize()]
+    out: list[str] = []
+    for f in forms:
+        out.append(f)
+        if not prompt[-1:].isspace():
+            out.append(" " + f)
+    seen: set[str] = set()
+    return [x for x in out if not (x in seen or seen.add(x))]
+
+
+def local_model(path: str | os.PathLike[str], **kw: Any) -> LlamaCppModel:
+    """A :class:`LlamaCppModel` for any GGUF file (what ``--judge local:PATH`` builds); needs
+    llama-cpp-python (:data:`INSTALL_HINT`)."""
+    model = LlamaCppModel(path, **kw)   # a missing or non-GGUF file is the first thing to report
+    _require_llama_cpp()
+    return model
+
+
+def _iter_loaded() -> Iterable[_Engine]:  # pragma: no cover - debugging aid
+    return list(_Engine._registry.values())
