@@ -6,16 +6,17 @@ STAMP  := $(VENV)/.assay-installed
 
 .PHONY: demo test bench install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install_local_backend.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[dev]"
+	bash scripts/install_local_backend.sh $(PY)
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto,bleu,rouge --out results/demo
+	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto --out results/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q
