@@ -110,19 +110,11 @@ def fill(record: Record, out: Any, elapsed_ms: float) -> Record:
 
 
 def _documents(ctx: Any) -> list[Document]:
-    if isinstance(ctx, str):
-        return [Document(content=ctx)]
-    if isinstance(ctx, list):
-        docs = []
-        for c in ctx:
-            if isinstance(c, str):
-                docs.append(Document(content=c))
-            elif isinstance(c, dict):
-                docs.append(Document.model_validate({
-                    "content": c.get("content", c.get("page_content", c.get("text"))),
-                    "doc_uri": c.get("doc_uri", (c.get("metadata") or {}).get("doc_uri")),
-                    "title": c.get("title"), "id": c.get("id")}))
-            else:
-                raise TargetError(f"target returned a context of type {type(c).__name__}")
-        return docs
-    raise TargetError(f"target returned contexts of type {type(ctx).__name__}")
+    """The target's retrieved context, read as the input formats read ``context`` columns."""
+    from assay.formats._common import FieldError, documents
+
+    try:
+        docs = documents(ctx, "contexts", string_ok=True) or []
+        return [Document.model_validate(d) for d in docs]
+    except (FieldError, ValueError) as exc:
+        raise TargetError(f"target returned unusable contexts: {exc}") from None
