@@ -182,10 +182,12 @@ def test_missing_or_bad_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 async def test_context_overflow_is_a_call_error(judge: LlamaCppModel) -> None:
-    small = LlamaCppModel(judge.path, n_ctx=64)
+    too_long = [{"role": "user", "content": "word " * (judge.n_ctx + 10)}]
     with pytest.raises(ModelCallError, match="context") as err:
-        await small.generate([{"role": "user", "content": "word " * 200}], max_tokens=4)
+        await judge.generate(too_long, max_tokens=4)
     assert err.value.kind == "bad_request" and not err.value.retryable
+    with pytest.raises(ModelCallError, match="context"):
+        await judge.next_token_distribution(too_long, ["yes", "no"])
 
 
 def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -219,3 +221,5 @@ async def test_prefix_reuse_is_exact(judge: LlamaCppModel) -> None:
     assert again == first                      # bit for bit
     gen2 = await model.generate(a, max_tokens=5, logprobs=True, top_logprobs=3)
     assert gen2.text == gen.text and gen2.token_logprobs == gen.token_logprobs
+    model.unload()
+    assert not model.loaded

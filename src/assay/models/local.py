@@ -30,25 +30,26 @@ llama.cpp is neither thread-safe nor asynchronous, and it is CPU-bound: every ca
 model runs on that model's one worker thread (calls queue there, the event loop stays free).
 A model file is loaded lazily, on first use, once per process: every ``LlamaCppModel`` with the
 same file and context settings shares it. Consecutive prompts that share a beginning (a judge's
-instructions) reuse the KV cache for that beginning.
+instructions) reuse the KV cache for it, in whole ``n_batch`` blocks, so that the numbers are
+bit-for-bit those of a fresh evaluation (see :meth:`_Engine.evaluate`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import ctypes
+import hashlib
 import json
 import logging
 import math
 import os
-import re
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from assay.errors import AssayError
 from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
@@ -97,10 +98,24 @@ MAX_TOP_LOGPROBS = 100
 
 
 def _require_llama_cpp() -> Any:
+    """Import llama_cpp. Its CPU backend uses OpenMP, whose threads by default spin while they
+    wait for each other: when another process (or assay's own metric workers) takes one of the
+    two cores, a spinning thread holds the core its partner needs, and a judgment measured here
+    went from ~1.3 s to ~3-5 s. ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep instead) kept it
+    at ~2.4 s under the same load, for a small cost on an idle machine. It is read once, when
+    the OpenMP runtime loads, so it is set just for the import (unless the user set it)."""
+    if "llama_cpp" in sys.modules:
+        return sys.modules["llama_cpp"]
+    added = "OMP_WAIT_POLICY" not in os.environ
+    if added:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
         import llama_cpp  # noqa: F401
     except ImportError as exc:
         raise AssayError(f"{INSTALL_HINT} ({exc})") from exc
+    finally:
+        if added:
+            os.environ.pop("OMP_WAIT_POLICY", None)
     return llama_cpp
 
 
@@ -168,6 +183,7 @@ class _EngineKey:
     n_ctx: int
     n_threads: int
     n_batch: int
+    n_threads_decode: int
 
 
 class _Engine:
@@ -203,7 +219,7 @@ class _Engine:
         try:
             llm = llama_cpp.Llama(
                 model_path=self.key.path, n_ctx=self.key.n_ctx, n_batch=self.key.n_batch,
-                n_ubatch=self.key.n_batch, n_threads=self.key.n_threads,
+                n_ubatch=self.key.n_batch, n_threads=self.key.n_threads_decode,
                 n_threads_batch=self.key.n_threads, n_gpu_layers=0, logits_all=False,
                 swa_full=True,      # a full-size sliding-window cache, so that prompt prefixes can be reused
                 verbose=False)
@@ -217,6 +233,12 @@ class _Engine:
         self.bos_text = self._piece(llm.token_bos()) if llm.token_bos() >= 0 else ""
         self.eos_text = self._piece(llm.token_eos()) if llm.token_eos() >= 0 else ""
         return llm
+
+    def close(self) -> None:
+        llm, self.llm = self.llm, None
+        self._grammars.clear()
+        if llm is not None:
+            llm.close()
 
     def _piece(self, tok: int) -> str:
         return self.llm.detokenize([tok], special=True).decode("utf-8", errors="replace")
@@ -370,8 +392,11 @@ def _top(logits: Any, k: int) -> tuple[Any, Any, float]:
 class LlamaCppModel:
     """A GGUF model run in-process by llama.cpp (see the module docstring).
 
-    ``n_ctx``: context window (prompt + answer); ``n_threads``: CPU threads (default: the cores
-    this process may use); ``seed``: for sampling at a positive temperature; ``chat_template``:
+    ``n_ctx``: context window (prompt + answer); ``n_threads``: CPU threads for prompt
+    evaluation (default: the cores this process may use, or ``$ASSAY_LOCAL_THREADS``);
+    ``n_threads_decode``: threads for generating one token at a time (default ``n_threads``);
+    ``n_batch``: tokens per evaluation batch, also the unit of exact prompt-prefix reuse (see
+    :meth:`_Engine.evaluate`); ``seed``: for sampling at a positive temperature; ``chat_template``:
     a Jinja chat template overriding the file's; ``name``: shown in results (default
     ``local:<file name>``); ``smoke_test``: marks a judge whose scores rank but are not
     calibrated (the embedded one), shown in results through :attr:`note`.
@@ -382,7 +407,7 @@ class LlamaCppModel:
     supports_prefill = True
 
     def __init__(self, path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
-                 n_batch: int = 512, seed: int = 0, chat_template: str | None = None,
+                 n_batch: int = 512, n_threads_decode: int | None = None, seed: int = 0, chat_template: str | None = None,
                  name: str | None = None, smoke_test: bool = False, note: str | None = None):
         p = Path(os.path.expanduser(os.fspath(path)))
         if not p.is_file():
@@ -403,7 +428,8 @@ class LlamaCppModel:
         self.smoke_test = smoke_test
         self.note = note
         self._fingerprint: str | None = None
-        self._key = _EngineKey(self.path, self.n_ctx, self.n_threads, self.n_batch)
+        self.n_threads_decode = int(n_threads_decode or self.n_threads)
+        self._key = _EngineKey(self.path, self.n_ctx, self.n_threads, self.n_batch, self.n_threads_decode)
 
     def __repr__(self) -> str:
         return f"LlamaCppModel({self.path!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
@@ -451,6 +477,14 @@ class LlamaCppModel:
         except asyncio.CancelledError:
             cancel.set()   # a running generation stops at its next token; a queued one never starts
             raise
+
+    def unload(self) -> None:
+        """Free the loaded model and context (the next call loads them again)."""
+        with _Engine._registry_lock:
+            eng = _Engine._registry.pop(self._key, None)
+        if eng is not None:
+            eng.executor.submit(eng.close).result()
+            eng.executor.shutdown(wait=True)
 
     def load(self) -> float:
         """Load the model now (it is otherwise loaded on first use); returns the seconds it took."""
@@ -739,6 +773,3 @@ def local_model(path: str | os.PathLike[str], **kw: Any) -> LlamaCppModel:
     _require_llama_cpp()
     return model
 
-
-def _iter_loaded() -> Iterable[_Engine]:  # pragma: no cover - debugging aid
-    return list(_Engine._registry.values())
