@@ -39,7 +39,9 @@ def _pairs(values: List[str], what: str) -> dict[str, str]:
 
 
 def _load_target(spec: str) -> Any:
-    """``module:function`` (the current directory is importable)."""
+    """``module:function`` (the current directory is importable), or an endpoint ``http(s)://HOST/v1#MODEL``."""
+    if spec.strip().lower().startswith(("http://", "https://")):
+        return spec.strip()  # an OpenAI-compatible endpoint: see assay.engine.target.EndpointApp
     mod_name, _, attr = spec.partition(":")
     if not mod_name or not attr:
         raise AssayError(f"--target {spec!r} must look like module:function")
@@ -87,9 +89,14 @@ def print_summary(result: Any) -> None:
     out.print(table)
     r = result.run
     if r.get("judge"):
-        calls = r.get("judge_calls") or {}
-        out.print(f"judge: {r['judge']} ({r['judge_source']}); {calls.get('calls', 0)} calls, "
-                  f"{calls.get('cache_hits', 0)} from cache")
+        u = r.get("judge_usage") or r.get("judge_calls") or {}
+        cost = u.get("cost_usd")
+        money = (f"${cost:.4f}" if cost is not None else
+                 "cost unknown (set ASSAY_JUDGE_PRICE=IN,OUT, USD per 1M tokens)") if "cost_usd" in u else ""
+        out.print(f"judge: {r['judge']} ({r['judge_source']}); {u.get('calls', 0)} calls, "
+                  f"{u.get('cache_hits', 0)} from cache, {u.get('errors', 0)} errors; "
+                  f"{u.get('prompt_tokens', 0):,} prompt + {u.get('completion_tokens', 0):,} completion tokens"
+                  + (f"; {money}" if money else ""))
         if r.get("judge_note"):
             out.print(f"  [yellow]{r['judge_note']}[/yellow]")
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
@@ -101,10 +108,32 @@ def print_summary(result: Any) -> None:
             out.print(f"  [dim]{agg['metric']}: skipped {n} row(s): {reason}[/dim]")
         for reason, n in (agg.get("error_reasons") or {}).items():
             out.print(f"  [red]{agg['metric']}: {n} error(s): {reason}[/red]")
+    print_defects(result.metrics)
     for bad in r["bad_rows"][:20]:
         out.print(f"  [yellow]skipped: {bad['error']}[/yellow]")
     if len(r["bad_rows"]) > 20:
         out.print(f"  [yellow]… and {len(r['bad_rows']) - 20} more bad rows[/yellow]")
+    if r.get("jailbreak"):
+        from assay.simulate.jailbreak import format_jailbreak
+
+        for line in format_jailbreak(r["jailbreak"]):
+            out.print(line, highlight=False)
+
+
+def print_defects(metrics: dict[str, Any]) -> None:
+    """One line per metric with a defect rate (safety metrics), and the per-level rates when asked."""
+    for name, agg in metrics.items():
+        if agg.get("defect_rate") is None:
+            continue
+        t = agg.get("defect_threshold")
+        zone = f"score < {t:g}" if agg.get("higher_is_better") else f"score >= {t:g}"
+        line = f"{name}: defect rate {agg['defect_rate']:.3f} ({zone})"
+        if agg.get("conversation_defect_rate") is not None:
+            line += f"; per conversation (worst turn) {agg['conversation_defect_rate']:.3f}"
+        out.print(line, highlight=False)
+        if agg.get("defect_rates"):
+            levels = ", ".join(f">={k}: {v:.3f}" for k, v in agg["defect_rates"].items())
+            out.print(f"  {name} defect rate at each level: {levels}", highlight=False)
 
 
 @app.command("eval")
@@ -121,8 +150,13 @@ def eval_cmd(
     judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf (default: $ASSAY_JUDGE, else the embedded smoke-test judge)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="A name for this run in the store (see `assay runs`)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run over the same data and options."),
+    resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
+    store: Optional[str] = typer.Option(None, "--store", help="Store path or database URL (default: $ASSAY_STORE, else .assay/assay.db)."),
+    defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
 ) -> None:
-    """Evaluate a data set and print a summary table."""
+    """Evaluate a data set, save the run in the store and print a summary table."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from assay.engine.evaluate import evaluate
@@ -137,10 +171,17 @@ def eval_cmd(
         task = bar.add_task("evaluating", total=total)
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
+                          name=name, store=store, resume=resume_from or resume,
+                          options={"defect_threshold": defect_threshold} if defect_threshold else None,
                           progress=lambda n: bar.advance(task, n))
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {out_dir}/")
+    run = result.run
+    if run.get("run_id"):
+        resumed = f"; resumed with {run['resumed_rows']} rows already scored" if run.get("resumed_rows") else ""
+        label = f" ({run['name']})" if run.get("name") else ""
+        out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
 
 
 @app.command("metrics")
@@ -158,6 +199,10 @@ def metrics_cmd() -> None:
     out.print(table)
     for g, members in GROUPS.items():
         out.print(f"group [bold]{g}[/bold] = {', '.join(members)}")
+
+
+from assay.simulate.cli import app as _simulate_app  # noqa: E402
+app.add_typer(_simulate_app, name="simulate")
 
 
 def main() -> None:

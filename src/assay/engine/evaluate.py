@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from assay import __version__
-from assay.engine.aggregate import Accumulator
+from assay.engine.aggregate import Accumulator, defect_settings
 from assay.engine.results import EvalResult, RowSink, row_inputs
 from assay.engine.target import Target, TargetError
 from assay.errors import AssayError, InputError
@@ -151,6 +151,9 @@ def resolve_judge(judge: Any, chosen: list[Metric]) -> tuple[Any, str | None]:
     spec = os.environ.get(JUDGE_ENV, "").strip()
     if spec:
         return build_judge(spec), f"${JUDGE_ENV}"
+    if not any(m.kind == "judge" for m in chosen):
+        # safety metrics alone: without a judge they score on the embedded safety classifier
+        return None, "embedded safety classifier"
     return build_judge(embedded_judge()), "embedded default"
 
 
@@ -166,11 +169,23 @@ def _check_columns(chosen: list[Metric], present: set[str], source: str, n: int)
                                  source=source, field=field)
 
 
-def _judge_stats(model: Any) -> dict[str, int] | None:
+def _judge_stats(model: Any, since: Any = None) -> dict[str, int] | None:
+    """The judge's call counts (a snapshot), or with ``since`` (an earlier snapshot) this run's share."""
     stats = getattr(model, "stats", None)
     if stats is None:
         return None
+    if hasattr(stats, "since"):
+        return stats.since(since)
     return {k: getattr(stats, k) for k in ("calls", "cache_hits", "shared", "errors")}
+
+
+def _judge_usage(model: Any, since: Any, options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """This run's judge usage: calls, cache hits, errors, tokens and cost (``assay.models.pricing``)."""
+    if model is None:
+        return None
+    from assay.models.pricing import judge_usage
+
+    return judge_usage(model, since, options)
 
 
 def _check_thresholds(thresholds: Mapping[str, float], metrics: list[Metric]) -> dict[str, float]:
@@ -185,6 +200,41 @@ def _check_thresholds(thresholds: Mapping[str, float], metrics: list[Metric]) ->
         except (TypeError, ValueError):
             raise AssayError(f"threshold for {k!r} must be a number, got {v!r}") from None
     return out
+
+
+def _open_run(store: Any, resume: bool | str, name: str | None, data: Any, source: str,
+              config: dict[str, Any], judge_model: Any) -> tuple[Any, str | None, int]:
+    """The store, the run's id, and how many rows a resumed run already has."""
+    from assay.store import open_store
+    from assay.store.fingerprint import config_hash, data_fingerprint
+
+    st = open_store(store)
+    if st is None:
+        if resume:
+            raise AssayError("resume needs the store, but saving runs is turned off ($ASSAY_STORE=off)")
+        return None, None, 0
+    fp = data_fingerprint(data)
+    chash = config_hash(config)
+    prior = None
+    if isinstance(resume, str) and resume:
+        prior = st.get_run(resume)
+        if prior["status"] == "completed":
+            raise AssayError(f"run {prior['id']} is already complete; nothing to resume")
+        if prior["data_fingerprint"] != fp or prior["config_hash"] != chash:
+            what = "data" if prior["data_fingerprint"] != fp else "configuration (metrics, thresholds, mapping, judge ...)"
+            raise AssayError(f"run {prior['id']} was made with different {what}; it can only be resumed "
+                             "with the same data and options")
+    elif resume:
+        if fp is None:
+            raise AssayError("resume needs data given as a file, folder, DataFrame or list, so that it can "
+                             "check the data is the same")
+        prior = st.find_resumable(fp, chash, name)
+    if prior is not None:
+        st.reopen_run(prior["id"])
+        return st, prior["id"], int(prior["rows_done"])
+    run_id = st.start_run(name=name, source=source, fingerprint=fp, config=config, config_hash=chash,
+                          metrics=config["metrics"], judge=getattr(judge_model, "name", None))
+    return st, run_id, 0
 
 
 def _chunks(it: Iterator[Record], size: int) -> Iterator[list[Record]]:
@@ -210,8 +260,16 @@ async def evaluate_async(
     judge: Any = None,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
+    name: str | None = None,
+    store: Any = None,
+    resume: bool | str = False,
 ) -> EvalResult:
     """See :func:`evaluate`. ``progress`` is called with the number of rows just finished.
+
+    The run is saved in the store (``store``: a path or SQLAlchemy URL, a Store, or None
+    for the default of :func:`assay.store.open_store`; False saves nothing) under ``name``.
+    ``resume=True`` continues the latest unfinished run over the same data with the same
+    configuration (``resume="RUN"``: that run): its stored rows are kept, not scored again.
 
     ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
     default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
@@ -238,14 +296,22 @@ async def evaluate_async(
     _check_columns(chosen, present, ds.source, len(head))
     thr = _check_thresholds(thresholds or {}, chosen)
     judge_model, judge_source = resolve_judge(judge, chosen)
+    judge_before = _judge_stats(judge_model)
+    _judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
+    config = {"metrics": [m.name for m in chosen], "thresholds": thr, "mapping": dict(mapping or {}),
+              "family": family, "target": tgt.name if tgt else None, "on_bad_row": on_bad_row,
+              "judge": getattr(judge_model, "name", None), "options": dict(options or {}),
+              "layout": [[m.name, list(m.outputs)] for m in chosen]}
+    st, run_id, done = _open_run(store, resume, name, data, ds.source, config, judge_model)
     sem = asyncio.Semaphore(max(1, concurrency))
 
     accs: dict[tuple[str, str], Accumulator] = {}
     for m in chosen:
         for o in m.outputs:
-            accs[(m.name, o)] = Accumulator(metric=m.name, output=o, higher_is_better=m.higher_is_better)
-    sink = RowSink(out, [(m.name, m.outputs) for m in chosen])
+            accs[(m.name, o)] = Accumulator(metric=m.name, output=o, higher_is_better=m.higher_is_better,
+                                            **defect_settings(m, ctx.options))
+    sink = RowSink(out, [(m.name, m.outputs) for m in chosen], store=st, run_id=run_id)
     counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
     sync_metrics = [m for m in chosen if not m.is_async]
     async_metrics = [m for m in chosen if m.is_async]
@@ -285,30 +351,43 @@ async def evaluate_async(
                 per_row[i][m.name] = res
         return filled, per_row
 
+    def tally(scores: dict[str, dict[str, Score]], conv: str | None, target_error: bool) -> None:
+        had_error = False
+        for mname, outs in scores.items():
+            for oname, s in outs.items():
+                accs[(mname, oname)].add(s, conv)
+                if s.status == "error":
+                    had_error = True
+        counts["target_errors"] += target_error
+        counts["evaluated"] += 1
+        counts["errored"] += had_error
+
     def consume(chunk: list[Record], filled: list, per_row: list) -> None:
         for src, r, scores in zip(chunk, filled, per_row):
-            had_error = False
-            conv = src.conversation_id
-            for mname, outs in scores.items():
-                for oname, s in outs.items():
-                    accs[(mname, oname)].add(s, conv)
-                    if s.status == "error":
-                        had_error = True
-            if isinstance(r, TargetError):
-                counts["target_errors"] += 1
+            failed = isinstance(r, TargetError)
+            if failed:
                 r = src
-            counts["evaluated"] += 1
-            counts["errored"] += had_error
-            sink.add(row_inputs(r), scores)
+            tally(scores, src.conversation_id, failed)
+            sink.add(row_inputs(r), scores, idx=counts["evaluated"] - 1, record=r, target_error=failed)
+        sink.commit()
         if progress is not None:
             progress(len(chunk))
+
+    # A resumed run: its stored rows count as they did, and are not scored again.
+    if done:
+        for row in st.iter_scored(run_id, stop=done):
+            tally(row.scores, row.conversation_id, row.target_error)
+            sink.add(row.inputs, row.scores, stored=True)
+        if progress is not None:
+            progress(done)
 
     # Chunks are scored ahead (in worker processes, or while target/judge calls wait) and
     # consumed in input order, so rows are written in the order they were read.
     depth = max(2, n_workers + 1)
     pending: deque[tuple[list[Record], asyncio.Future]] = deque()
+    status, error = "failed", None
     try:
-        for chunk in _chunks(chain(head, records), CHUNK):
+        for chunk in _chunks(islice(chain(head, records), done, None), CHUNK):
             pending.append((chunk, asyncio.ensure_future(score_chunk(chunk))))
             if len(pending) >= depth:
                 c, fut = pending.popleft()
@@ -316,12 +395,21 @@ async def evaluate_async(
         while pending:
             c, fut = pending.popleft()
             consume(c, *(await fut))
+        status = "completed"
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        status, error = "interrupted", "interrupted"
+        raise
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         for _, fut in pending:
             fut.cancel()
         sink.close()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        if st is not None and status != "completed":
+            st.finish_run(run_id, status, error=error)
 
     run = {
         "assay_version": __version__,
@@ -333,7 +421,8 @@ async def evaluate_async(
         "judge": getattr(judge_model, "name", None),
         "judge_source": judge_source,
         "judge_note": getattr(getattr(judge_model, "model", judge_model), "note", None),
-        "judge_calls": _judge_stats(judge_model),
+        "judge_calls": _judge_stats(judge_model, judge_before),
+        "judge_usage": _judge_usage(judge_model, judge_before, options),
         "rows_read": ds.rows_read,
         "rows_evaluated": counts["evaluated"],
         "rows_skipped": len(ds.bad_rows),
@@ -343,6 +432,14 @@ async def evaluate_async(
                      for e in ds.bad_rows],
         "started_at": started,
         "duration_s": time.time() - started,
+        "run_id": run_id,
+        "name": name,
+        "store": st.display_url if st is not None else None,
+        "resumed_rows": done,
     }
     aggregates = {o: a.result() for (_, o), a in accs.items()}
+    from assay.simulate.jailbreak import add_jailbreak_figures
+    add_jailbreak_figures(run, aggregates, sink, options)  # run["jailbreak"]: paired jailbreak sets
+    if st is not None:
+        st.finish_run(run_id, "completed", aggregates=aggregates, summary=run, usage=run.get("judge_usage"))
     return sink.result(aggregates, run)

@@ -48,39 +48,69 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
-class RowSink:
-    """Collects rows in memory, or streams them to ``<out>/rows.jsonl``."""
+def flat_row(inputs: dict[str, Any], scores: dict[str, dict[str, Score]],
+             keys: dict[tuple[str, str], tuple[str, ...]]) -> dict[str, Any]:
+    """``inputs`` extended in place with the eight ``outputs.<metric>.<output>*`` columns."""
+    row = inputs
+    for m, outs in scores.items():
+        for o, s in outs.items():
+            k = keys[(m, o)]
+            row[k[0]] = s.value
+            row[k[1]] = s.score
+            row[k[2]] = s.passed
+            row[k[3]] = s.result
+            row[k[4]] = s.reason
+            row[k[5]] = s.status
+            row[k[6]] = s.threshold
+            row[k[7]] = s.properties or None
+    return row
 
-    def __init__(self, out: str | Path | None, layout: Sequence[tuple[str, Sequence[str]]]):
+
+def output_keys(layout: Sequence[tuple[str, Sequence[str]]]) -> dict[tuple[str, str], tuple[str, ...]]:
+    return {(m, o): tuple(f"outputs.{m}.{o}{s}" for s in SUFFIXES) for m, outs in layout for o in outs}
+
+
+class RowSink:
+    """Where scored rows go: kept in memory, or streamed to ``<out>/rows.jsonl``; and,
+    when the run is saved, committed to the store chunk by chunk (:meth:`commit`)."""
+
+    def __init__(self, out: str | Path | None, layout: Sequence[tuple[str, Sequence[str]]],
+                 store: Any = None, run_id: str | None = None):
         self.out = Path(out) if out is not None else None
         self.rows: list[dict[str, Any]] | None = None
         self._fh = None
-        self._keys = {(m, o): tuple(f"outputs.{m}.{o}{s}" for s in SUFFIXES)
-                      for m, outs in layout for o in outs}
+        self._keys = output_keys(layout)
+        self.store = store
+        self.run_id = run_id
+        self._pending: list[Any] = []
         if self.out is None:
             self.rows = []
         else:
             self.out.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.out / ROWS_FILE, "wb")
 
-    def add(self, inputs: dict[str, Any], scores: dict[str, dict[str, Score]]) -> None:
-        row = inputs
-        keys = self._keys
-        for m, outs in scores.items():
-            for o, s in outs.items():
-                k = keys[(m, o)]
-                row[k[0]] = s.value
-                row[k[1]] = s.score
-                row[k[2]] = s.passed
-                row[k[3]] = s.result
-                row[k[4]] = s.reason
-                row[k[5]] = s.status
-                row[k[6]] = s.threshold
-                row[k[7]] = s.properties or None
+    def add(self, inputs: dict[str, Any], scores: dict[str, dict[str, Score]], *, idx: int = 0,
+            record: Record | None = None, target_error: bool = False, stored: bool = False) -> None:
+        """One row. ``stored``: the row came back from the store (a resumed run)."""
+        if self.store is not None and not stored:
+            from assay.store import StoredRow
+
+            self._pending.append(StoredRow(idx, record.id if record else None,
+                                           record.conversation_id if record else None,
+                                           target_error, dict(inputs), scores))
+        row = flat_row(inputs, scores, self._keys)
         if self._fh is not None:
             self._fh.write(orjson.dumps(row, default=_default, option=_OPTS))
         else:
             self.rows.append(row)  # type: ignore[union-attr]
+
+    def commit(self) -> None:
+        """Make the rows added so far durable: flushed to the file, committed to the store."""
+        if self._fh is not None:
+            self._fh.flush()
+        if self._pending:
+            self.store.write_rows(self.run_id, self._pending)
+            self._pending = []
 
     def close(self) -> None:
         if self._fh is not None:

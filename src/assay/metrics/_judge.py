@@ -368,6 +368,10 @@ async def _distribution(model: Any, messages: list[dict[str, str]], scale: Scale
     backend, wrapper = src
     prefix = _prefix(scale)
     labels = scale.labels()
+    if wrapper is not None and callable(getattr(wrapper, "distribution", None)):
+        # a LimitedModel: its limiter, cache and call counts, the same as for generated answers
+        gen = await wrapper.distribution(messages, labels, assistant_prefix=prefix)
+        return _decode_dist(gen.text, scale), gen
     cache = getattr(wrapper, "cache", None) if wrapper is not None else None
     key = None
     if cache is not None:

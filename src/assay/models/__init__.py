@@ -19,6 +19,7 @@ from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_
 from assay.models.limits import LimitedModel, Limiter, RetryPolicy
 from assay.models.local import LlamaCppModel
 from assay.models.openai_compat import OpenAICompat
+from assay.models.pricing import judge_usage, lookup_price, parse_price
 from assay.models.parse import (LogprobScore, ParseResult, Scale, parse_score, score_from_logprobs,
                                 score_from_token_logprobs)
 from assay.models.spec import ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, parse_judge_spec
@@ -28,10 +29,13 @@ _DEFAULT = object()
 
 def build_judge(spec: "str | JudgeSpec | ChatModel", *, concurrency: int | None = None,
                 rpm: float | None = None, tpm: float | None = None, timeout: float | None = 120.0,
-                max_attempts: int = 6, cache: Any = _DEFAULT, **backend: Any) -> LimitedModel:
+                max_attempts: int = 6, cache: Any = _DEFAULT, price: Any = None,
+                **backend: Any) -> LimitedModel:
     """A judge ready for a run: the backend for ``spec`` behind one :class:`Limiter` and the
     call cache (``cache``: a :class:`CallCache`, a path, None for no cache; by default
-    ``$ASSAY_CACHE`` or ``./.assay/cache.sqlite``). ``backend`` kwargs go to the backend."""
+    ``$ASSAY_CACHE`` or ``./.assay/cache.sqlite``). ``price``: USD per 1M input and output
+    tokens, ``(in, out)`` or ``"in,out"``, for the run's judge cost when the price table does not
+    know the model (see :mod:`assay.models.pricing`). ``backend`` kwargs go to the backend."""
     if isinstance(spec, (str, JudgeSpec)):
         js = parse_judge_spec(spec) if isinstance(spec, str) else spec
         model = js.build(**backend)
@@ -43,7 +47,8 @@ def build_judge(spec: "str | JudgeSpec | ChatModel", *, concurrency: int | None 
         cache = open_cache()
     elif isinstance(cache, (str, os.PathLike)):
         cache = open_cache(cache)
-    return LimitedModel(model, limiter, cache)
+    return LimitedModel(model, limiter, cache,
+                        price=parse_price(price, where="build_judge price") if price is not None else None)
 
 
 __all__ = [
@@ -51,5 +56,5 @@ __all__ = [
     "LimitedModel", "Limiter", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
     "TokenUsage", "build_judge", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
     "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat", "ScoredAnswer",
-    "ask_score", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
+    "ask_score", "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
 ]

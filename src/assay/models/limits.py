@@ -29,10 +29,13 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+
+import orjson
 
 from assay.errors import AssayError
-from assay.models.base import ChatModel, Generation, Messages, ModelCallError, cache_identity, estimate_tokens
+from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, cache_identity,
+                               estimate_tokens)
 
 log = logging.getLogger("assay.models")
 T = TypeVar("T")
@@ -352,25 +355,59 @@ def _cancelling(task: asyncio.Task[Any]) -> bool:
 
 @dataclass
 class CallStats:
-    calls: int = 0        # generate() calls answered (cache hits included)
+    """Every judge call a :class:`LimitedModel` answered, counted once, in one place.
+
+    A *call* is one question to the judge: a generated answer (a re-ask is a call of its own)
+    or a next-token distribution read for probability scoring. ``cache_hits`` and ``shared``
+    (answered by an identical call already in flight) are calls too, but cost nothing:
+    ``prompt_tokens`` / ``completion_tokens`` count only the tokens of calls actually made.
+    ``errors`` are calls that gave up (after the limiter's retries)."""
+
+    calls: int = 0             # calls answered or failed (cache hits included)
     cache_hits: int = 0
-    shared: int = 0       # answered by an identical call already in flight
+    shared: int = 0            # answered by an identical call already in flight
     errors: int = 0
+    prompt_tokens: int = 0     # paid input tokens (calls made, not cache hits or shared)
+    completion_tokens: int = 0  # paid output tokens
+    distributions: int = 0     # of ``calls``, next-token distributions (probability scoring)
+
+    FIELDS = ("calls", "cache_hits", "shared", "errors", "prompt_tokens", "completion_tokens", "distributions")
+
+    def snapshot(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+    def since(self, earlier: "Mapping[str, int] | CallStats | None") -> dict[str, int]:
+        """The counts accumulated after ``earlier`` (a :meth:`snapshot`): one run's share of a
+        judge reused across runs."""
+        now = self.snapshot()
+        if earlier is None:
+            return now
+        base = earlier.snapshot() if isinstance(earlier, CallStats) else earlier
+        return {k: now[k] - int(base.get(k, 0) or 0) for k in self.FIELDS}
+
+
+_Params = Mapping[str, Any]
 
 
 class LimitedModel:
     """Any :class:`ChatModel` behind a shared :class:`Limiter` and an optional call cache.
 
-    It is itself a ``ChatModel``: hand it to judge metrics (``EvalContext.judge``).
+    It is itself a ``ChatModel``: hand it to judge metrics (``EvalContext.judge``). Every
+    call it answers, generated (:meth:`generate`) or probability-scored (:meth:`distribution`),
+    cached or not, is counted in :attr:`stats` (:class:`CallStats`). ``price``: USD per 1M
+    input and output tokens, ``(in, out)``, overriding what :mod:`assay.models.pricing` knows
+    about the backend.
     """
 
-    def __init__(self, model: ChatModel, limiter: Limiter | None = None, cache: Any = None):
+    def __init__(self, model: ChatModel, limiter: Limiter | None = None, cache: Any = None, *,
+                 price: "tuple[float, float] | None" = None):
         self.model = model
         self.limiter = limiter if limiter is not None else Limiter.for_model(model)
         self.cache = cache
         self.name = model.name
         self.cache_identity = cache_identity(model)
         self.stats = CallStats()
+        self.price = price
         self._pending: dict[str, asyncio.Future[Generation]] = {}
 
     def __repr__(self) -> str:
@@ -383,20 +420,78 @@ class LimitedModel:
     async def generate(self, messages: Messages, *, max_tokens: int | None = None,
                        temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
                        logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
-        self.stats.calls += 1
+        model = self.model
+
+        def call() -> Awaitable[Generation]:
+            return model.generate(messages, max_tokens=max_tokens, temperature=temperature,
+                                  response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
+
+        params = {"max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
+                  "logprobs": logprobs, "top_logprobs": top_logprobs}
+        return await self._answer(messages, params, call, estimate_tokens(messages) + (max_tokens or 256))
+
+    @property
+    def gives_distributions(self) -> bool:
+        """True when the backend can give its next-token distribution (a local model)."""
+        return any(callable(getattr(self.model, a, None)) for a in ("candidate_distribution", "score_distribution"))
+
+    async def distribution(self, messages: Messages, candidates: Sequence[str], *,
+                           assistant_prefix: str | None = None) -> Generation:
+        """The backend's next-token distribution over ``candidates`` after ``messages`` (and
+        ``assistant_prefix``), under the same limiter, cache and counts as :meth:`generate`.
+
+        Returned as a :class:`Generation` whose ``text`` is ``{"probs": {candidate: p}, "mass": m}``
+        (JSON; ``probs`` renormalised over the candidates, ``mass`` what they had before) and
+        whose usage is the prompt tokens evaluated (0 output tokens: nothing is generated)."""
+        backend = self.model
+        cands = [str(c) for c in candidates]
+        if not self.gives_distributions:
+            raise ModelCallError(f"{self.name} gives no next-token distributions; score parsed answers instead",
+                                 kind="bad_request")
+
+        async def call() -> Generation:
+            t0 = time.perf_counter()
+            fn = getattr(backend, "candidate_distribution", None)
+            n_prompt = 0
+            if callable(fn):
+                probs, mass, n_prompt = await fn(messages, cands, assistant_prefix=assistant_prefix)
+            else:
+                from assay.models.parse import Scale
+                yesno = {c.strip().lower() for c in cands} <= {"yes", "no"}
+                lo_hi = None if yesno else f"{min(int(c) for c in cands)}-{max(int(c) for c in cands)}"
+                ls = await backend.score_distribution(messages, Scale.of("yes/no" if yesno else lo_hi),  # type: ignore[attr-defined]
+                                                      assistant_prefix=assistant_prefix)
+                probs = {str(k): v for k, v in ls.probs.items()}
+                mass = ls.mass
+            body = orjson.dumps({"probs": {str(k): float(v) for k, v in probs.items()},
+                                 "mass": float(mass)}).decode()
+            return Generation(text=body, usage=TokenUsage(int(n_prompt or 0), 0),
+                              latency_s=time.perf_counter() - t0, model=getattr(backend, "name", ""),
+                              raw={"kind": "next_token_distribution"})
+
+        # The parameters are those the judge metrics have always keyed these calls with, so that
+        # distributions cached by an earlier version still answer.
+        params = {"next_token_distribution": cands, "assistant_prefix": assistant_prefix}
+        return await self._answer(messages, params, call, estimate_tokens(messages) + 1, distribution=True)
+
+    async def _answer(self, messages: Messages, params: _Params, make_call: Callable[[], Awaitable[Generation]],
+                      tokens: int, *, distribution: bool = False) -> Generation:
+        """The one path of every call: count it, answer from the cache or from an identical call in
+        flight, else make it under the limiter and store the answer."""
+        st = self.stats
+        st.calls += 1
+        st.distributions += distribution
         cache = self.cache
         key = None
         if cache is not None:
-            key = cache.key(self.cache_identity, messages, {
-                "max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
-                "logprobs": logprobs, "top_logprobs": top_logprobs})
+            key = cache.key(self.cache_identity, messages, dict(params))
             try:
                 hit = cache.get(key)
             except sqlite3.Error as exc:
                 log.warning("call cache read failed: %s", exc)
                 hit = None
             if hit is not None:
-                self.stats.cache_hits += 1
+                st.cache_hits += 1
                 return hit
             pending = self._pending.get(key)
             if pending is not None:
@@ -405,25 +500,22 @@ class LimitedModel:
                 except asyncio.CancelledError:
                     task = asyncio.current_task()
                     if pending.cancelled() and not (task is not None and _cancelling(task)):
-                        self.stats.calls -= 1  # the call we shared was cancelled, not us: make it
-                        return await self.generate(messages, max_tokens=max_tokens, temperature=temperature,
-                                                   response_format=response_format, logprobs=logprobs,
-                                                   top_logprobs=top_logprobs)
+                        # the call we shared was cancelled, not us: make it (counted once)
+                        st.calls -= 1
+                        st.distributions -= distribution
+                        return await self._answer(messages, params, make_call, tokens, distribution=distribution)
                     raise
-                self.stats.shared += 1
+                except BaseException:
+                    st.errors += 1
+                    raise
+                st.shared += 1
                 return dataclasses.replace(gen, cached=True)
             fut: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
             self._pending[key] = fut
-        model = self.model
-
-        def call() -> Awaitable[Generation]:
-            return model.generate(messages, max_tokens=max_tokens, temperature=temperature,
-                                  response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
-
         try:
-            gen = await self.limiter.call(call, tokens=estimate_tokens(messages) + (max_tokens or 256))
+            gen = await self.limiter.call(make_call, tokens=tokens)
         except BaseException as exc:
-            self.stats.errors += 1
+            st.errors += 1
             if key is not None:
                 fut = self._pending.pop(key)
                 if not fut.done():
@@ -433,6 +525,8 @@ class LimitedModel:
                     else:
                         fut.cancel()
             raise
+        st.prompt_tokens += gen.usage.input_tokens
+        st.completion_tokens += gen.usage.output_tokens
         if key is not None:
             try:
                 cache.put(key, gen, model=self.name)

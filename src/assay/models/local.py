@@ -405,6 +405,8 @@ class LlamaCppModel:
     default_concurrency = 2          # one call computing, one queued: compute is serialized anyway
     supports_logprobs = True
     supports_prefill = True
+    price = (0.0, 0.0)               # USD per 1M input / output tokens: in-process, no per-token charge
+    price_source = "local model (no per-token charge)"
 
     def __init__(self, path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_batch: int = 512, n_threads_decode: int | None = None, seed: int = 0, chat_template: str | None = None,

@@ -155,6 +155,7 @@ class OpenAICompat:
         headers: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         name: str | None = None,
+        json_mode: bool | None = None,
     ):
         if provider not in ("openai", "azure", "compatible"):
             raise AssayError(f"provider must be 'openai', 'azure' or 'compatible', got {provider!r}")
@@ -179,8 +180,12 @@ class OpenAICompat:
         self._extra_headers = dict(headers or {})
         self.default_concurrency = DEFAULT_CONCURRENCY[provider]
         self._name = name
-        # feature memory: None = unknown, True = accepted, False = rejected by this server
-        self.json_mode_supported: bool | None = None
+        # feature memory: None = unknown, True = accepted, False = rejected by this server.
+        # ``json_mode=False`` never asks for JSON output: for servers where constrained decoding is
+        # slow (llama-cpp-python's server masks the whole vocabulary per token) or broken; the
+        # judge's parser reads plain text too.
+        self._no_json = json_mode is False
+        self.json_mode_supported: bool | None = False if self._no_json else None
         self.logprobs_supported: bool | None = None
         self._http: LeanHTTP | None = None
         self._sdk: Any = None
@@ -244,7 +249,24 @@ class OpenAICompat:
     @property
     def cache_identity(self) -> str:
         """Endpoint and model (never the key): what the cache key says about this model."""
-        return f"openai-compat|{self.provider}|{self.base_url}|{self.model or ''}|reasoning={int(self.reasoning)}"
+        ident = f"openai-compat|{self.provider}|{self.base_url}|{self.model or ''}|reasoning={int(self.reasoning)}"
+        return ident + ("|json_mode=0" if self._no_json else "")
+
+    @property
+    def price(self) -> tuple[float, float] | None:
+        """USD per 1M input and output tokens from :mod:`assay.models.pricing`'s table: OpenAI
+        models by name, Azure deployments named after a model; None for other servers."""
+        from assay.models.pricing import lookup_price
+
+        if self.provider in ("openai", "azure") or "api.openai.com" in self.base_url:
+            return lookup_price(self.model)
+        return None
+
+    @property
+    def price_source(self) -> str:
+        from assay.models.pricing import PRICES_AS_OF
+
+        return f"price table ({PRICES_AS_OF})"
 
     def __repr__(self) -> str:
         return (f"OpenAICompat(name={self.name!r}, provider={self.provider!r}, base_url={self.base_url!r}, "

@@ -1,0 +1,134 @@
+"""What judge calls cost: a small price table, overrides, and a run's judge usage.
+
+Prices are USD per 1M input (prompt) tokens and per 1M output (completion) tokens. The table
+below holds OpenAI's published list prices for common judge models (standard tier, no batch
+or cached-input discount) as of :data:`PRICES_AS_OF`; prices change, so every figure can be
+overridden:
+
+1. ``options={"judge_price": (in, out)}`` (or ``"in,out"``) in :func:`assay.evaluate`;
+2. ``build_judge(spec, price=(in, out))`` / ``LimitedModel(..., price=(in, out))``;
+3. ``$ASSAY_JUDGE_PRICE="in,out"`` (e.g. ``ASSAY_JUDGE_PRICE=0.15,0.60``);
+4. the backend's own ``price`` (the table for OpenAI and Azure OpenAI models; ``(0, 0)`` for
+   an in-process model such as the embedded judge).
+
+The cost is ``None`` (unknown), never 0, when none of these names a price: a self-hosted
+endpoint (vLLM, Ollama, llama.cpp server) or an Azure deployment whose name is not a model's.
+A cache hit costs nothing: costs are computed from the tokens of calls actually made.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Mapping
+
+from assay.errors import AssayError
+
+PRICES_AS_OF = "2025-08"
+PRICE_ENV = "ASSAY_JUDGE_PRICE"
+
+# model -> (USD per 1M input tokens, USD per 1M output tokens)
+OPENAI_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4-turbo": (10.00, 30.00),
+    "gpt-4": (30.00, 60.00),
+    "gpt-3.5-turbo": (0.50, 1.50),
+    "o1": (15.00, 60.00),
+    "o1-mini": (1.10, 4.40),
+    "o3": (2.00, 8.00),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+}
+
+# A dated snapshot of a listed model costs what the model costs: gpt-4o-2024-08-06, gpt-4-0613.
+_SNAPSHOT = re.compile(r"^(?:-\d{4}-\d{2}-\d{2}|-\d{4})$")
+
+
+def lookup_price(model: str | None) -> tuple[float, float] | None:
+    """The table's price for an OpenAI model name (or a dated snapshot of one); None if unlisted."""
+    if not model:
+        return None
+    name = model.strip().lower()
+    if name.startswith("openai/"):
+        name = name[len("openai/"):]
+    if name in OPENAI_PRICES:
+        return OPENAI_PRICES[name]
+    for key in sorted(OPENAI_PRICES, key=len, reverse=True):
+        if name.startswith(key) and _SNAPSHOT.match(name[len(key):]):
+            return OPENAI_PRICES[key]
+    return None
+
+
+def parse_price(value: Any, *, where: str = "price") -> tuple[float, float]:
+    """``"in,out"``, ``(in, out)`` or ``{"input": in, "output": out}`` -> ``(in, out)`` (USD per 1M)."""
+    try:
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.replace(";", ",").split(",")]
+            if len(parts) != 2:
+                raise ValueError
+            pin, pout = float(parts[0]), float(parts[1])
+        elif isinstance(value, Mapping):
+            pin, pout = float(value["input"]), float(value["output"])
+        else:
+            pin, pout = (float(x) for x in value)
+    except (TypeError, ValueError, KeyError):
+        raise AssayError(f"{where}: expected USD per 1M input and output tokens as 'IN,OUT' "
+                         f"(e.g. 0.15,0.60), got {value!r}") from None
+    if pin < 0 or pout < 0 or pin != pin or pout != pout:
+        raise AssayError(f"{where}: prices must be non-negative numbers, got {value!r}")
+    return pin, pout
+
+
+def judge_price(model: Any, options: Mapping[str, Any] | None = None) -> tuple[tuple[float, float] | None, str]:
+    """``(price or None, where it came from)`` for a judge (a LimitedModel or a bare backend)."""
+    from assay.models.limits import LimitedModel
+
+    opt = (options or {}).get("judge_price")
+    if opt is not None:
+        return parse_price(opt, where="options['judge_price']"), "option judge_price"
+    backend = model
+    if isinstance(model, LimitedModel):
+        if model.price is not None:
+            return parse_price(model.price, where="LimitedModel price"), "given"
+        backend = model.model
+    env = os.environ.get(PRICE_ENV, "").strip()
+    if env:
+        return parse_price(env, where=f"${PRICE_ENV}"), f"${PRICE_ENV}"
+    p = getattr(backend, "price", None)
+    if p is not None:
+        return parse_price(p, where=f"{type(backend).__name__}.price"), getattr(backend, "price_source", "backend")
+    return None, "unknown"
+
+
+def cost_usd(prompt_tokens: int, completion_tokens: int, price: tuple[float, float] | None) -> float | None:
+    if price is None:
+        return None
+    return round((prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6, 8)
+
+
+def judge_usage(model: Any, since: Mapping[str, int] | None = None,
+                options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """A run's judge usage: calls (generated and probability-scored), cache hits, errors, paid
+    prompt and completion tokens and their cost, counted after ``since`` (a
+    :meth:`~assay.models.limits.CallStats.snapshot` taken when the run began). None for a
+    judge that keeps no counts."""
+    stats = getattr(model, "stats", None)
+    if stats is None or not hasattr(stats, "since"):
+        return None
+    d: dict[str, Any] = stats.since(since)
+    price, source = judge_price(model, options)
+    d["cost_usd"] = cost_usd(d["prompt_tokens"], d["completion_tokens"], price)
+    d["price_per_1m"] = {"input": price[0], "output": price[1]} if price is not None else None
+    d["price_source"] = source
+    return d
+
+
+__all__ = ["OPENAI_PRICES", "PRICES_AS_OF", "PRICE_ENV", "cost_usd", "judge_price", "judge_usage",
+           "lookup_price", "parse_price"]

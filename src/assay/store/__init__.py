@@ -1,0 +1,5 @@
+"""The results store: every run, its rows and scores, benchmark results (SPEC §4)."""
+
+from assay.store.store import StoredRow, Store, default_store_url, open_store
+
+__all__ = ["Store", "StoredRow", "default_store_url", "open_store"]

@@ -1,0 +1,103 @@
+"""The store's tables (SQLAlchemy Core) and its versioned migrations.
+
+One schema for SQLite and PostgreSQL. JSON values are stored as text written by orjson,
+so they read the same on both and ``LIKE`` searches work on both.
+
+- ``runs``: one row per evaluation run: name, status (running | completed | interrupted |
+  failed), data fingerprint, configuration and its hash, judge, versions, aggregates,
+  the run summary, judge usage, timings, rows written so far.
+- ``rows``: one per evaluated row: its position ``idx`` in the input, the row id, the
+  conversation id, the ``inputs.*`` columns as JSON.
+- ``scores``: one per (row, metric output): the 8 keys of SPEC §3.
+- ``benchmarks``: results of model benchmarks (for the benchmark commands).
+- ``assay_meta``: ``schema_version``.
+
+Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
+written by a newer assay is refused with a clear message rather than misread.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, MetaData,
+                        PrimaryKeyConstraint, String, Table, Text)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+meta = Table(
+    "assay_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(200), index=True),
+    Column("status", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("finished_at", Float),
+    Column("source", Text),
+    Column("data_fingerprint", String(64)),
+    Column("config_hash", String(64)),
+    Column("config", Text),          # JSON: metrics, thresholds, mapping, family, target, options
+    Column("metrics", Text),         # JSON list of metric names
+    Column("judge", Text),
+    Column("versions", Text),        # JSON: assay, python
+    Column("aggregates", Text),      # JSON: output -> aggregate
+    Column("summary", Text),         # JSON: the run dict of the result
+    Column("usage", Text),           # JSON: judge usage and cost
+    Column("rows_done", Integer, nullable=False, default=0),
+    Column("error", Text),
+)
+
+rows = Table(
+    "rows", metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("row_id", Text),
+    Column("conversation_id", Text),
+    Column("target_error", Boolean, nullable=False, default=False),
+    Column("inputs", Text, nullable=False),
+    PrimaryKeyConstraint("run_id", "idx"),
+)
+
+scores = Table(
+    "scores", metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("metric", String(100), nullable=False),
+    Column("output", String(100), nullable=False),
+    Column("value", Text),           # JSON (numbers, labels, lists)
+    Column("score", Float),
+    Column("passed", Boolean),
+    Column("result", String(16)),
+    Column("reason", Text),
+    Column("status", String(16), nullable=False),
+    Column("threshold", Float),
+    Column("properties", Text),      # JSON
+    PrimaryKeyConstraint("run_id", "idx", "metric", "output"),
+    Index("ix_scores_run_output_score", "run_id", "output", "score"),
+    Index("ix_scores_run_output_result", "run_id", "output", "result"),
+)
+
+benchmarks = Table(
+    "benchmarks", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="SET NULL")),
+    Column("kind", String(32), nullable=False),     # quality | perf | cost | embed
+    Column("name", Text),
+    Column("model", Text),
+    Column("task", Text),
+    Column("created_at", Float, nullable=False),
+    Column("metrics", Text),                         # JSON
+    Column("details", Text),                         # JSON
+    Index("ix_benchmarks_kind_model", "kind", "model"),
+)
+
+# version -> function that upgrades a store from version - 1. Version 1 is created whole.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}

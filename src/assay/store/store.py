@@ -1,0 +1,379 @@
+"""Where every run is kept: SQLite by default, PostgreSQL (or any SQLAlchemy URL) by URL.
+
+Location: ``url`` if given, else ``$ASSAY_STORE`` (a path or a SQLAlchemy URL;
+``off`` turns saving off), else ``.assay/assay.db`` under the working directory.
+
+A run is written as it goes: :meth:`Store.write_rows` commits each chunk of scored rows
+with the run's progress in one transaction, so a run killed at any moment leaves a
+consistent prefix of its rows that ``assay eval --resume`` continues from. SQLite runs
+in WAL mode with a busy timeout, so several processes can write one store at once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import orjson
+from sqlalchemy import create_engine, delete, event, func, insert, inspect, or_, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
+
+from assay.errors import AssayError
+from assay.metrics.base import Score
+from assay.store import schema as S
+
+DEFAULT_PATH = Path(".assay") / "assay.db"
+_OFF = {"off", "0", "false", "no", "none", "disabled"}
+_DUMP = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+RESUMABLE = ("running", "interrupted", "failed")
+_JSON_COLUMNS = ("config", "metrics", "versions", "aggregates", "summary", "usage")
+
+
+def _dumps(v: Any) -> str | None:
+    if v is None:
+        return None
+    return orjson.dumps(v, option=_DUMP, default=_default).decode()
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "model_dump"):
+        return o.model_dump(exclude_none=True)
+    return str(o)
+
+
+def _loads(v: str | None) -> Any:
+    return None if v is None else orjson.loads(v)
+
+
+def default_store_url() -> str | None:
+    """``$ASSAY_STORE`` (None when it says off), else SQLite at ``./.assay/assay.db``."""
+    env = os.environ.get("ASSAY_STORE", "").strip()
+    if env:
+        return None if env.lower() in _OFF else env
+    return str(Path.cwd() / DEFAULT_PATH)
+
+
+def _engine_url(url: str) -> str:
+    """A path becomes a SQLite URL; ``postgresql://`` gets the psycopg (v3) driver."""
+    if "://" not in url:
+        p = Path(url).expanduser()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{p}"
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _safe_url(url: str) -> str:
+    """The URL with any password hidden, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+class _BeingCreated(Exception):
+    """The store's tables exist but its version is not written yet: another process is creating it."""
+
+
+@dataclass(slots=True)
+class StoredRow:
+    """One scored row as the engine hands it to the store."""
+
+    idx: int
+    row_id: str | None
+    conversation_id: str | None
+    target_error: bool
+    inputs: dict[str, Any]
+    scores: dict[str, dict[str, Score]]
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = _engine_url(url)
+        self.display_url = _safe_url(self.url)
+        try:
+            self.engine: Engine = create_engine(self.url, future=True)
+        except (ArgumentError, ImportError) as exc:
+            raise AssayError(f"store {self.display_url}: {exc}") from None
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        for attempt in range(20):
+            try:
+                self._migrate()
+                break
+            except (OperationalError, IntegrityError, ProgrammingError, _BeingCreated) as exc:
+                # Another process may be creating the same store this instant: look again.
+                why = str(getattr(exc, "orig", exc)).lower()
+                if attempt == 19 or not (isinstance(exc, _BeingCreated) or "exist" in why or "unique" in why
+                                         or "duplicate" in why):
+                    raise AssayError(f"cannot open the store at {self.display_url}: "
+                                     f"{getattr(exc, 'orig', exc)}") from None
+                time.sleep(0.05)
+
+    # -- schema ---------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        with self.engine.begin() as conn:
+            have = set(inspect(conn).get_table_names())
+            if "assay_meta" not in have:
+                S.metadata.create_all(conn)
+                conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+                return
+            found = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar()
+            if found is None:
+                raise _BeingCreated()
+            version = int(found)
+            if version > S.SCHEMA_VERSION:
+                raise AssayError(f"the store at {self.display_url} has schema version {version}, written by a "
+                                 f"newer assay; this one reads up to {S.SCHEMA_VERSION}: upgrade assay")
+            for v in range(version + 1, S.SCHEMA_VERSION + 1):
+                S.MIGRATIONS[v](conn)
+                conn.execute(update(S.meta).where(S.meta.c.key == "schema_version").values(value=str(v)))
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar_one())
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writing a run --------------------------------------------------------------------
+    def start_run(self, *, name: str | None, source: str | None, fingerprint: str | None,
+                  config: Mapping[str, Any], config_hash: str, metrics: Sequence[str],
+                  judge: str | None) -> str:
+        run_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        from assay import __version__
+
+        with self.engine.begin() as conn:
+            conn.execute(insert(S.runs).values(
+                id=run_id, name=name, status="running", created_at=now, updated_at=now, source=source,
+                data_fingerprint=fingerprint, config_hash=config_hash, config=_dumps(dict(config)),
+                metrics=_dumps(list(metrics)), judge=judge, rows_done=0,
+                versions=_dumps({"assay": __version__, "python": sys.version.split()[0]})))
+        return run_id
+
+    def reopen_run(self, run_id: str) -> None:
+        """Mark a run being resumed as running again."""
+        with self.engine.begin() as conn:
+            conn.execute(update(S.runs).where(S.runs.c.id == run_id)
+                         .values(status="running", error=None, finished_at=None, updated_at=time.time()))
+
+    def write_rows(self, run_id: str, batch: Sequence[StoredRow]) -> None:
+        """Rows and their scores, and the run's progress, in one transaction."""
+        if not batch:
+            return
+        row_params = []
+        score_params = []
+        for r in batch:
+            row_params.append({"run_id": run_id, "idx": r.idx, "row_id": r.row_id,
+                               "conversation_id": r.conversation_id, "target_error": r.target_error,
+                               "inputs": _dumps(r.inputs)})
+            for m, outs in r.scores.items():
+                for o, s in outs.items():
+                    value = s.value
+                    score_params.append({
+                        "run_id": run_id, "idx": r.idx, "metric": m, "output": o,
+                        "value": _dump_value(value),
+                        "score": _finite(s.score), "passed": s.passed, "result": s.result,
+                        "reason": s.reason, "status": s.status, "threshold": s.threshold,
+                        "properties": _dumps(s.properties) if s.properties else None})
+        done = batch[-1].idx + 1
+        with self.engine.begin() as conn:
+            conn.execute(insert(S.rows), row_params)
+            if score_params:
+                conn.execute(insert(S.scores), score_params)
+            conn.execute(update(S.runs).where(S.runs.c.id == run_id)
+                         .values(rows_done=done, updated_at=time.time()))
+
+    def finish_run(self, run_id: str, status: str, *, aggregates: Any = None, summary: Any = None,
+                   usage: Any = None, error: str | None = None) -> None:
+        values: dict[str, Any] = {"status": status, "updated_at": time.time(), "error": error}
+        if status == "completed":
+            values["finished_at"] = values["updated_at"]
+        for k, v in (("aggregates", aggregates), ("summary", summary), ("usage", usage)):
+            if v is not None:
+                values[k] = _dumps(v)
+        with self.engine.begin() as conn:
+            conn.execute(update(S.runs).where(S.runs.c.id == run_id).values(**values))
+
+    def find_resumable(self, fingerprint: str | None, config_hash: str, name: str | None = None) -> dict | None:
+        """The latest unfinished run over the same data with the same configuration."""
+        q = (select(S.runs).where(S.runs.c.status.in_(RESUMABLE), S.runs.c.config_hash == config_hash,
+                                  S.runs.c.data_fingerprint == fingerprint)
+             .order_by(S.runs.c.created_at.desc()).limit(1))
+        if name is not None:
+            q = q.where(S.runs.c.name == name)
+        with self.engine.connect() as conn:
+            row = conn.execute(q).mappings().first()
+        return _run(row) if row else None
+
+    # -- reading --------------------------------------------------------------------------
+    def list_runs(self, *, name: str | None = None, status: str | None = None,
+                  limit: int | None = None) -> list[dict[str, Any]]:
+        q = select(S.runs).order_by(S.runs.c.created_at.desc())
+        if name is not None:
+            q = q.where(S.runs.c.name == name)
+        if status is not None:
+            q = q.where(S.runs.c.status == status)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [_run(r) for r in conn.execute(q).mappings()]
+
+    def get_run(self, ref: str) -> dict[str, Any]:
+        """A run by id, unique id prefix, name (the latest run with it), or ``last``."""
+        ref = ref.strip()
+        with self.engine.connect() as conn:
+            if ref in ("last", "latest"):
+                row = conn.execute(select(S.runs).order_by(S.runs.c.created_at.desc()).limit(1)).mappings().first()
+                if row is None:
+                    raise AssayError(f"the store at {self.display_url} has no runs yet")
+                return _run(row)
+            row = conn.execute(select(S.runs).where(S.runs.c.id == ref)).mappings().first()
+            if row is not None:
+                return _run(row)
+            named = conn.execute(select(S.runs).where(S.runs.c.name == ref)
+                                 .order_by(S.runs.c.created_at.desc()).limit(1)).mappings().first()
+            if named is not None:
+                return _run(named)
+            pref = conn.execute(select(S.runs).where(S.runs.c.id.like(_like_prefix(ref), escape="\\"))
+                                .limit(2)).mappings().all()
+        if len(pref) == 1:
+            return _run(pref[0])
+        if len(pref) > 1:
+            raise AssayError(f"run {ref!r} is ambiguous: more than one run id starts with it")
+        raise AssayError(f"no run {ref!r} in the store at {self.display_url} (see `assay runs`)")
+
+    def iter_scored(self, run_id: str, *, start: int = 0, stop: int | None = None,
+                    batch: int = 2000) -> Iterator[StoredRow]:
+        """The run's rows in input order, with their scores, read in batches."""
+        lo = start
+        with self.engine.connect() as conn:
+            while True:
+                hi = lo + batch if stop is None else min(lo + batch, stop)
+                if hi <= lo:
+                    return
+                rrows = conn.execute(select(S.rows).where(S.rows.c.run_id == run_id, S.rows.c.idx >= lo,
+                                                          S.rows.c.idx < hi).order_by(S.rows.c.idx)).all()
+                if not rrows:
+                    return
+                by_idx: dict[int, dict[str, dict[str, Score]]] = {r.idx: {} for r in rrows}
+                for s in conn.execute(select(S.scores).where(S.scores.c.run_id == run_id, S.scores.c.idx >= lo,
+                                                             S.scores.c.idx < hi)):
+                    value = _load_value(s.value)
+                    score = s.score
+                    if score is None and isinstance(value, float) and not math.isfinite(value):
+                        score = value  # stored as NULL, restored from the value
+                    by_idx[s.idx].setdefault(s.metric, {})[s.output] = Score(
+                        value, score, s.passed, s.result, s.reason, s.status, s.threshold,
+                        _loads(s.properties) or {})
+                for r in rrows:
+                    yield StoredRow(r.idx, r.row_id, r.conversation_id, bool(r.target_error),
+                                    orjson.loads(r.inputs), by_idx[r.idx])
+                lo = hi
+
+    def count_rows(self, run_id: str) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(S.rows).where(S.rows.c.run_id == run_id)).scalar_one()
+
+    def delete_run(self, run_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(S.scores).where(S.scores.c.run_id == run_id))
+            conn.execute(delete(S.rows).where(S.rows.c.run_id == run_id))
+            conn.execute(update(S.benchmarks).where(S.benchmarks.c.run_id == run_id).values(run_id=None))
+            conn.execute(delete(S.runs).where(S.runs.c.id == run_id))
+
+    # -- benchmarks -----------------------------------------------------------------------
+    def add_benchmark(self, *, kind: str, name: str | None = None, model: str | None = None,
+                      task: str | None = None, metrics: Any = None, details: Any = None,
+                      run_id: str | None = None) -> int:
+        with self.engine.begin() as conn:
+            res = conn.execute(insert(S.benchmarks).values(
+                kind=kind, name=name, model=model, task=task, created_at=time.time(),
+                metrics=_dumps(metrics), details=_dumps(details), run_id=run_id))
+            return int(res.inserted_primary_key[0])
+
+    def list_benchmarks(self, *, kind: str | None = None, model: str | None = None) -> list[dict[str, Any]]:
+        q = select(S.benchmarks).order_by(S.benchmarks.c.created_at.desc())
+        if kind is not None:
+            q = q.where(S.benchmarks.c.kind == kind)
+        if model is not None:
+            q = q.where(or_(S.benchmarks.c.model == model))
+        with self.engine.connect() as conn:
+            out = []
+            for r in conn.execute(q).mappings():
+                d = dict(r)
+                d["metrics"] = _loads(d["metrics"])
+                d["details"] = _loads(d["details"])
+                out.append(d)
+            return out
+
+
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _dump_value(v: Any) -> str | None:
+    # JSON has no NaN or infinity; they are kept as their names so a resumed run scores the same.
+    if v is None:
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    return _dumps(v)
+
+
+def _load_value(v: str | None) -> Any:
+    if v is None:
+        return None
+    if v in _NONFINITE:
+        return _NONFINITE[v]
+    return orjson.loads(v)
+
+
+def _finite(x: float | None) -> float | None:
+    # NaN is not portable across databases: stored as NULL (the value column keeps it).
+    if x is None or x != x:
+        return None
+    return float(x)
+
+
+def _like_prefix(ref: str) -> str:
+    return ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _run(row: Mapping[str, Any]) -> dict[str, Any]:
+    d = dict(row)
+    for k in _JSON_COLUMNS:
+        d[k] = _loads(d.get(k))
+    return d
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def open_store(url: str | None | bool = None) -> Store | None:
+    """The store at ``url`` or the default location; None when saving is off.
+
+    ``url=False`` (or ``$ASSAY_STORE=off`` with no url) turns saving off.
+    """
+    if url is False:
+        return None
+    if isinstance(url, Store):
+        return url
+    u = url if isinstance(url, str) and url.strip() else default_store_url()
+    if u is None:
+        return None
+    return Store(u)

@@ -1,0 +1,147 @@
+"""The store on SQLite: runs are saved as they go, read back exactly, resumed, deleted."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import pytest
+
+import assay
+from assay.errors import AssayError
+from assay.metrics.base import Score
+from assay.store import Store, StoredRow, open_store
+from assay.store import schema as S
+
+ROWS = [{"query": f"q{i}", "response": f"the answer is {i} apples", "ground_truth": f"the answer is {i % 3} apples"}
+        for i in range(40)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = Store(str(tmp_path / "s.db"))
+    yield st
+    st.close()
+
+
+def test_a_run_is_saved_with_its_rows_scores_and_aggregates(store):
+    res = assay.evaluate(ROWS, metrics="f1_score,bleu", name="base", store=store)
+    run = store.get_run("base")
+    assert run["id"] == res.run["run_id"] and run["status"] == "completed"
+    assert run["rows_done"] == 40 and store.count_rows(run["id"]) == 40
+    assert run["metrics"] == ["f1_score", "bleu"]
+    assert run["aggregates"]["f1_score"]["mean"] == pytest.approx(res.metrics["f1_score"]["mean"])
+    assert run["summary"]["rows_evaluated"] == 40
+    assert run["data_fingerprint"] and run["config_hash"]
+    stored = list(store.iter_scored(run["id"]))
+    assert [r.idx for r in stored] == list(range(40))
+    for row, s in zip(res.rows, stored):
+        assert s.inputs["inputs.query"] == row["inputs.query"]
+        f1 = s.scores["f1_score"]["f1_score"]
+        assert f1.score == pytest.approx(row["outputs.f1_score.f1_score"])
+        assert f1.result == row["outputs.f1_score.f1_score_result"]
+        assert f1.threshold == row["outputs.f1_score.f1_score_threshold"]
+
+
+def test_runs_are_found_by_id_prefix_name_and_last(store):
+    a = assay.evaluate(ROWS[:3], metrics="f1_score", name="x", store=store).run["run_id"]
+    b = assay.evaluate(ROWS[:5], metrics="f1_score", name="x", store=store).run["run_id"]
+    assert store.get_run("x")["id"] == b          # a name means its latest run
+    assert store.get_run(a[:6])["id"] == a
+    assert store.get_run("last")["id"] == b
+    assert [r["id"] for r in store.list_runs(name="x")] == [b, a]
+    with pytest.raises(AssayError, match="no run 'nope'"):
+        store.get_run("nope")
+
+
+def test_delete_removes_rows_and_scores(store, tmp_path):
+    rid = assay.evaluate(ROWS[:4], metrics="f1_score", store=store).run["run_id"]
+    store.delete_run(rid)
+    con = sqlite3.connect(tmp_path / "s.db")
+    assert con.execute("select count(*) from rows").fetchone()[0] == 0
+    assert con.execute("select count(*) from scores").fetchone()[0] == 0
+    assert con.execute("select count(*) from runs").fetchone()[0] == 0
+
+
+def test_store_off_saves_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("ASSAY_STORE", "off")
+    assert open_store() is None
+    res = assay.evaluate(ROWS[:2], metrics="f1_score")
+    assert res.run["run_id"] is None
+    with pytest.raises(AssayError, match="resume needs the store"):
+        assay.evaluate(ROWS[:2], metrics="f1_score", resume=True)
+
+
+def test_default_location_is_dot_assay_in_the_working_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("ASSAY_STORE")
+    monkeypatch.chdir(tmp_path)
+    res = assay.evaluate(ROWS[:2], metrics="f1_score")
+    assert (tmp_path / ".assay" / "assay.db").exists()
+    assert res.run["store"].endswith(".assay/assay.db")
+
+
+def test_a_store_from_a_newer_assay_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    Store(str(path)).close()
+    con = sqlite3.connect(path)
+    con.execute("update assay_meta set value = ? where key = 'schema_version'", (str(S.SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    with pytest.raises(AssayError, match="newer assay"):
+        Store(str(path))
+
+
+def test_migrations_run_in_order_and_record_the_version(tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    Store(str(path)).close()
+    seen = []
+    monkeypatch.setattr(S, "SCHEMA_VERSION", S.SCHEMA_VERSION + 1)
+    monkeypatch.setitem(S.MIGRATIONS, S.SCHEMA_VERSION, lambda conn: seen.append("upgraded"))
+    st = Store(str(path))
+    assert seen == ["upgraded"] and st.schema_version() == S.SCHEMA_VERSION
+
+
+def test_scores_round_trip_every_key_including_nan_and_labels(store):
+    rid = store.start_run(name=None, source="t", fingerprint=None, config={}, config_hash="h",
+                          metrics=["m"], judge=None)
+    scores = {"m": {"a": Score(value="yes", score=1.0, passed=True, result="pass", reason="r <b>",
+                               threshold=0.5, properties={"k": [1, 2]}),
+                    "b": Score(value=float("nan"), score=float("nan"), status="completed"),
+                    "c": Score.error("boom", raw="x")}}
+    store.write_rows(rid, [StoredRow(0, "id0", "conv", False, {"inputs.query": "q"}, scores)])
+    (back,) = list(store.iter_scored(rid))
+    assert back.row_id == "id0" and back.conversation_id == "conv"
+    a = back.scores["m"]["a"]
+    assert (a.value, a.score, a.passed, a.result, a.reason, a.threshold, a.properties) == \
+        ("yes", 1.0, True, "pass", "r <b>", 0.5, {"k": [1, 2]})
+    assert math.isnan(back.scores["m"]["b"].score) and math.isnan(back.scores["m"]["b"].value)
+    c = back.scores["m"]["c"]
+    assert c.status == "error" and c.properties == {"raw": "x"}
+
+
+def test_two_processes_write_one_store_at_once(tmp_path):
+    import multiprocessing as mp
+
+    path = str(tmp_path / "shared.db")
+    Store(path).close()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_write_many, args=(path, k)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    st = Store(path)
+    runs = st.list_runs()
+    assert len(runs) == 3 and all(r["rows_done"] == 300 for r in runs)
+    assert sum(st.count_rows(r["id"]) for r in runs) == 900
+
+
+def _write_many(path: str, k: int) -> None:
+    st = Store(path)
+    rid = st.start_run(name=f"p{k}", source="t", fingerprint=None, config={}, config_hash="h",
+                       metrics=["m"], judge=None)
+    for start in range(0, 300, 10):
+        st.write_rows(rid, [StoredRow(i, None, None, False, {"i": i}, {"m": {"m": Score(value=i, score=i)}})
+                            for i in range(start, start + 10)])
+    st.finish_run(rid, "completed")
