@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.assay-installed
+SERVICES := $(VENV)/.test-services-installed
 
 .PHONY: demo test bench install clean
 
@@ -13,12 +14,17 @@ $(STAMP): pyproject.toml scripts/install_local_backend.sh
 	bash scripts/install_local_backend.sh $(PY)
 	touch $(STAMP)
 
+# PostgreSQL and Chromium for the store and dashboard tests (Debian packages).
+$(SERVICES): scripts/install_test_services.sh $(STAMP)
+	bash scripts/install_test_services.sh $(PY)
+	touch $(SERVICES)
+
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto --out results/demo
 
-test: $(STAMP)
+test: $(STAMP) $(SERVICES)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -17,9 +17,11 @@ ROWS = [{"query": f"q{i}", "response": f"the answer is {i} apples", "ground_trut
         for i in range(40)]
 
 
-@pytest.fixture
-def store(tmp_path):
-    st = Store(str(tmp_path / "s.db"))
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """The same tests on SQLite and on a real PostgreSQL server."""
+    url = str(tmp_path / "s.db") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    st = Store(url)
     yield st
     st.close()
 
@@ -54,13 +56,18 @@ def test_runs_are_found_by_id_prefix_name_and_last(store):
         store.get_run("nope")
 
 
-def test_delete_removes_rows_and_scores(store, tmp_path):
+def test_delete_removes_rows_and_scores(store):
+    from sqlalchemy import func, select
+
     rid = assay.evaluate(ROWS[:4], metrics="f1_score", store=store).run["run_id"]
+    keep = assay.evaluate(ROWS[:3], metrics="f1_score", store=store).run["run_id"]
     store.delete_run(rid)
-    con = sqlite3.connect(tmp_path / "s.db")
-    assert con.execute("select count(*) from rows").fetchone()[0] == 0
-    assert con.execute("select count(*) from scores").fetchone()[0] == 0
-    assert con.execute("select count(*) from runs").fetchone()[0] == 0
+    with store.engine.connect() as con:
+        for table in (S.rows, S.scores):
+            n = con.execute(select(func.count()).select_from(table).where(table.c.run_id == rid)).scalar_one()
+            assert n == 0
+        assert con.execute(select(func.count()).select_from(S.runs).where(S.runs.c.id == rid)).scalar_one() == 0
+    assert store.count_rows(keep) == 3
 
 
 def test_store_off_saves_nothing(monkeypatch, tmp_path):
@@ -119,10 +126,11 @@ def test_scores_round_trip_every_key_including_nan_and_labels(store):
     assert c.status == "error" and c.properties == {"raw": "x"}
 
 
-def test_two_processes_write_one_store_at_once(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_three_processes_write_one_store_at_once(tmp_path, request, backend):
     import multiprocessing as mp
 
-    path = str(tmp_path / "shared.db")
+    path = str(tmp_path / "shared.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
     Store(path).close()
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_write_many, args=(path, k)) for k in range(3)]
@@ -132,16 +140,49 @@ def test_two_processes_write_one_store_at_once(tmp_path):
         p.join(120)
         assert p.exitcode == 0
     st = Store(path)
-    runs = st.list_runs()
+    runs = [r for r in st.list_runs() if (r["name"] or "").startswith(f"proc-{backend}-")]
     assert len(runs) == 3 and all(r["rows_done"] == 300 for r in runs)
     assert sum(st.count_rows(r["id"]) for r in runs) == 900
 
 
 def _write_many(path: str, k: int) -> None:
     st = Store(path)
-    rid = st.start_run(name=f"p{k}", source="t", fingerprint=None, config={}, config_hash="h",
+    backend = "sqlite" if "://" not in path else "postgres"
+    rid = st.start_run(name=f"proc-{backend}-{k}", source="t", fingerprint=None, config={}, config_hash="h",
                        metrics=["m"], judge=None)
     for start in range(0, 300, 10):
         st.write_rows(rid, [StoredRow(i, None, None, False, {"i": i}, {"m": {"m": Score(value=i, score=i)}})
                             for i in range(start, start + 10)])
     st.finish_run(rid, "completed")
+
+
+def test_compare_paired_deltas_and_worse_rows(store):
+    base_rows = [{"id": str(i), "response": "cat dog fish bird", "ground_truth": "cat dog fish bird"} for i in range(30)]
+    new_rows = [{"id": str(i), "response": "cat dog fish bird" if i % 3 else "cat x y z", "ground_truth": "cat dog fish bird"}
+                for i in range(30)]
+    a = assay.evaluate(base_rows, metrics="f1_score", store=store, name="cmp-base").run["run_id"]
+    b = assay.evaluate(new_rows, metrics="f1_score", store=store, name="cmp-new").run["run_id"]
+    from assay.store.compare import compare_runs, worse_rows
+
+    cmp = compare_runs(store, [a, b])
+    (m,) = cmp["metrics"]
+    d = m["deltas"][1]
+    # 10 of 30 rows drop from 1.0 to F1 = 0.25 (one of four words shared)
+    assert d["paired"] and d["matched"] == 30
+    assert d["delta"] == pytest.approx(-0.75 * 10 / 30)
+    assert d["ci95_high"] < 0 and d["significant"] and d["better"] is False
+    worse = worse_rows(store, a, b, "f1_score", limit=50)
+    assert sorted(int(w["key"]) for w in worse) == list(range(0, 30, 3))
+    assert all(w["base"]["score"] == 1.0 and w["other"]["score"] == pytest.approx(0.25) for w in worse)
+    assert worse[0]["inputs"]["inputs.response"] == "cat x y z"
+
+
+def test_load_result_exports_the_same_rows(store, tmp_path):
+    res = assay.evaluate(ROWS, metrics="f1_score,rouge", store=store)
+    back = store.load_result(res.run["run_id"])
+    assert back.rows == res.rows
+    assert back.metrics == res.metrics
+    back.to_parquet(tmp_path / "x.parquet")
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "x.parquet")) == len(ROWS)

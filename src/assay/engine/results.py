@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import orjson
 
@@ -135,16 +135,21 @@ class EvalResult:
     """
 
     def __init__(self, *, metrics: dict[str, dict[str, Any]], run: dict[str, Any],
-                 rows: list[dict[str, Any]] | None = None, rows_path: Path | None = None):
+                 rows: list[dict[str, Any]] | None = None, rows_path: Path | None = None,
+                 row_source: Callable[[], Iterator[dict[str, Any]]] | None = None):
         self.metrics = metrics
         self.run = run
         self._rows = rows
         self.rows_path = rows_path
+        self._row_source = row_source   # a stored run: rows read back from the store
 
     # -- rows ----------------------------------------------------------------------------
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         if self._rows is not None:
             yield from self._rows
+            return
+        if self._row_source is not None:
+            yield from self._row_source()
             return
         assert self.rows_path is not None
         with open(self.rows_path, "rb") as fh:

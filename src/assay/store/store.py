@@ -280,6 +280,21 @@ class Store:
                                     orjson.loads(r.inputs), by_idx[r.idx])
                 lo = hi
 
+    def load_result(self, ref: str) -> Any:
+        """A stored run as an :class:`~assay.engine.results.EvalResult` (rows streamed from the store)."""
+        from assay.engine.results import EvalResult, flat_row, output_keys
+
+        run = self.get_run(ref)
+        keys = output_keys((run.get("config") or {}).get("layout") or [])
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for r in self.iter_scored(run["id"]):
+                yield flat_row(r.inputs, r.scores, keys)
+
+        summary = dict(run.get("summary") or {})
+        summary.update(run_id=run["id"], name=run["name"], status=run["status"])
+        return EvalResult(metrics=run.get("aggregates") or {}, run=summary, row_source=rows)
+
     def count_rows(self, run_id: str) -> int:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(S.rows).where(S.rows.c.run_id == run_id)).scalar_one()

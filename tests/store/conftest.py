@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from postgres_server import PostgresServer, pg_bin  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed: run `make test` (it installs Debian's postgresql)")
+    server = PostgresServer().start()
+    yield server.url
+    server.stop()
