@@ -179,7 +179,8 @@ def eval_cmd(
         out.print(f"results written to {out_dir}/")
     run = result.run
     if run.get("run_id"):
-        resumed = f"; resumed with {run['resumed_rows']} rows already scored" if run.get("resumed_rows") else ""
+        resumed = (f"; resumed with {run['resumed_rows']} rows already scored" if run.get("resumed")
+                   else "; nothing unfinished to resume, so this was a new run" if resume or resume_from else "")
         label = f" ({run['name']})" if run.get("name") else ""
         out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
 

@@ -203,8 +203,8 @@ def _check_thresholds(thresholds: Mapping[str, float], metrics: list[Metric]) ->
 
 
 def _open_run(store: Any, resume: bool | str, name: str | None, data: Any, source: str,
-              config: dict[str, Any], judge_model: Any) -> tuple[Any, str | None, int]:
-    """The store, the run's id, and how many rows a resumed run already has."""
+              config: dict[str, Any], judge_model: Any) -> tuple[Any, str | None, int, bool]:
+    """The store, the run's id, how many rows a resumed run already has, and whether one was."""
     from assay.store import open_store
     from assay.store.fingerprint import config_hash, data_fingerprint
 
@@ -212,7 +212,7 @@ def _open_run(store: Any, resume: bool | str, name: str | None, data: Any, sourc
     if st is None:
         if resume:
             raise AssayError("resume needs the store, but saving runs is turned off ($ASSAY_STORE=off)")
-        return None, None, 0
+        return None, None, 0, False
     fp = data_fingerprint(data)
     chash = config_hash(config)
     prior = None
@@ -231,10 +231,10 @@ def _open_run(store: Any, resume: bool | str, name: str | None, data: Any, sourc
         prior = st.find_resumable(fp, chash, name)
     if prior is not None:
         st.reopen_run(prior["id"])
-        return st, prior["id"], int(prior["rows_done"])
+        return st, prior["id"], int(prior["rows_done"]), True
     run_id = st.start_run(name=name, source=source, fingerprint=fp, config=config, config_hash=chash,
                           metrics=config["metrics"], judge=getattr(judge_model, "name", None))
-    return st, run_id, 0
+    return st, run_id, 0, False
 
 
 def _chunks(it: Iterator[Record], size: int) -> Iterator[list[Record]]:
@@ -303,7 +303,7 @@ async def evaluate_async(
               "family": family, "target": tgt.name if tgt else None, "on_bad_row": on_bad_row,
               "judge": getattr(judge_model, "name", None), "options": dict(options or {}),
               "layout": [[m.name, list(m.outputs)] for m in chosen]}
-    st, run_id, done = _open_run(store, resume, name, data, ds.source, config, judge_model)
+    st, run_id, done, resumed = _open_run(store, resume, name, data, ds.source, config, judge_model)
     sem = asyncio.Semaphore(max(1, concurrency))
 
     accs: dict[tuple[str, str], Accumulator] = {}
@@ -435,6 +435,7 @@ async def evaluate_async(
         "run_id": run_id,
         "name": name,
         "store": st.display_url if st is not None else None,
+        "resumed": resumed,
         "resumed_rows": done,
     }
     aggregates = {o: a.result() for (_, o), a in accs.items()}
