@@ -143,7 +143,7 @@ def eval_cmd(
     map_: List[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
     threshold: List[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for rows.jsonl and summary.json."),
-    target: Optional[str] = typer.Option(None, "--target", help="The app to call per row, as module:function."),
+    target: Optional[str] = typer.Option(None, "--target", help="The app to call per row: module:function, or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."),
     on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
     family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
     concurrency: int = typer.Option(16, "--concurrency", "-c", help="Concurrent target and judge calls."),

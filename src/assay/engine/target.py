@@ -5,6 +5,9 @@ The callable's parameters are filled by name from the record: canonical fields
 It returns the answer as a string, or a dict with ``response`` (or ``answer``) and
 optionally ``contexts`` / ``context``, ``usage`` and ``trace`` (an MLflow trace, from
 which retrieved context and token usage are extracted). Its latency is measured.
+
+A target may also be an OpenAI-compatible chat endpoint, named by a string
+``http(s)://HOST:PORT/v1#MODEL`` (see :class:`EndpointApp`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ class TargetError(Exception):
 
 
 class Target:
-    def __init__(self, fn: Callable[..., Any]):
+    def __init__(self, fn: "Callable[..., Any] | str"):
+        if isinstance(fn, str):
+            fn = EndpointApp(fn)
         if not callable(fn):
             raise AssayError(f"target must be a callable, got {type(fn).__name__}")
         self.fn = fn
@@ -32,7 +37,7 @@ class Target:
         sig = inspect.signature(fn)
         self.params = [p for p in sig.parameters.values()
                        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        self.name = getattr(fn, "__qualname__", type(fn).__name__)
+        self.name = getattr(fn, "target_name", None) or getattr(fn, "__qualname__", type(fn).__name__)
 
     def _kwargs(self, record: Record) -> dict[str, Any]:
         kw: dict[str, Any] = {}
@@ -118,3 +123,93 @@ def _documents(ctx: Any) -> list[Document]:
         return [Document.model_validate(d) for d in docs]
     except (FieldError, ValueError) as exc:
         raise TargetError(f"target returned unusable contexts: {exc}") from None
+
+
+class EndpointApp:
+    """An OpenAI-compatible chat endpoint as the application under test.
+
+    ``spec`` is ``http(s)://HOST:PORT/v1#MODEL`` (no ``#MODEL``: the first model the server
+    lists; a key, if the server wants one, from ``ASSAY_TARGET_API_KEY``). Each call sends the
+    conversation (``history`` then ``query``) to ``/chat/completions``; retrieved ``contexts``,
+    when the row has them, go first as a system message that lists the documents. The answer's
+    text is the response; the server's token usage is kept; citations the server returns in
+    ``choices[0].message.context.citations`` (Azure "on your data" style) become the contexts.
+    Retries on 429/5xx/timeouts go through :class:`~assay.models.limits.Limiter`; nothing is
+    cached (an application is called afresh).
+    """
+
+    def __init__(self, spec: str, *, max_tokens: int | None = None, temperature: float | None = None,
+                 timeout: float = 120.0, max_attempts: int = 4, system: str | None = None):
+        import os
+
+        from assay.models.spec import parse_judge_spec
+
+        js = parse_judge_spec(spec)
+        if js.kind != "http":
+            raise AssayError(f"target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL")
+        self.base_url, self.model_name = js.base_url or "", js.model
+        self.target_name = js.spec
+        self.max_tokens, self.temperature, self.system = max_tokens, temperature, system
+        self._timeout, self._max_attempts = timeout, max_attempts
+        self._api_key = os.environ.get("ASSAY_TARGET_API_KEY")
+        self._model: Any = None
+
+    def __repr__(self) -> str:
+        return f"EndpointApp({self.target_name!r})"
+
+    def _llm(self) -> Any:
+        if self._model is None:
+            from assay.models.limits import LimitedModel, Limiter
+            from assay.models.openai_compat import OpenAICompat
+
+            backend = OpenAICompat.endpoint(self.base_url, self.model_name, api_key=self._api_key,
+                                            timeout=self._timeout)
+            # The engine bounds concurrency itself; the limiter is for retries and backoff.
+            self._model = LimitedModel(backend, Limiter(concurrency=64, timeout=self._timeout,
+                                                        max_attempts=self._max_attempts), cache=None)
+        return self._model
+
+    @staticmethod
+    def messages(query: str, history: list[dict[str, Any]] | None = None,
+                 contexts: list[dict[str, Any]] | None = None, system: str | None = None) -> list[dict[str, Any]]:
+        """The chat messages sent for one call."""
+        msgs: list[dict[str, Any]] = []
+        parts = [system] if system else []
+        if contexts:
+            docs = []
+            for i, d in enumerate(contexts, 1):
+                head = d.get("title") or d.get("doc_uri") or d.get("id") or f"document {i}"
+                docs.append(f"[{i}] {head}\n{d.get('content') or ''}")
+            parts.append("Documents:\n\n" + "\n\n".join(docs))
+        if parts:
+            msgs.append({"role": "system", "content": "\n\n".join(parts)})
+        for m in history or []:
+            if m.get("role") in ("system", "user", "assistant") and m.get("content") is not None:
+                msgs.append({"role": m["role"], "content": m["content"]})
+        msgs.append({"role": "user", "content": query})
+        return msgs
+
+    async def __call__(self, query: str, history: list[dict[str, Any]] | None = None,
+                       contexts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        from assay.models.base import ModelCallError
+
+        try:
+            gen = await self._llm().generate(self.messages(query, history, contexts, self.system),
+                                             max_tokens=self.max_tokens, temperature=self.temperature)
+        except ModelCallError as exc:
+            raise TargetError(f"endpoint {self.target_name}: {exc}") from None
+        out: dict[str, Any] = {"response": gen.text,
+                               "usage": {"input_tokens": gen.usage.input_tokens,
+                                         "output_tokens": gen.usage.output_tokens,
+                                         "total_tokens": gen.usage.total_tokens}}
+        try:
+            ctx = gen.raw["choices"][0]["message"].get("context")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            ctx = None
+        if ctx:
+            out["contexts"] = ctx
+        return out
+
+    async def aclose(self) -> None:
+        if self._model is not None:
+            await self._model.aclose()
