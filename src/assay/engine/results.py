@@ -11,6 +11,7 @@ they are scored and read back only when asked for, so memory stays flat.
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -83,6 +84,10 @@ class RowSink:
         self.store = store
         self.run_id = run_id
         self._pending: list[Any] = []
+        # Store writes run on one background thread (the database works outside the GIL),
+        # one batch at a time and in order, overlapping the scoring of the next chunk.
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="assay-store") if store is not None else None
+        self._writing: Future | None = None
         if self.out is None:
             self.rows = []
         else:
@@ -109,13 +114,27 @@ class RowSink:
         if self._fh is not None:
             self._fh.flush()
         if self._pending:
-            self.store.write_rows(self.run_id, self._pending)
+            self._wait()
+            self._writing = self._writer.submit(self.store.write_rows, self.run_id, self._pending)  # type: ignore[union-attr]
             self._pending = []
 
+    def _wait(self) -> None:
+        """Wait for the batch being written; its error, if any, is raised here."""
+        if self._writing is not None:
+            w, self._writing = self._writing, None
+            w.result()
+
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Finish the writes under way; the file is closed and the store is up to date."""
+        try:
+            self._wait()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
     def result(self, metrics: dict[str, dict[str, Any]], run: dict[str, Any]) -> "EvalResult":
         res = EvalResult(metrics=metrics, run=run, rows=self.rows,
