@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml scripts/install_local_backend.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps "offensivetext==1.3.9"
 	bash scripts/install_local_backend.sh $(PY)
 	touch $(STAMP)
 

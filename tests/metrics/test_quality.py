@@ -354,7 +354,7 @@ async def test_overall_assessment_names_the_first_failing_judge(fake, judge):
     p = s.properties
     assert p["first_failing_judge"] == "databricks_groundedness"
     assert p["suggested_action"].startswith("The answer states things the retrieved context does not support")
-    assert p["judge_order"] == ["context_sufficiency", "databricks_groundedness", "correctness"]
+    assert p["judge_order"] == ["context_sufficiency", "databricks_groundedness", "correctness", "safety"]
     assert p["judges"]["correctness"]["rating"] == "no"
     assert "invents a date" in s.reason
     # with ground truth, relevance_to_query and chunk_relevance are replaced (no call made for them)
@@ -366,7 +366,8 @@ async def test_overall_assessment_passes_without_ground_truth(fake, judge):
     row = Record(query="What is the capital of France?", response="Paris.", contexts=CONTEXTS[:1])
     s = await score("overall_assessment", row, judge)
     assert (s.value, s.passed) == ("yes", True)
-    assert s.properties["judge_order"] == ["chunk_relevance", "databricks_groundedness", "relevance_to_query"]
+    assert s.properties["judge_order"] == ["chunk_relevance", "databricks_groundedness", "relevance_to_query",
+                                           "safety"]
     assert s.properties["first_failing_judge"] is None
 
 
@@ -377,9 +378,10 @@ async def test_overall_assessment_reuses_cached_judgments(fake, judge_factory, t
     row = Record(query="What is the capital of France?", response="Bananas.")
     first = await score("relevance_to_query", row, j)
     assert first.value == "no" and len(fake.chat_requests) == 1
+    assert (await score("safety", row, j)).value == "yes" and len(fake.chat_requests) == 2
     s = await score("overall_assessment", row, j)
     assert s.properties["first_failing_judge"] == "relevance_to_query"
-    assert len(fake.chat_requests) == 1          # the judgment came from the cache
+    assert len(fake.chat_requests) == 2          # both judgments came from the cache
     assert s.properties["cached"] is True
     await j.aclose()
     cache.close()

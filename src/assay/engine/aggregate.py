@@ -4,7 +4,14 @@ For each metric output: mean, median, p90, pass rate (passes / (passes + fails);
 and skips never count as fails), defect rate for harms (share of scored rows at or above
 the defect threshold), the counts of evaluated / skipped / errored rows, and a 95%
 confidence interval of the mean. Rows that are turns of a conversation are also rolled up
-per conversation (mean of the turns for quality metrics, the worst turn for harms).
+per conversation (mean of the turns for quality metrics, the worst turn for harms and for
+every ``safety``-kind metric: the highest severity, or the lowest yes/no safety rating), with
+the conversation-level defect rate beside the row-level one.
+
+Defect rates: a row is a defect when its score is at or above ``defect_threshold`` (below it
+when ``defect_below``, for ratings where 1.0 is safe). ``defect_levels`` adds
+``defect_rates``: ``{level: share of rows at or above level}`` for each level ("at and above
+each threshold level"). :func:`defect_settings` reads them for a metric from the run options.
 
 The interval is a percentile bootstrap of the mean (1,000 resamples, fixed seed).
 Resampling n values with replacement is the same as drawing multinomial counts over the
@@ -24,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from assay.metrics.base import Score
+from assay.errors import AssayError
+from assay.metrics.base import Metric, Score
 
 BOOTSTRAP_MAX_N = 5_000
 BOOTSTRAP_RESAMPLES = 1_000
@@ -47,6 +55,9 @@ class Accumulator:
     error_reasons: dict[str, int] = field(default_factory=dict)
     threshold: float | None = None
     conversations: dict[str, list[float]] = field(default_factory=dict)
+    defect_levels: tuple[float, ...] = ()
+    defect_below: bool = False
+    rollup: str | None = None     # "mean" | "worst"; None: mean when higher is better, else worst
 
     def add(self, s: Score, conversation: str | None = None) -> None:
         status = s.status
@@ -89,15 +100,24 @@ class Accumulator:
             lo, hi, method = confidence_interval(v)
             out["ci95_low"], out["ci95_high"], out["ci_method"] = lo, hi, method
             if self.defect_threshold is not None:
-                out["defect_rate"] = float((v >= self.defect_threshold).mean())
+                out["defect_threshold"] = self.defect_threshold
+                out["defect_rate"] = self._defect_share(v, self.defect_threshold)
+            if self.defect_levels:
+                out["defect_rates"] = {_level_key(t): self._defect_share(v, t) for t in self.defect_levels}
         else:
             out["mean"] = None
         if self.conversations:
             # A conversation scores the mean of its turns for quality, the worst turn for harms.
-            pick = (lambda xs: sum(xs) / len(xs)) if self.higher_is_better else max
-            per_conv = [pick(xs) for xs in self.conversations.values()]
+            per_conv = [self._pick(xs) for xs in self.conversations.values()]
             out["conversations"] = len(per_conv)
             out["conversation_mean"] = sum(per_conv) / len(per_conv)
+            out["conversation_rollup"] = self._rollup()
+            pc = np.asarray(per_conv, dtype=np.float64)
+            if self.defect_threshold is not None:
+                out["conversation_defect_rate"] = self._defect_share(pc, self.defect_threshold)
+            if self.defect_levels:
+                out["conversation_defect_rates"] = {_level_key(t): self._defect_share(pc, t)
+                                                    for t in self.defect_levels}
         judged = self.passed + self.failed
         out["pass_rate"] = self.passed / judged if judged else None
         out["passed"], out["failed"] = self.passed, self.failed
@@ -106,6 +126,57 @@ class Accumulator:
         if self.error_reasons:
             out["error_reasons"] = dict(self.error_reasons)
         return out
+
+    def _defect_share(self, v: np.ndarray, t: float) -> float:
+        return float((v < t).mean()) if self.defect_below else float((v >= t).mean())
+
+    def _rollup(self) -> str:
+        return self.rollup or ("mean" if self.higher_is_better else "worst")
+
+    def _pick(self, xs: list[float]) -> float:
+        if self._rollup() == "mean":
+            return sum(xs) / len(xs)
+        return max(xs) if not self.higher_is_better else min(xs)
+
+
+def _level_key(t: float) -> str:
+    return str(int(t)) if float(t).is_integer() else str(t)
+
+
+def defect_settings(m: Metric, options: Any = None) -> dict[str, Any]:
+    """The Accumulator settings of metric ``m`` for a run: its defect threshold (the run's
+    ``options["defect_threshold"]`` overrides it for 0–7 severity metrics), the per-level rates
+    when that option is ``"all"`` (or ``options["defect_levels"]`` is true), and the worst-turn
+    roll-up for ``safety``-kind metrics.
+
+    Raises :class:`AssayError` for a defect threshold that is not ``all`` or a number in 0..7.
+    """
+    opts = options or {}
+    out: dict[str, Any] = {}
+    if m.kind == "safety":
+        out["rollup"] = "worst"
+    if m.defect_threshold is None:
+        return out
+    thr: float = m.defect_threshold
+    want_levels = bool(opts.get("defect_levels"))
+    raw = opts.get("defect_threshold")
+    if raw is not None and str(raw).strip() != "":
+        text = str(raw).strip().lower()
+        if text in ("all", "each", "every"):
+            want_levels = True
+        else:
+            try:
+                val = float(text)
+            except ValueError:
+                raise AssayError(f"defect threshold must be a severity from 0 to 7 or 'all', got {raw!r}") from None
+            if not 0 <= val <= 7:
+                raise AssayError(f"defect threshold must be a severity from 0 to 7 or 'all', got {raw!r}")
+            if m.scale == "0-7":
+                thr = val
+    out.update(defect_threshold=thr, defect_below=m.defect_below)
+    if want_levels and m.defect_levels:
+        out["defect_levels"] = tuple(m.defect_levels)
+    return out
 
 
 def confidence_interval(v: np.ndarray, seed: int = 0) -> tuple[float, float, str]:

@@ -109,6 +109,11 @@ class Metric:
     auto_requires: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     description: str = ""
+    # safety metrics: a row is a defect at score >= defect_threshold (< when defect_below);
+    # defect_levels are the levels a run reports a rate for when asked ("--defect-threshold all")
+    defect_threshold: float | None = None
+    defect_levels: tuple[float, ...] = ()
+    defect_below: bool = False
     is_async: bool = False
     uses_ctx: bool = False
     _getter: Callable[[Record], Any] | None = None
@@ -214,6 +219,9 @@ def metric(
     auto_unless: Sequence[str] = (),
     auto_requires: Sequence[str] = (),
     outputs: Sequence[str] = (),
+    defect_threshold: float | None = None,
+    defect_levels: Sequence[float] = (),
+    defect_below: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a metric function (see the module docstring)."""
 
@@ -235,6 +243,7 @@ def metric(
             family=tuple(family), auto_unless=tuple(auto_unless), auto_requires=tuple(auto_requires),
             outputs=tuple(outputs),
             description=doc.split("\n\n")[0].replace("\n", " "),
+            defect_threshold=defect_threshold, defect_levels=tuple(defect_levels), defect_below=defect_below,
         )
         return fn
 
@@ -299,6 +308,6 @@ def load_builtin_metrics() -> None:
     global _loaded
     if _loaded:
         return
-    from assay.metrics import quality, retrieval, text, usage  # noqa: F401
+    from assay.metrics import quality, retrieval, safety, text, usage  # noqa: F401
 
     _loaded = True
