@@ -105,6 +105,7 @@ def _rows(path):
 def test_kill_9_in_the_middle_then_resume(tmp_path):
     server = FakeOpenAI().start()
     server.default = _deterministic_judge
+    started: list[subprocess.Popen] = []
     try:
         data = tmp_path / "rag.jsonl"
         with open(data, "w") as fh:
@@ -124,6 +125,7 @@ def test_kill_9_in_the_middle_then_resume(tmp_path):
 
         env = {**base_env, "ASSAY_STORE": str(tmp_path / "run.db"), "ASSAY_CACHE": str(tmp_path / "cache.sqlite")}
         p = _cli([*args, "--out", str(tmp_path / "cut"), "--name", "cut"], env)
+        started.append(p)
         st = None
         deadline = time.time() + 240
         while time.time() < deadline:
@@ -158,4 +160,7 @@ def test_kill_9_in_the_middle_then_resume(tmp_path):
         cut_summary = json.loads((tmp_path / "cut" / "summary.json").read_text())["metrics"]
         assert cut_summary == ref_summary
     finally:
+        for proc in started:       # never leave a run behind when an assertion fails
+            if proc.poll() is None:
+                proc.kill()
         server.stop()
