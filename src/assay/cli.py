@@ -353,6 +353,12 @@ def export_cmd(run: str = typer.Argument(..., help="Run id, prefix, name or 'las
     out.print(f"wrote {output}")
 
 
+from assay.ui.commands import report_cmd, ui_cmd  # noqa: E402
+
+app.command("ui")(ui_cmd)
+app.command("report")(report_cmd)
+
+
 def main() -> None:
     try:
         app(standalone_mode=False)

@@ -131,6 +131,20 @@ def _error_code(payload: Any) -> str:
     return ""
 
 
+def public_url(url: str) -> str:
+    """``url`` fit to show and to store: no user or password, query values hidden
+    (``http://u:KEY@host/v1?api-key=K`` → ``http://host/v1?api-key=***``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    query = "&".join(q.split("=", 1)[0] + "=***" if "=" in q else q for q in parts.query.split("&") if q)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
 class OpenAICompat:
     """A chat model behind any OpenAI-compatible endpoint.
 
@@ -244,7 +258,7 @@ class OpenAICompat:
             return f"openai:{self.model}"
         if self.provider == "azure":
             return f"azure:{self.model}"
-        return f"{self.base_url}#{self.model or ''}"
+        return f"{public_url(self.base_url)}#{self.model or ''}"
 
     @property
     def cache_identity(self) -> str:
@@ -269,7 +283,7 @@ class OpenAICompat:
         return f"price table ({PRICES_AS_OF})"
 
     def __repr__(self) -> str:
-        return (f"OpenAICompat(name={self.name!r}, provider={self.provider!r}, base_url={self.base_url!r}, "
+        return (f"OpenAICompat(name={self.name!r}, provider={self.provider!r}, base_url={public_url(self.base_url)!r}, "
                 f"reasoning={self.reasoning}, transport={self.transport!r})")
 
     def __getstate__(self) -> dict[str, Any]:
@@ -464,8 +478,8 @@ class OpenAICompat:
                     data = {"data": [{"id": m.id} for m in page.data]}
                 self.model = data["data"][0]["id"]
             except Exception as exc:
-                raise AssayError(f"{self.base_url}: no model named and GET /models did not name one "
-                                 f"({type(exc).__name__}); write the judge as {self.base_url}#MODEL") from None
+                raise AssayError(f"{public_url(self.base_url)}: no model named and GET /models did not name one "
+                                 f"({type(exc).__name__}); write the judge as {public_url(self.base_url)}#MODEL") from None
             self._url, self._headers = self._endpoint()
             self._head = b""
 

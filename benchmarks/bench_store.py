@@ -1,0 +1,169 @@
+"""What the store costs an evaluation, and how fast the dashboard answers on a 100,000-row run.
+
+    python benchmarks/bench_store.py [--rows 100000] [--repeat 5] [--keep DIR]
+
+1. Writes ``--rows`` deterministic RAG rows (query, response, ground truth, two context
+   documents, a row id) and a variant of them in which every tenth response changed.
+2. Evaluates each with three metric outputs (``f1_score``, ``exact_match`` and a code metric
+   ``bench_judge`` that returns a 1-5 score with a one-sentence reason, like a judge) twice,
+   side by side: with ``store=False`` and with the run saved into a SQLite store. Prints both
+   wall times and what the store adds. The saved runs are ``baseline`` and ``candidate``.
+3. Times every dashboard page and API call on those runs through FastAPI's TestClient
+   (in process, no network), in milliseconds: the first call (nothing cached by the app:
+   searches, histograms and comparisons of finished runs are kept in memory once computed),
+   then the median and the worst of ``--repeat`` more calls, and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+import assay  # noqa: E402
+from assay.metrics.base import Score, metric  # noqa: E402
+
+WORDS = ("apple river stone cloud paper garden signal copper window valley engine lantern orbit "
+         "harbor meadow pencil violet summit thunder canyon marble falcon velvet island").split()
+
+
+@metric("bench_judge", threshold=3, scale="1-5")
+def bench_judge(query: str, response: str) -> Score:
+    """A stand-in for a judge: a 1-5 score from the response's length and a reason."""
+    s = 1 + (len(response) * 7 + len(query)) % 5
+    why = "the response covers the request" if s >= 3 else "the response misses part of the request"
+    return Score(value=s, reason=f"{why}; it mentions {response.split()[0]} and {len(response.split())} words")
+
+
+def make_rows(n: int, variant: bool = False) -> list[dict]:
+    rows = []
+    for i in range(n):
+        w = [WORDS[(i * k + k) % len(WORDS)] for k in range(1, 13)]
+        truth = " ".join(w[:8])
+        resp = " ".join(w[2:10]) if i % 3 else truth
+        if variant and i % 10 == 0:
+            resp = " ".join(reversed(w[4:12]))
+        rows.append({
+            "id": f"row-{i:06d}",
+            "query": f"question {i}: what links {w[0]} and {w[1]}?",
+            "response": resp,
+            "ground_truth": truth,
+            "contexts": [{"content": " ".join(w[:6]), "doc_uri": f"doc://{i % 997}"},
+                         {"content": " ".join(w[6:]), "doc_uri": f"doc://{(i * 7) % 997}"}],
+        })
+    return rows
+
+
+METRICS = ["f1_score", "exact_match", "bench_judge"]
+
+
+def timed_eval(rows: list[dict], store, name: str | None) -> float:
+    t0 = time.perf_counter()
+    assay.evaluate(rows, metrics=METRICS, store=store, name=name)
+    return time.perf_counter() - t0
+
+
+def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, float, int]]:
+    from fastapi.testclient import TestClient
+
+    from assay.store import Store
+    from assay.ui.server import create_app
+
+    st = Store(store_path)
+    base = st.get_run("baseline")["id"]
+    cand = st.get_run("candidate")["id"]
+    client = TestClient(create_app(st), base_url="http://127.0.0.1")
+    pages = [
+        ("runs list", "/"),
+        ("runs list, filtered", "/?name=base&status=completed"),
+        ("run page", f"/runs/{base}"),
+        ("run page, sorted by score (desc)", f"/runs/{base}?sort=bench_judge&dir=desc"),
+        ("run page, sorted by score (asc), page 1000", f"/runs/{base}?sort=f1_score&dir=asc&page=1000"),
+        ("run page, filter f1_score=fail", f"/runs/{base}?fo=f1_score&fr=fail"),
+        ("run page, filter + sort", f"/runs/{base}?fo=exact_match&fr=pass&sort=bench_judge&dir=asc"),
+        ("run page, search (rare word)", f"/runs/{base}?q=question%2099999%3A"),
+        ("run page, search (common word)", f"/runs/{base}?q=falcon"),
+        ("run page, search in reasons", f"/runs/{base}?q=misses%20part"),
+        ("row page", f"/runs/{base}/rows/54321"),
+        ("compare page", f"/compare?runs={base}&runs={cand}"),
+        ("trend page", "/trend?output=f1_score"),
+        ("API runs", "/api/runs"),
+        ("API run", f"/api/runs/{base}"),
+        ("API rows, sorted", f"/api/runs/{base}/rows?sort=f1_score&dir=desc&page=7"),
+        ("API rows, filter + search", f"/api/runs/{base}/rows?fo=bench_judge&fr=fail&q=falcon"),
+        ("API histograms", f"/api/runs/{base}/histograms"),
+        ("API row", f"/api/runs/{base}/rows/99999"),
+        ("API compare", f"/api/compare?runs={base}&runs={cand}"),
+        ("API worse rows", f"/api/compare/worse?base={base}&other={cand}&output=f1_score"),
+        ("API trend", "/api/trend?output=bench_judge"),
+    ]
+    out = []
+    for label, url in pages:
+        t0 = time.perf_counter()
+        r = client.get(url)
+        first = (time.perf_counter() - t0) * 1000
+        assert r.status_code == 200, (url, r.status_code, r.text[:300])
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = client.get(url)
+            times.append((time.perf_counter() - t0) * 1000)
+        out.append((label, first, statistics.median(times), max(times), len(r.content)))
+    st.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--keep", help="Keep the store in this folder (and reuse it when its runs are there).")
+    ap.add_argument("--pages-only", action="store_true", help="Only time the pages (needs --keep with a store).")
+    args = ap.parse_args()
+
+    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="assay-bench-store-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    db = str(tmp / "store.db")
+    if not args.pages_only:
+        if os.path.exists(db):
+            os.remove(db)
+        print(f"{args.rows:,} rows x {len(METRICS)} metric outputs; store: {db}; cores: {os.cpu_count()}")
+        results = []
+        for label, variant, name in (("data A", False, "baseline"), ("data B", True, "candidate")):
+            rows = make_rows(args.rows, variant)
+            off = timed_eval(rows, False, None)
+            on = timed_eval(rows, db, name)
+            results.append((label, off, on))
+            print(f"  {label}: store off {off:.2f} s, store on {on:.2f} s, "
+                  f"store adds {100 * (on - off) / off:+.1f}%", flush=True)
+        off_t = sum(r[1] for r in results)
+        on_t = sum(r[2] for r in results)
+        print(f"\n| evaluation of {args.rows:,} rows | store off | store on | the store adds |")
+        print("| --- | --- | --- | --- |")
+        for label, off, on in results:
+            print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |")
+        print(f"| both | {off_t:.2f} s | {on_t:.2f} s | {100 * (on_t - off_t) / off_t:+.1f}% |")
+        print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")
+
+    pages = bench_pages(db, args.repeat)
+    print(f"\n| page or API call ({args.rows:,}-row run) | first call ms | then: median ms | worst ms | bytes |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, first, med, worst, size in pages:
+        flag = lambda v: f"{v:.1f}" + ("" if v < 300 else " (over 300)")  # noqa: E731
+        print(f"| {label} | {flag(first)} | {med:.1f} | {flag(worst)} | {size:,} |")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

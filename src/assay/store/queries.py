@@ -1,0 +1,451 @@
+"""Read-side queries for the dashboard and the report, answered by the database.
+
+Everything a page shows of a large run is computed in SQL and paged there, so a page over a
+100,000-row run reads a page of rows, not the run:
+
+- :func:`query_rows`: one page of a run's rows, sorted by any metric output's score (rows
+  without a score last, in either direction), filtered by a metric output's result
+  (``pass`` / ``fail`` / ``error`` / ``skipped``) and by a text search (``LIKE`` over the row's
+  inputs and over every score's reason), with the total count of matching rows.
+- :func:`histograms`: each output's score distribution: one bar per value when an output
+  has few distinct values (judge scales, pass/fail), else equal-width bins.
+- :func:`trend`: an output's mean (and 95% interval, pass and defect rates) across runs over
+  time, read from ``runs.aggregates``.
+- :func:`list_runs`: the runs list with filters (name contains, status, date range), paged.
+- :func:`get_row`, :func:`worst_rows`, :func:`run_outputs`.
+
+The queries lean on the indexes of :mod:`assay.store.schema`: ``rows``' primary key
+``(run_id, idx)``, ``ix_scores_run_output_score`` and ``ix_scores_run_output_result``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import orjson
+from sqlalchemy import and_, func, literal_column, or_, select
+
+from assay.errors import AssayError
+from assay.store import schema as S
+from assay.store.store import Store, _load_value, _loads
+
+RESULTS = ("pass", "fail", "error", "skipped")
+MAX_PER_PAGE = 500
+DISCRETE_MAX = 30           # at most this many distinct values: one bar per value
+HIST_BINS = 20
+SEARCH_COUNT_CAP = 10_000   # a search counts its matches up to this many
+SEARCH_KEEP = 2_000         # ... and keeps them when there are at most this many
+
+_R = S.rows
+_S = S.scores
+
+
+def _like_pattern(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _like(store: Store, col: Any, pattern: str) -> Any:
+    # SQLite's LIKE ignores ASCII case; PostgreSQL needs ILIKE for the same behaviour.
+    if store.engine.dialect.name == "sqlite":
+        return col.like(pattern, escape="\\")
+    return col.ilike(pattern, escape="\\")
+
+
+def _result_condition(t: Any, result: str) -> Any:
+    """A metric output's result as the dashboard names it: pass, fail, error, skipped."""
+    if result == "pass":
+        return t.c.result == "pass"
+    if result == "fail":
+        return t.c.result == "fail"
+    if result == "error":
+        return and_(t.c.result == "unknown", t.c.status == "error")
+    if result == "skipped":
+        return and_(t.c.result == "not_applicable", t.c.status == "skipped")
+    raise AssayError(f"unknown result filter {result!r}; use one of {', '.join(RESULTS)}")
+
+
+# -- runs -----------------------------------------------------------------------------------
+_RUN_LIST_COLS = (S.runs.c.id, S.runs.c.name, S.runs.c.status, S.runs.c.created_at, S.runs.c.finished_at,
+                  S.runs.c.source, S.runs.c.judge, S.runs.c.rows_done, S.runs.c.metrics, S.runs.c.aggregates,
+                  S.runs.c.error)
+
+
+def parse_day(text: str | None, *, end: bool = False) -> float | None:
+    """``YYYY-MM-DD`` (local time) as a timestamp: the start of that day, or with ``end`` its end."""
+    if not text:
+        return None
+    try:
+        d = dt.datetime.strptime(text.strip(), "%Y-%m-%d")
+    except ValueError:
+        raise AssayError(f"a date must look like YYYY-MM-DD, got {text!r}") from None
+    if end:
+        d += dt.timedelta(days=1)
+    return d.timestamp()
+
+
+def list_runs(store: Store, *, name: str | None = None, status: str | None = None,
+              since: float | None = None, until: float | None = None,
+              limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Runs newest first, and how many match: ``name`` matches any part of the run's name
+    (or the start of its id), ``status`` exactly, ``since``/``until`` bound ``created_at``."""
+    conds = []
+    if name:
+        pat = _like_pattern(name.strip())
+        conds.append(or_(_like(store, S.runs.c.name, pat),
+                         S.runs.c.id.like(pat[1:], escape="\\")))
+    if status:
+        conds.append(S.runs.c.status == status)
+    if since is not None:
+        conds.append(S.runs.c.created_at >= since)
+    if until is not None:
+        conds.append(S.runs.c.created_at < until)
+    q = select(*_RUN_LIST_COLS).where(*conds).order_by(S.runs.c.created_at.desc())
+    with store.engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(S.runs).where(*conds)).scalar_one()
+        rows = conn.execute(q.limit(max(1, limit)).offset(max(0, offset))).mappings().all()
+    out = []
+    for r in rows:
+        d = dict(r)
+        d["metrics"] = _loads(d["metrics"]) or []
+        d["aggregates"] = _loads(d["aggregates"]) or {}
+        out.append(d)
+    return out, total
+
+
+def run_outputs(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's metric outputs in order: ``{output, metric, higher_is_better, agg}``.
+
+    From the aggregates of a finished run; from the configured layout of one still running
+    (its aggregates are not written yet, so ``agg`` is None)."""
+    aggs = run.get("aggregates") or {}
+    out = [{"output": o, "metric": a.get("metric", o), "higher_is_better": a.get("higher_is_better", True),
+            "agg": a} for o, a in aggs.items()]
+    if out:
+        return out
+    layout = (run.get("config") or {}).get("layout") or []
+    return [{"output": o, "metric": m, "higher_is_better": True, "agg": None} for m, outs in layout for o in outs]
+
+
+def output_names(run: dict[str, Any]) -> list[str]:
+    return [o["output"] for o in run_outputs(run)]
+
+
+# -- rows -----------------------------------------------------------------------------------
+@dataclass
+class RowQuery:
+    """A page of a run's rows: ``sort`` names a metric output (None: input order)."""
+
+    page: int = 1
+    per_page: int = 50
+    sort: str | None = None
+    desc: bool = False
+    filter_output: str | None = None
+    filter_result: str | None = None
+    search: str | None = None
+    filter_metric: str | None = None     # set by checked(): the metric of filter_output
+
+    def checked(self, outputs: "Sequence[str] | dict[str, str]") -> "RowQuery":
+        """Validated against the run's outputs; raises :class:`AssayError` for a bad value."""
+        if self.sort and self.sort not in outputs:
+            raise AssayError(f"cannot sort by {self.sort!r}: the run has no such metric output")
+        if self.filter_result and self.filter_result not in RESULTS:
+            raise AssayError(f"unknown result filter {self.filter_result!r}; use one of {', '.join(RESULTS)}")
+        if self.filter_result and not self.filter_output:
+            raise AssayError("a result filter needs the metric output it applies to")
+        if self.filter_output and self.filter_output not in outputs:
+            raise AssayError(f"cannot filter on {self.filter_output!r}: the run has no such metric output")
+        if self.filter_output and isinstance(outputs, dict):
+            self.filter_metric = outputs[self.filter_output]
+        self.page = max(1, int(self.page))
+        self.per_page = min(MAX_PER_PAGE, max(1, int(self.per_page)))
+        self.search = (self.search or "").strip() or None
+        return self
+
+
+def _row_conditions(store: Store, run_id: str, q: RowQuery, row_idx: Any) -> list[Any]:
+    """Conditions on a row position ``row_idx`` (a column of the outer query) for the
+    filter and the search, as correlated ``EXISTS`` so that a page stops reading early."""
+    conds = []
+    if q.filter_output and q.filter_result:
+        f = _S.alias("f")
+        # run_id, idx, metric, output: the primary key, so one lookup per row
+        conds.append(select(f.c.idx).where(f.c.run_id == run_id, f.c.idx == row_idx,
+                                           f.c.metric == q.filter_metric, f.c.output == q.filter_output,
+                                           _result_condition(f, q.filter_result)).exists())
+    if q.search:
+        pat = _like_pattern(q.search)
+        g = _S.alias("g")
+        if row_idx is _R.c.idx:
+            r = _R          # the outer query reads rows: test its inputs directly
+        else:
+            r = _R.alias("r")
+        in_reasons = select(g.c.idx).where(g.c.run_id == run_id, g.c.idx == r.c.idx,
+                                           _like(store, g.c.reason, pat)).exists()
+        match = or_(_like(store, r.c.inputs, pat), in_reasons)
+        if r is _R:
+            conds.append(match)
+        else:
+            conds.append(select(r.c.idx).where(r.c.run_id == run_id, r.c.idx == row_idx, match).exists())
+    return conds
+
+
+# Searches of finished runs: (number of matches, every match when at most SEARCH_KEEP), for paging
+_SEARCH_CACHE: "OrderedDict[tuple, tuple[int, list[int] | None]]" = OrderedDict()
+
+
+def _tiebreak(store: Store, t: Any) -> Any:
+    # Rows with equal scores keep input order. On SQLite the table's rowid is that order and
+    # is part of every index entry, so the score index alone gives the page, with no sort.
+    if store.engine.dialect.name == "sqlite":
+        return literal_column(f"{t.name}.rowid")
+    return t.c.idx
+
+
+def query_rows(store: Store, run: dict[str, Any], q: RowQuery) -> dict[str, Any]:
+    """One page of the run's rows: ``{total, total_capped, page, pages, per_page, rows: [{idx,
+    row_id, conversation_id, target_error, inputs, scores: {output: {metric, value, score,
+    passed, result, reason, status}}}]}``.
+
+    With a text search the count stops at ``SEARCH_COUNT_CAP`` (``total_capped`` is then
+    true): a search is a scan, and a page of it stops as soon as the page is full."""
+    run_id = run["id"]
+    q.checked({o["output"]: o["metric"] for o in run_outputs(run)})
+    offset = (q.page - 1) * q.per_page
+    capped = False
+    only: list[int] | None = None    # every matching row, when a search found few
+    with store.engine.connect() as conn:
+        if q.search:
+            key = (store.url, run_id, run.get("updated_at"), run.get("rows_done"), q.search,
+                   q.filter_output, q.filter_result)
+            found = _SEARCH_CACHE.get(key) if run.get("status") != "running" else None
+            if found is None:
+                # One scan finds the matches (up to the cap); few matches are kept whole, so
+                # the next pages of a rare word read no more than their rows.
+                conds = _row_conditions(store, run_id, q, _R.c.idx)
+                hits = [i for (i,) in conn.execute(select(_R.c.idx).where(_R.c.run_id == run_id, *conds)
+                                                   .order_by(_R.c.idx).limit(SEARCH_COUNT_CAP + 1))]
+                found = (len(hits), hits if len(hits) <= SEARCH_KEEP else None)
+                _SEARCH_CACHE[key] = found
+                while len(_SEARCH_CACHE) > 256:
+                    _SEARCH_CACHE.popitem(last=False)
+            total, only = found
+            if total > SEARCH_COUNT_CAP:
+                total, capped = SEARCH_COUNT_CAP, True
+        elif q.filter_output and q.filter_result:
+            f = _S.alias("f")
+            total = conn.execute(select(func.count()).select_from(f).where(
+                f.c.run_id == run_id, f.c.output == q.filter_output,
+                _result_condition(f, q.filter_result))).scalar_one()
+        else:
+            total = conn.execute(select(func.count()).select_from(_R).where(_R.c.run_id == run_id)).scalar_one()
+        if q.sort:
+            idxs = _sorted_page(conn, store, run_id, q, offset, total, only)
+        elif only is not None:
+            idxs = only[offset:offset + q.per_page]
+        elif q.filter_output and q.filter_result and not q.search:
+            f = _S.alias("f")
+            idxs = [i for (i,) in conn.execute(
+                select(f.c.idx).where(f.c.run_id == run_id, f.c.output == q.filter_output,
+                                      _result_condition(f, q.filter_result))
+                .order_by(_tiebreak(store, f)).limit(q.per_page).offset(offset))]
+        else:
+            sel = (select(_R.c.idx).where(_R.c.run_id == run_id, *_row_conditions(store, run_id, q, _R.c.idx))
+                   .order_by(_R.c.idx).limit(q.per_page).offset(offset))
+            idxs = [i for (i,) in conn.execute(sel)]
+        rows = _load_rows(conn, run_id, idxs)
+    pages = max(1, math.ceil(total / q.per_page))
+    return {"total": total, "total_capped": capped, "page": q.page, "pages": pages, "per_page": q.per_page,
+            "rows": rows}
+
+
+def _sorted_page(conn: Any, store: Store, run_id: str, q: RowQuery, offset: int, total: int,
+                 only: list[int] | None = None) -> list[int]:
+    """Row positions of one page sorted by an output's score; rows without a score come last.
+
+    Rows with a score are read in order from ``ix_scores_run_output_score`` (the filter and
+    the search checked row by row until the page is full); the few rows without one
+    (skipped, errored) follow in input order."""
+    o = _S.alias("o")
+    if only is not None:
+        base = [o.c.run_id == run_id, o.c.output == q.sort, o.c.idx.in_(only)]
+    else:
+        base = [o.c.run_id == run_id, o.c.output == q.sort, *_row_conditions(store, run_id, q, o.c.idx)]
+    unscored = conn.execute(select(func.count()).select_from(o).where(*base, o.c.score.is_(None))).scalar_one()
+    scored_n = max(0, total - unscored)
+    out: list[int] = []
+    if offset < scored_n:
+        tb = _tiebreak(store, o)
+        order = (o.c.score.desc(), tb.desc()) if q.desc else (o.c.score.asc(), tb.asc())
+        sel = (select(o.c.idx).where(*base, o.c.score.is_not(None)).order_by(*order)
+               .limit(q.per_page).offset(offset))
+        out = [i for (i,) in conn.execute(sel)]
+    need = q.per_page - len(out)
+    if need > 0 and unscored:
+        rest = (select(o.c.idx).where(*base, o.c.score.is_(None)).order_by(o.c.idx)
+                .limit(need).offset(max(0, offset - scored_n)))
+        out += [i for (i,) in conn.execute(rest)]
+    return out
+
+
+def _load_rows(conn: Any, run_id: str, idxs: list[int]) -> list[dict[str, Any]]:
+    if not idxs:
+        return []
+    by_idx: dict[int, dict[str, Any]] = {}
+    for r in conn.execute(select(_R.c.idx, _R.c.row_id, _R.c.conversation_id, _R.c.target_error, _R.c.inputs)
+                          .where(_R.c.run_id == run_id, _R.c.idx.in_(idxs))):
+        by_idx[r.idx] = {"idx": r.idx, "row_id": r.row_id, "conversation_id": r.conversation_id,
+                         "target_error": bool(r.target_error), "inputs": orjson.loads(r.inputs), "scores": {}}
+    for s in conn.execute(select(_S.c.idx, _S.c.metric, _S.c.output, _S.c.value, _S.c.score, _S.c.passed,
+                                 _S.c.result, _S.c.reason, _S.c.status)
+                          .where(_S.c.run_id == run_id, _S.c.idx.in_(idxs))):
+        row = by_idx.get(s.idx)
+        if row is not None:
+            row["scores"][s.output] = {"metric": s.metric, "value": _load_value(s.value), "score": s.score,
+                                       "passed": s.passed, "result": s.result, "reason": s.reason,
+                                       "status": s.status}
+    return [by_idx[i] for i in idxs if i in by_idx]
+
+
+def first_rows(store: Store, run_id: str, limit: int) -> list[dict[str, Any]]:
+    """The run's first ``limit`` rows in input order, with their scores (as :func:`query_rows`)."""
+    if limit <= 0:
+        return []
+    with store.engine.connect() as conn:
+        idxs = [i for (i,) in conn.execute(select(_R.c.idx).where(_R.c.run_id == run_id)
+                                           .order_by(_R.c.idx).limit(limit))]
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(idxs), 900):   # stay under SQLite's bound-parameter limit
+            out += _load_rows(conn, run_id, idxs[start:start + 900])
+        return out
+
+
+def get_row(store: Store, run_id: str, idx: int) -> dict[str, Any]:
+    """One row with every score (all eight keys) and the positions of its neighbours."""
+    with store.engine.connect() as conn:
+        r = conn.execute(select(_R).where(_R.c.run_id == run_id, _R.c.idx == idx)).mappings().first()
+        if r is None:
+            raise AssayError(f"run {run_id} has no row {idx}")
+        scores = []
+        for s in conn.execute(select(_S).where(_S.c.run_id == run_id, _S.c.idx == idx)).mappings():
+            scores.append({"metric": s["metric"], "output": s["output"], "value": _load_value(s["value"]),
+                           "score": s["score"], "passed": s["passed"], "result": s["result"],
+                           "reason": s["reason"], "status": s["status"], "threshold": s["threshold"],
+                           "properties": _loads(s["properties"]) or {}})
+        prev_idx = conn.execute(select(func.max(_R.c.idx)).where(_R.c.run_id == run_id, _R.c.idx < idx)).scalar()
+        next_idx = conn.execute(select(func.min(_R.c.idx)).where(_R.c.run_id == run_id, _R.c.idx > idx)).scalar()
+    return {"idx": r["idx"], "row_id": r["row_id"], "conversation_id": r["conversation_id"],
+            "target_error": bool(r["target_error"]), "inputs": orjson.loads(r["inputs"]), "scores": scores,
+            "prev": prev_idx, "next": next_idx}
+
+
+def worst_rows(store: Store, run: dict[str, Any], output: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The rows with the worst scores of ``output`` (lowest, or highest for harms)."""
+    info = {o["output"]: o for o in run_outputs(run)}.get(output)
+    if info is None:
+        raise AssayError(f"the run has no metric output {output!r}")
+    order = _S.c.score.asc() if info["higher_is_better"] else _S.c.score.desc()
+    with store.engine.connect() as conn:
+        idxs = [i for (i,) in conn.execute(
+            select(_S.c.idx).where(_S.c.run_id == run["id"], _S.c.output == output, _S.c.score.is_not(None))
+            .order_by(order, _S.c.idx).limit(limit))]
+        return _load_rows(conn, run["id"], idxs)
+
+
+# -- charts ---------------------------------------------------------------------------------
+def histograms(store: Store, run_id: str, outputs: Sequence[str], bins: int = HIST_BINS) -> dict[str, dict[str, Any]]:
+    """``{output: {kind: "values" | "bins", bars: [{lo, hi, count}], n, missing}}``.
+
+    ``values``: one bar per distinct score (``lo == hi``); ``bins``: ``bins`` equal-width bins
+    from the lowest to the highest score. ``missing`` counts rows without a score."""
+    out: dict[str, dict[str, Any]] = {}
+    with store.engine.connect() as conn:
+        for output in outputs:
+            where = (_S.c.run_id == run_id, _S.c.output == output)
+            missing = conn.execute(select(func.count()).select_from(_S)
+                                   .where(*where, _S.c.score.is_(None))).scalar_one()
+            distinct = conn.execute(select(_S.c.score, func.count()).where(*where, _S.c.score.is_not(None))
+                                    .group_by(_S.c.score).order_by(_S.c.score).limit(DISCRETE_MAX + 1)).all()
+            if len(distinct) <= DISCRETE_MAX:
+                bars = [{"lo": v, "hi": v, "count": c} for v, c in distinct]
+                out[output] = {"kind": "values", "bars": bars, "n": sum(c for _, c in distinct), "missing": missing}
+                continue
+            lo, hi = conn.execute(select(func.min(_S.c.score), func.max(_S.c.score)).where(*where)).one()
+            width = (hi - lo) / bins if hi > lo else 1.0
+            b = func.min(bins - 1, func.cast((_S.c.score - lo) / width, S.Integer)) \
+                if store.engine.dialect.name == "sqlite" else \
+                func.least(bins - 1, func.floor((_S.c.score - lo) / width))
+            counts = dict(conn.execute(select(b.label("b"), func.count()).where(*where, _S.c.score.is_not(None))
+                                       .group_by("b")).all())
+            bars = [{"lo": lo + i * width, "hi": lo + (i + 1) * width, "count": int(counts.get(i, 0))}
+                    for i in range(bins)]
+            out[output] = {"kind": "bins", "bars": bars, "n": sum(x["count"] for x in bars), "missing": missing}
+    return out
+
+
+_HIST_CACHE: "OrderedDict[tuple, dict[str, dict[str, Any]]]" = OrderedDict()
+_HIST_CACHE_SIZE = 64
+
+
+def run_histograms(store: Store, run: dict[str, Any], bins: int = HIST_BINS) -> dict[str, dict[str, Any]]:
+    """:func:`histograms` of every output of ``run``, kept in memory for a run that has
+    finished (keyed by its last update, so a run still being written is always read anew)."""
+    outputs = tuple(output_names(run))
+    if run.get("status") == "running":
+        return histograms(store, run["id"], outputs, bins)
+    key = (store.url, run["id"], run.get("updated_at"), outputs, bins)
+    hit = _HIST_CACHE.get(key)
+    if hit is not None:
+        _HIST_CACHE.move_to_end(key)
+        return hit
+    result = histograms(store, run["id"], outputs, bins)
+    _HIST_CACHE[key] = result
+    while len(_HIST_CACHE) > _HIST_CACHE_SIZE:
+        _HIST_CACHE.popitem(last=False)
+    return result
+
+
+def trend(store: Store, output: str, *, name: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """An output's mean across completed runs, oldest first: ``[{id, name, created_at, mean,
+    ci95_low, ci95_high, pass_rate, defect_rate, evaluated}]`` for runs that have it."""
+    conds = [S.runs.c.status == "completed"]
+    if name:
+        conds.append(S.runs.c.name == name)
+    q = (select(S.runs.c.id, S.runs.c.name, S.runs.c.created_at, S.runs.c.aggregates).where(*conds)
+         .order_by(S.runs.c.created_at.desc()).limit(limit))
+    points = []
+    with store.engine.connect() as conn:
+        for r in conn.execute(q):
+            agg = (_loads(r.aggregates) or {}).get(output)
+            if not agg or agg.get("mean") is None:
+                continue
+            points.append({"id": r.id, "name": r.name, "created_at": r.created_at, "mean": agg.get("mean"),
+                           "ci95_low": agg.get("ci95_low"), "ci95_high": agg.get("ci95_high"),
+                           "pass_rate": agg.get("pass_rate"), "defect_rate": agg.get("defect_rate"),
+                           "evaluated": agg.get("evaluated"), "higher_is_better": agg.get("higher_is_better", True)})
+    points.reverse()
+    return points
+
+
+def known_outputs(store: Store, limit: int = 200) -> list[str]:
+    """Metric outputs of the latest ``limit`` completed runs, for the trend page's chooser."""
+    seen: dict[str, None] = {}
+    with store.engine.connect() as conn:
+        for (aggs,) in conn.execute(select(S.runs.c.aggregates).where(S.runs.c.status == "completed")
+                                    .order_by(S.runs.c.created_at.desc()).limit(limit)):
+            for o in (_loads(aggs) or {}):
+                seen.setdefault(o, None)
+    return sorted(seen)
+
+
+def run_names(store: Store) -> list[str]:
+    with store.engine.connect() as conn:
+        return [n for (n,) in conn.execute(select(S.runs.c.name).where(S.runs.c.name.is_not(None))
+                                           .group_by(S.runs.c.name).order_by(S.runs.c.name))]
+
+
+__all__ = ["RESULTS", "RowQuery", "first_rows", "get_row", "histograms", "known_outputs", "list_runs", "output_names",
+           "parse_day", "query_rows", "run_histograms", "run_names", "run_outputs", "trend", "worst_rows"]

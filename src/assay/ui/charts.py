@@ -1,0 +1,143 @@
+"""Charts as inline SVG, drawn on the server: score histograms, trends, deltas with intervals.
+
+Every text that goes into a chart (run names, output names, numbers) is escaped here; the
+result is :class:`markupsafe.Markup` so templates insert it as is. No script, no external
+resource: the same SVG works in the dashboard and in a report opened offline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any, Sequence
+
+from markupsafe import Markup, escape
+
+INK = "#1f2933"
+MUTED = "#7b8794"
+GRID = "#e4e7eb"
+BAR = "#3b6fd8"
+GOOD = "#2f9e5b"
+BAD = "#d64545"
+
+
+def _num(x: float) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if abs(x) >= 1000 or float(x).is_integer():
+        return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:g}"
+    return f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def _svg(width: int, height: int, body: list[str], label: str) -> Markup:
+    return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
+                  f'width="{width}" height="{height}" role="img" aria-label="{escape(label)}">'
+                  + "".join(body) + "</svg>")
+
+
+def histogram(hist: dict[str, Any] | None, *, label: str = "", width: int = 300, height: int = 110) -> Markup:
+    """Bars of a score distribution (:func:`assay.store.queries.histograms`)."""
+    if not hist or not hist.get("bars"):
+        return Markup('<p class="muted">no scores</p>')
+    bars = hist["bars"]
+    top = max(b["count"] for b in bars) or 1
+    pad_l, pad_b, pad_t = 4, 18, 6
+    plot_w, plot_h = width - 2 * pad_l, height - pad_b - pad_t
+    n = len(bars)
+    slot = plot_w / n
+    gap = 1 if hist["kind"] == "bins" else max(1.0, slot * 0.2)
+    body = [f'<line x1="{pad_l}" y1="{pad_t + plot_h}" x2="{pad_l + plot_w}" y2="{pad_t + plot_h}" stroke="{GRID}"/>']
+    for i, b in enumerate(bars):
+        h = plot_h * b["count"] / top
+        x = pad_l + i * slot + gap / 2
+        what = _num(b["lo"]) if hist["kind"] == "values" else f"{_num(b['lo'])}–{_num(b['hi'])}"
+        body.append(f'<rect x="{x:.1f}" y="{pad_t + plot_h - h:.1f}" width="{max(1.0, slot - gap):.1f}" '
+                    f'height="{max(h, 0.5 if b["count"] else 0):.1f}" fill="{BAR}">'
+                    f'<title>{escape(what)}: {b["count"]:,} rows</title></rect>')
+        if hist["kind"] == "values" and (n <= 12 or i in (0, n - 1)):
+            body.append(f'<text x="{x + (slot - gap) / 2:.1f}" y="{height - 5}" font-size="10" fill="{MUTED}" '
+                        f'text-anchor="middle">{escape(_num(b["lo"]))}</text>')
+    if hist["kind"] == "bins":
+        body.append(f'<text x="{pad_l}" y="{height - 5}" font-size="10" fill="{MUTED}">{escape(_num(bars[0]["lo"]))}</text>')
+        body.append(f'<text x="{pad_l + plot_w}" y="{height - 5}" font-size="10" fill="{MUTED}" '
+                    f'text-anchor="end">{escape(_num(bars[-1]["hi"]))}</text>')
+    return _svg(width, height, body, f"distribution of {label}")
+
+
+def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760, height: int = 260) -> Markup:
+    """An output's mean per run over time, with its 95% interval as a band."""
+    pts = [p for p in points if p.get("mean") is not None]
+    if not pts:
+        return Markup('<p class="muted">no completed run has this metric output</p>')
+    pad_l, pad_r, pad_t, pad_b = 48, 16, 12, 42
+    pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
+    lows = [p["ci95_low"] if p.get("ci95_low") is not None else p["mean"] for p in pts]
+    highs = [p["ci95_high"] if p.get("ci95_high") is not None else p["mean"] for p in pts]
+    lo, hi = min(lows), max(highs)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5, hi + 0.5
+    span = hi - lo
+    lo, hi = lo - span * 0.08, hi + span * 0.08
+    n = len(pts)
+
+    def x(i: int) -> float:
+        return pad_l + (pw / 2 if n == 1 else pw * i / (n - 1))
+
+    def y(v: float) -> float:
+        return pad_t + ph * (1 - (v - lo) / (hi - lo))
+
+    body = []
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        body.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{pad_l + pw}" y2="{y(v):.1f}" stroke="{GRID}"/>')
+        body.append(f'<text x="{pad_l - 6}" y="{y(v) + 3:.1f}" font-size="10" fill="{MUTED}" '
+                    f'text-anchor="end">{escape(_num(v))}</text>')
+    band = [f"{x(i):.1f},{y(h):.1f}" for i, h in enumerate(highs)] + \
+           [f"{x(i):.1f},{y(lw):.1f}" for i, lw in reversed(list(enumerate(lows)))]
+    body.append(f'<polygon points="{" ".join(band)}" fill="{BAR}" fill-opacity="0.15" stroke="none"/>')
+    line = " ".join(f"{x(i):.1f},{y(p['mean']):.1f}" for i, p in enumerate(pts))
+    body.append(f'<polyline points="{line}" fill="none" stroke="{BAR}" stroke-width="2"/>')
+    for i, p in enumerate(pts):
+        when = dt.datetime.fromtimestamp(p["created_at"]).strftime("%Y-%m-%d %H:%M")
+        tip = f"{p.get('name') or p['id']} ({when}): mean {_num(p['mean'])}"
+        body.append(f'<circle cx="{x(i):.1f}" cy="{y(p["mean"]):.1f}" r="4" fill="{BAR}">'
+                    f'<title>{escape(tip)}</title></circle>')
+    step = max(1, math.ceil(n / 6))
+    for i in range(0, n, step):
+        day = dt.datetime.fromtimestamp(pts[i]["created_at"]).strftime("%m-%d %H:%M")
+        body.append(f'<text x="{x(i):.1f}" y="{pad_t + ph + 16}" font-size="10" fill="{MUTED}" '
+                    f'text-anchor="middle">{escape(day)}</text>')
+    return _svg(width, height, body, f"trend of {label}")
+
+
+def deltas(rows: Sequence[dict[str, Any]], *, width: int = 420) -> Markup:
+    """A forest plot: per output, the difference against the baseline and its 95% interval.
+
+    ``rows``: ``[{label, delta, ci95_low, ci95_high, better}]`` (``better`` True, False or None)."""
+    rows = [r for r in rows if r.get("delta") is not None]
+    if not rows:
+        return Markup("")
+    row_h, pad_l, pad_r, pad_t = 22, 150, 20, 8
+    height = pad_t * 2 + row_h * len(rows) + 14
+    ext = max(max(abs(r["ci95_low"]), abs(r["ci95_high"]), abs(r["delta"])) for r in rows) or 1.0
+    pw = width - pad_l - pad_r
+
+    def x(v: float) -> float:
+        return pad_l + pw * (v + ext) / (2 * ext)
+
+    body = [f'<line x1="{x(0):.1f}" y1="{pad_t}" x2="{x(0):.1f}" y2="{height - 14}" stroke="{MUTED}" '
+            f'stroke-dasharray="3,3"/>',
+            f'<text x="{pad_l}" y="{height - 2}" font-size="10" fill="{MUTED}">{escape(_num(-ext))}</text>',
+            f'<text x="{x(0):.1f}" y="{height - 2}" font-size="10" fill="{MUTED}" text-anchor="middle">0</text>',
+            f'<text x="{pad_l + pw}" y="{height - 2}" font-size="10" fill="{MUTED}" text-anchor="end">+{escape(_num(ext))}</text>']
+    for i, r in enumerate(rows):
+        cy = pad_t + row_h * i + row_h / 2
+        color = GOOD if r.get("better") is True else BAD if r.get("better") is False else MUTED
+        body.append(f'<text x="{pad_l - 8}" y="{cy + 4:.1f}" font-size="11" fill="{INK}" '
+                    f'text-anchor="end">{escape(str(r["label"])[:24])}</text>')
+        body.append(f'<line x1="{x(r["ci95_low"]):.1f}" y1="{cy:.1f}" x2="{x(r["ci95_high"]):.1f}" y2="{cy:.1f}" '
+                    f'stroke="{color}" stroke-width="2"/>')
+        tip = f"{r['label']}: {r['delta']:+.4g} [{r['ci95_low']:+.4g}, {r['ci95_high']:+.4g}]"
+        body.append(f'<circle cx="{x(r["delta"]):.1f}" cy="{cy:.1f}" r="4" fill="{color}">'
+                    f'<title>{escape(tip)}</title></circle>')
+    return _svg(width, height, body, "differences against the baseline with 95% intervals")

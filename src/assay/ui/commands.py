@@ -1,0 +1,106 @@
+"""The ``assay ui`` and ``assay report`` commands (wired into :mod:`assay.cli`)::
+
+    app.command("ui")(ui_cmd)
+    app.command("report")(report_cmd)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+from assay.errors import AssayError
+
+out = Console()
+err = Console(stderr=True)
+_STORE_HELP = "Store path or database URL (default: $ASSAY_STORE, else .assay/assay.db)."
+
+
+def is_loopback(host: str) -> bool:
+    h = host.strip().strip("[]").lower()
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _need_ui_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import jinja2  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise AssayError(f"the dashboard needs the ui extra ({exc.name} is missing): pip install 'assay[ui]'") from None
+
+
+def _open(url: Optional[str]) -> Any:
+    from assay.store import open_store
+
+    st = open_store(url or None)
+    if st is None:
+        raise AssayError("saving runs is turned off ($ASSAY_STORE=off); name a store with --store")
+    return st
+
+
+def check_bind(host: str, token: Optional[str]) -> Optional[str]:
+    """The token to use: ``auto`` makes one; a host other than loopback needs one."""
+    if token is not None and token.strip().lower() == "auto":
+        return secrets.token_urlsafe(24)
+    if token is not None and not token.strip():
+        raise AssayError("--token is empty")
+    if token is None and not is_loopback(host):
+        raise AssayError(f"binding {host} makes the dashboard reachable from other machines, so it needs a token: "
+                         "add --token auto (or --token YOUR_SECRET, or set ASSAY_UI_TOKEN)")
+    return token.strip() if token else None
+
+
+def ui_cmd(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Anything but loopback needs --token."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on."),
+    store: Optional[str] = typer.Option(None, "--store", help=_STORE_HELP),
+    token: Optional[str] = typer.Option(None, "--token", envvar="ASSAY_UI_TOKEN",
+                                        help="Require this token on every request ('auto': make one and print it)."),
+) -> None:
+    """The local dashboard: runs, rows, reasons, comparisons and trends in the browser."""
+    _need_ui_extra()
+    import uvicorn
+
+    from assay.ui.server import create_app
+
+    tok = check_bind(host, token)
+    st = _open(store)
+    app = create_app(st, token=tok)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/" + (f"?token={tok}" if tok else "")
+    out.print(f"assay dashboard for {st.display_url}: {url}", highlight=False, soft_wrap=True)
+    if tok and len(tok) < 16:
+        err.print("[yellow]the token is short; prefer --token auto[/yellow]")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    except OSError as exc:
+        raise AssayError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def report_cmd(
+    run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="The HTML file to write."),
+    max_rows: int = typer.Option(2000, "--max-rows", help="Rows listed in the table (the worst rows are added)."),
+    worst: int = typer.Option(10, "--worst", help="Worst rows shown in full per metric output."),
+    store: Optional[str] = typer.Option(None, "--store", help=_STORE_HELP),
+) -> None:
+    """Write one self-contained HTML report of a run (opens offline, no script)."""
+    _need_ui_extra()
+    from assay.ui.report import write_report
+
+    if max_rows < 0 or worst < 0:
+        raise AssayError("--max-rows and --worst must be 0 or more")
+    st = _open(store)
+    path = write_report(st, run, output, max_rows=max_rows, worst=worst)
+    out.print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)

@@ -1,0 +1,302 @@
+"""The dashboard: a FastAPI app over the store. Read-only; every page is server-rendered.
+
+Pages: ``/`` runs (filters: name, status, dates), ``/runs/{id}`` a run (metric cards with
+histograms, the rows table with sorting, filters, search and pages), ``/runs/{id}/rows/{idx}``
+one row, ``/compare?runs=A&runs=B`` two or more runs, ``/trend?output=O`` an output across
+runs. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
+histograms are computed by the database (:mod:`assay.store.queries`).
+
+Access: with no token the app answers only requests addressed to a loopback host name
+(``Host: 127.0.0.1``, ``localhost``, ``[::1]``), which keeps other web pages from reaching it
+through DNS rebinding. With a token every request must carry it: ``?token=T`` once (answered
+by a redirect that sets an HttpOnly cookie and drops the token from the address), the
+cookie, an ``Authorization: Bearer T`` header or an ``X-Assay-Token`` header.
+
+Evaluated text is untrusted: templates autoescape, document links are limited to http(s),
+and a Content-Security-Policy that allows no script at all is sent with every page.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import OrderedDict
+from typing import Any, Iterable
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from assay.errors import AssayError
+from assay.store import Store
+from assay.store import queries as Q
+from assay.ui import charts
+from assay.ui.render import render, stylesheet
+
+COOKIE = "assay_token"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+STATUSES = ("completed", "running", "interrupted", "failed")
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+       "base-uri 'none'; frame-ancestors 'none'")
+MAX_COLUMNS = 8          # metric outputs shown as columns of the rows table
+WORSE_LIMIT = 25
+
+
+class NotFound(AssayError):
+    pass
+
+
+def _host_name(host_header: str) -> str:
+    h = host_header.strip().lower()
+    if h.startswith("["):
+        return h[: h.find("]") + 1] if "]" in h else h
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+
+
+def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterable[str] | None = None) -> FastAPI:
+    """The dashboard over ``store``. ``token``: required on every request when set.
+    ``allowed_hosts``: host names accepted without a token (default: the loopback names)."""
+    app = FastAPI(title="assay", docs_url=None, redoc_url=None, openapi_url=None)
+    hosts = {h.lower() for h in (allowed_hosts or LOOPBACK_HOSTS)}
+    store_label = store.display_url
+
+    def token_ok(request: Request) -> bool:
+        given = (request.cookies.get(COOKIE) or request.headers.get("x-assay-token")
+                 or request.query_params.get("token") or "")
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        return bool(given) and hmac.compare_digest(given.encode(), token.encode())  # type: ignore[union-attr]
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Response:
+        if token is None:
+            if _host_name(request.headers.get("host", "")) not in hosts:
+                return _plain(400, "this dashboard answers only on a loopback address "
+                                   "(start it with --token to serve other hosts)")
+        else:
+            if not token_ok(request):
+                return _plain(401, "a token is needed: open the address printed by `assay ui`, "
+                                   "or send the header 'Authorization: Bearer TOKEN'")
+            if "token" in request.query_params and request.method == "GET":
+                # Set the cookie and take the token out of the address bar and the history.
+                rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+                target = request.url.path + (("?" + urlencode(rest)) if rest else "")
+                resp = RedirectResponse(target, status_code=303)
+                resp.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+                return _secure(resp)
+        return _secure(await call_next(request))
+
+    @app.exception_handler(AssayError)
+    async def assay_error(request: Request, exc: AssayError) -> Response:
+        return _error(request, 404 if isinstance(exc, NotFound) else 400, str(exc))
+
+    def _error(request: Request, status: int, message: str) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message}, status_code=status)
+        return HTMLResponse(render("error.html.j2", title=str(status), status=status, message=message,
+                                   store_label=store_label), status_code=status)
+
+    def page(template: str, **ctx: Any) -> HTMLResponse:
+        return HTMLResponse(render(template, store_label=store_label, **ctx))
+
+    def get_run(ref: str) -> dict[str, Any]:
+        try:
+            return store.get_run(ref)
+        except AssayError as exc:
+            raise NotFound(str(exc)) from None
+
+    # -- static --------------------------------------------------------------------------
+    @app.get("/static/app.css")
+    def css() -> Response:
+        return Response(stylesheet(), media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    # -- runs ----------------------------------------------------------------------------
+    def _runs(name: str | None, status: str | None, since: str | None, until: str | None,
+              page_no: int, per_page: int) -> tuple[list[dict[str, Any]], int]:
+        return Q.list_runs(store, name=name or None, status=status or None,
+                           since=Q.parse_day(since), until=Q.parse_day(until, end=True),
+                           limit=per_page, offset=(max(1, page_no) - 1) * per_page)
+
+    @app.get("/", response_class=HTMLResponse)
+    def runs_page(request: Request, name: str | None = None, status: str | None = None,
+                  since: str | None = None, until: str | None = None,
+                  page_no: int = Query(1, alias="page", ge=1), per: int = Query(100, ge=1, le=500)) -> Response:
+        runs, total = _runs(name, status, since, until, page_no, per)
+        params = dict(request.query_params)
+        prev_href = "?" + urlencode({**params, "page": page_no - 1}) if page_no > 1 else None
+        next_href = "?" + urlencode({**params, "page": page_no + 1}) if page_no * per < total else None
+        return page("runs.html.j2", title="runs", runs=runs, total=total, statuses=STATUSES,
+                    f={"name": name, "status": status, "since": since, "until": until},
+                    prev_href=prev_href, next_href=next_href)
+
+    @app.get("/api/runs")
+    def api_runs(name: str | None = None, status: str | None = None, since: str | None = None,
+                 until: str | None = None, page_no: int = Query(1, alias="page", ge=1),
+                 per_page: int = Query(100, ge=1, le=500)) -> dict[str, Any]:
+        runs, total = _runs(name, status, since, until, page_no, per_page)
+        return {"total": total, "page": page_no, "per_page": per_page, "runs": runs}
+
+    # -- one run -------------------------------------------------------------------------
+    def _row_query(sort: str | None, dir_: str | None, fo: str | None, fr: str | None, q: str | None,
+                   page_no: int, per: int) -> Q.RowQuery:
+        if dir_ not in (None, "", "asc", "desc"):
+            raise AssayError(f"dir must be asc or desc, got {dir_!r}")
+        return Q.RowQuery(page=page_no, per_page=per, sort=sort or None, desc=dir_ == "desc",
+                          filter_output=fo or None, filter_result=fr or None, search=q)
+
+    @app.get("/runs/{ref}", response_class=HTMLResponse)
+    def run_page(request: Request, ref: str, sort: str | None = None, dir: str | None = None,
+                 fo: str | None = None, fr: str | None = None, q: str | None = None,
+                 page_no: int = Query(1, alias="page", ge=1), per: int = Query(50, ge=1, le=500)) -> Response:
+        run = get_run(ref)
+        outputs = Q.run_outputs(run)
+        names = [o["output"] for o in outputs]
+        rq = _row_query(sort, dir, fo, fr, q, page_no, per)
+        rows = Q.query_rows(store, run, rq)
+        hists = Q.run_histograms(store, run)
+        svgs = {o: charts.histogram(h, label=o) for o, h in hists.items()}
+        shown = names[:MAX_COLUMNS]
+        for extra in (rq.sort, rq.filter_output):
+            if extra and extra not in shown:
+                shown.append(extra)
+        params = dict(request.query_params)
+
+        def qs(**changes: Any) -> str:
+            p = {**params, **{k: v for k, v in changes.items()}}
+            p = {k: v for k, v in p.items() if v not in (None, "")}
+            return f"/runs/{run['id']}" + ("?" + urlencode(p) if p else "") + "#rows"
+
+        return page("run.html.j2", title=run["name"] or run["id"], run=run, summary=run.get("summary") or {},
+                    outputs=outputs, hists=svgs, page=rows, q=rq, results=Q.RESULTS, shown=shown, qs=qs)
+
+    @app.get("/api/runs/{ref}")
+    def api_run(ref: str) -> dict[str, Any]:
+        return get_run(ref)
+
+    @app.get("/api/runs/{ref}/rows")
+    def api_rows(ref: str, sort: str | None = None, dir: str | None = None, fo: str | None = None,
+                 fr: str | None = None, q: str | None = None, page_no: int = Query(1, alias="page", ge=1),
+                 per_page: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
+        run = get_run(ref)
+        return Q.query_rows(store, run, _row_query(sort, dir, fo, fr, q, page_no, per_page))
+
+    @app.get("/api/runs/{ref}/histograms")
+    def api_histograms(ref: str) -> dict[str, Any]:
+        run = get_run(ref)
+        return Q.run_histograms(store, run)
+
+    def _row(run: dict[str, Any], idx: int) -> dict[str, Any]:
+        try:
+            return Q.get_row(store, run["id"], idx)
+        except AssayError as exc:
+            raise NotFound(str(exc)) from None
+
+    @app.get("/runs/{ref}/rows/{idx}", response_class=HTMLResponse)
+    def row_page(ref: str, idx: int) -> Response:
+        run = get_run(ref)
+        row = _row(run, idx)
+        return page("row.html.j2", title=f"row {idx} of {run['name'] or run['id']}", run=run, row=row)
+
+    @app.get("/api/runs/{ref}/rows/{idx}")
+    def api_row(ref: str, idx: int) -> dict[str, Any]:
+        return _row(get_run(ref), idx)
+
+    # -- compare -------------------------------------------------------------------------
+    # A comparison of finished runs never changes: kept, keyed by each run's last update.
+    cache: OrderedDict[tuple, Any] = OrderedDict()
+
+    def _cached(key: tuple, runs: list[dict[str, Any]], make: Any) -> Any:
+        if any(r["status"] == "running" for r in runs):
+            return make()
+        key = key + tuple((r["id"], r["updated_at"]) for r in runs)
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        value = cache[key] = make()
+        while len(cache) > 32:
+            cache.popitem(last=False)
+        return value
+
+    def _compare(refs: list[str]) -> dict[str, Any]:
+        from assay.store.compare import compare_runs
+
+        runs = [get_run(r) for r in refs]
+        return _cached(("compare",), runs, lambda: compare_runs(store, [r["id"] for r in runs]))
+
+    def _worse(base: str, other: str, output: str, limit: int) -> list[dict[str, Any]]:
+        from assay.store.compare import worse_rows
+
+        runs = [get_run(base), get_run(other)]
+        return _cached(("worse", output, limit), runs,
+                       lambda: worse_rows(store, runs[0]["id"], runs[1]["id"], output, limit=limit))
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare_page(request: Request, runs: list[str] = Query(default=[]), output: str | None = None) -> Response:
+        if len(runs) < 2:
+            choices, _ = Q.list_runs(store, status="completed", limit=50)
+            note = "pick at least two runs" if runs else None
+            return page("compare.html.j2", title="compare", cmp=None, choices=choices, note=note)
+        cmp = _compare(runs)
+        outs = [m["output"] for m in cmp["metrics"]]
+        if output and output not in outs:
+            raise AssayError(f"the baseline run has no metric output {output!r}")
+        output = output or (outs[0] if outs else None)
+        worse = [(other, _worse(cmp["runs"][0]["id"], other["id"], output, WORSE_LIMIT))
+                 for other in cmp["runs"][1:]] if output else []
+        forests = []
+        for i, other in enumerate(cmp["runs"][1:], start=1):
+            rows = [{"label": m["output"], **(m["deltas"][i] or {"delta": None})} for m in cmp["metrics"]]
+            forests.append((other["name"] or other["id"], charts.deltas(rows)))
+        params = [(k, v) for k, v in request.query_params.multi_items() if k != "output"]
+
+        def qs(**changes: Any) -> str:
+            return "/compare?" + urlencode(params + [(k, v) for k, v in changes.items() if v is not None])
+
+        return page("compare.html.j2", title="compare", cmp=cmp, output=output, worse=worse, forests=forests, qs=qs)
+
+    @app.get("/api/compare")
+    def api_compare(runs: list[str] = Query(default=[])) -> dict[str, Any]:
+        if len(runs) < 2:
+            raise AssayError("compare needs at least two runs: ?runs=A&runs=B")
+        cmp = _compare(runs)
+        keep = ("id", "name", "status", "created_at", "rows_done", "judge", "source")
+        return {"runs": [{k: r.get(k) for k in keep} for r in cmp["runs"]], "metrics": cmp["metrics"]}
+
+    @app.get("/api/compare/worse")
+    def api_worse(base: str, other: str, output: str, limit: int = Query(50, ge=1, le=1000)) -> list[dict[str, Any]]:
+        get_run(base)
+        get_run(other)
+        return _worse(base, other, output, limit)
+
+    # -- trend ---------------------------------------------------------------------------
+    @app.get("/trend", response_class=HTMLResponse)
+    def trend_page(output: str | None = None, name: str | None = None) -> Response:
+        outputs = Q.known_outputs(store)
+        output = output or (outputs[0] if outputs else None)
+        points = Q.trend(store, output, name=name or None) if output else []
+        chart = charts.trend(points, label=output or "")
+        return page("trend.html.j2", title=f"trend {output or ''}", output=output, outputs=outputs,
+                    names=Q.run_names(store), name=name or None, points=points, chart=chart)
+
+    @app.get("/api/trend")
+    def api_trend(output: str, name: str | None = None) -> dict[str, Any]:
+        return {"output": output, "points": Q.trend(store, output, name=name or None)}
+
+    return app
+
+
+def _plain(status: int, text: str) -> Response:
+    return _secure(Response(text + "\n", status_code=status, media_type="text/plain"))
+
+
+def _secure(resp: Response) -> Response:
+    resp.headers.setdefault("Content-Security-Policy", CSP)
+    resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+    resp.headers.setdefault("Referrer-Policy", "no-referrer")
+    resp.headers.setdefault("X-Frame-Options", "DENY")
+    resp.headers.setdefault("Cache-Control", "no-store")
+    return resp
