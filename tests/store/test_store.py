@@ -211,3 +211,25 @@ def test_api_keys_never_reach_the_store(tmp_path, monkeypatch):
             assert secret.encode() not in f.read_bytes()                                  # ... and not kept
     finally:
         server.stop()
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
+    from sqlalchemy import inspect as sa_inspect
+
+    path = tmp_path / "v1.db"
+    st = Store(str(path))
+    rid = assay.evaluate(ROWS[:5], metrics="f1_score", store=st, name="old").run["run_id"]
+    st.close()
+    con = sqlite3.connect(path)   # make it look as version 1 wrote it
+    con.executescript("""
+        DROP INDEX ix_scores_run_output_score_idx; DROP INDEX ix_scores_run_output_result_idx;
+        CREATE INDEX ix_scores_run_output_score ON scores (run_id, output, score);
+        CREATE INDEX ix_scores_run_output_result ON scores (run_id, output, result);
+        UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""")
+    con.close()
+    st = Store(str(path))
+    assert st.schema_version() == S.SCHEMA_VERSION == 2
+    names = {ix["name"] for ix in sa_inspect(st.engine).get_indexes("scores")}
+    assert {"ix_scores_run_output_score_idx", "ix_scores_run_output_result_idx"} <= names
+    assert "ix_scores_run_output_score" not in names
+    assert st.get_run("old")["id"] == rid and st.count_rows(rid) == 5

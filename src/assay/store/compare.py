@@ -1,8 +1,9 @@
 """Comparing runs metric by metric and row by row (SPEC §4).
 
 For each metric output the runs share, every run after the first is compared with the
-first (the baseline). Rows are matched by row id (by position when a run has no ids):
-on the matched rows, the difference of means and a 95% bootstrap interval of the mean
+first (the baseline). Rows are matched by position when both runs read the same data (the
+same fingerprint), else by row id (by position when a row has no id). On the matched rows:
+the difference of means and a 95% bootstrap interval of the mean
 per-row difference (the paired bootstrap, :func:`assay.engine.aggregate.confidence_interval`);
 when no row matches (different data), the difference of the two means with a normal
 interval ``±1.96·√(s₁²/n₁ + s₂²/n₂)``. A difference is *significant* when its interval
@@ -16,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import orjson
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, select
 
 from assay.engine.aggregate import confidence_interval
 from assay.errors import AssayError
@@ -24,37 +25,57 @@ from assay.store import schema as S
 from assay.store.store import Store, _load_value
 
 
-def _scores(store: Store, run_id: str, output: str) -> tuple[list[str], np.ndarray]:
-    """Keys (row id, else position) and scores of the run's completed rows for ``output``."""
-    q = (select(S.rows.c.idx, S.rows.c.row_id, S.scores.c.score)
-         .join(S.scores, and_(S.scores.c.run_id == S.rows.c.run_id, S.scores.c.idx == S.rows.c.idx))
-         .where(S.rows.c.run_id == run_id, S.scores.c.output == output, S.scores.c.status == "completed",
-                S.scores.c.score.is_not(None))
-         .order_by(S.rows.c.idx))
-    keys: list[str] = []
-    vals: list[float] = []
+def _scores(store: Store, run_id: str, output: str) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and scores of the run's scored rows for ``output``, from the score index alone.
+    (Errored and skipped rows have no score; they are counted in the aggregates, not compared.)"""
+    q = (select(S.scores.c.idx, S.scores.c.score)
+         .where(S.scores.c.run_id == run_id, S.scores.c.output == output, S.scores.c.score.is_not(None)))
     with store.engine.connect() as conn:
-        for idx, row_id, score in conn.execute(q):
-            keys.append(row_id if row_id is not None else f"#{idx}")
-            vals.append(score)
-    return keys, np.asarray(vals, dtype=np.float64)
+        got = conn.execute(q).all()
+    idx = np.fromiter((i for i, _ in got), dtype=np.int64, count=len(got))
+    val = np.fromiter((v for _, v in got), dtype=np.float64, count=len(got))
+    order = np.argsort(idx, kind="stable")
+    return idx[order], val[order]
 
 
-def _match(a_keys: list[str], a: np.ndarray, b_keys: list[str], b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    pos = {k: i for i, k in enumerate(a_keys)}
-    ia, ib = [], []
-    for j, k in enumerate(b_keys):
-        i = pos.get(k)
-        if i is not None:
-            ia.append(i)
-            ib.append(j)
-    return a[ia], b[ib]
+class _Matcher:
+    """Pairs the rows of two runs: by position when both ran on the same data (same
+    fingerprint), else by row id (the row's position when it has none)."""
+
+    def __init__(self, store: Store, base: dict[str, Any], other: dict[str, Any]):
+        self.same_data = bool(base.get("data_fingerprint")) and base.get("data_fingerprint") == other.get("data_fingerprint")
+        if not self.same_data:
+            self.base_keys = _keys(store, base["id"])
+            self.other_keys = _keys(store, other["id"])
+
+    def pairs(self, a_idx: np.ndarray, b_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Indices into ``a_idx`` and ``b_idx`` of the matched rows."""
+        if self.same_data:
+            _, ia, ib = np.intersect1d(a_idx, b_idx, assume_unique=True, return_indices=True)
+            return ia, ib
+        pos = {self.base_keys[int(i)]: k for k, i in enumerate(a_idx)}
+        ia, ib = [], []
+        for k, i in enumerate(b_idx):
+            j = pos.get(self.other_keys[int(i)])
+            if j is not None:
+                ia.append(j)
+                ib.append(k)
+        return np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
+
+    def key(self, other_idx: int) -> str:
+        return str(other_idx) if self.same_data else self.other_keys[other_idx]
 
 
-def _difference(a_keys: list[str], a: np.ndarray, b_keys: list[str], b: np.ndarray) -> dict[str, Any]:
-    pa, pb = _match(a_keys, a, b_keys, b)
+def _keys(store: Store, run_id: str) -> dict[int, str]:
+    with store.engine.connect() as conn:
+        return {i: (rid if rid is not None else f"#{i}") for i, rid in
+                conn.execute(select(S.rows.c.idx, S.rows.c.row_id).where(S.rows.c.run_id == run_id))}
+
+
+def _difference(a: np.ndarray, b: np.ndarray, pa: np.ndarray, pb: np.ndarray) -> dict[str, Any]:
+    """``b - a``: paired on the matched rows ``pa``/``pb`` when there are any, else unpaired."""
     if len(pa):
-        d = pb - pa
+        d = b[pb] - a[pa]
         lo, hi, method = confidence_interval(d)
         delta = float(d.mean())
         paired, n = True, len(d)
@@ -81,27 +102,26 @@ def compare_runs(store: Store, refs: Sequence[str]) -> dict[str, Any]:
     ids = [r["id"] for r in runs]
     if len(set(ids)) < len(ids):
         raise AssayError("compare: the same run is named twice")
-    base = runs[0]
+    base, others = runs[0], runs[1:]
+    matchers = [_Matcher(store, base, r) for r in others]
     out: list[dict[str, Any]] = []
     for output, agg in (base.get("aggregates") or {}).items():
         hib = agg.get("higher_is_better", True)
         entry: dict[str, Any] = {"output": output, "metric": agg.get("metric", output), "higher_is_better": hib,
-                                 "runs": [], "deltas": []}
-        base_keys, base_vals = _scores(store, base["id"], output)
+                                 "runs": [], "deltas": [None]}
         for r in runs:
             a = (r.get("aggregates") or {}).get(output)
             entry["runs"].append(None if a is None else {
                 "mean": a.get("mean"), "n": a.get("evaluated"), "pass_rate": a.get("pass_rate"),
                 "defect_rate": a.get("defect_rate"), "ci95_low": a.get("ci95_low"), "ci95_high": a.get("ci95_high"),
                 "errored": a.get("errored"), "skipped": a.get("skipped")})
-            if r is base:
+        a_idx, a_val = _scores(store, base["id"], output)
+        for r, matcher in zip(others, matchers):
+            if output not in (r.get("aggregates") or {}):
                 entry["deltas"].append(None)
                 continue
-            if a is None:
-                entry["deltas"].append(None)
-                continue
-            keys, vals = _scores(store, r["id"], output)
-            d = _difference(base_keys, base_vals, keys, vals)
+            b_idx, b_val = _scores(store, r["id"], output)
+            d = _difference(a_val, b_val, *matcher.pairs(a_idx, b_idx))
             if d["delta"] is not None:
                 d["better"] = None if not d["significant"] else (d["delta"] > 0) == hib
             entry["deltas"].append(d)
@@ -110,58 +130,41 @@ def compare_runs(store: Store, refs: Sequence[str]) -> dict[str, Any]:
 
 
 def worse_rows(store: Store, base_ref: str, other_ref: str, output: str, limit: int = 50) -> list[dict[str, Any]]:
-    """Rows matched by id whose ``output`` score got worse from the base run to the other,
-    the biggest drops first, with both scores, results and reasons and the row's inputs."""
+    """Matched rows whose ``output`` score got worse from the base run to the other, the
+    biggest drops first, with both scores, results and reasons and the row's inputs."""
     base, other = store.get_run(base_ref), store.get_run(other_ref)
     agg = (base.get("aggregates") or {}).get(output) or (other.get("aggregates") or {}).get(output)
     if agg is None:
         raise AssayError(f"compare: neither run has the metric output {output!r}")
     hib = agg.get("higher_is_better", True)
-    a_keys, a = _scores(store, base["id"], output)
-    b_keys, b = _scores(store, other["id"], output)
-    pos = {k: i for i, k in enumerate(a_keys)}
-    drops: list[tuple[float, str]] = []
-    for j, k in enumerate(b_keys):
-        i = pos.get(k)
-        if i is None:
-            continue
-        change = b[j] - a[i]
-        worse = -change if hib else change
-        if worse > 0:
-            drops.append((worse, k))
-    drops.sort(key=lambda t: -t[0])
-    picked = [k for _, k in drops[:limit]]
-    if not picked:
+    a_idx, a = _scores(store, base["id"], output)
+    b_idx, b = _scores(store, other["id"], output)
+    ia, ib = _Matcher(store, base, other).pairs(a_idx, b_idx)
+    worse = (a[ia] - b[ib]) if hib else (b[ib] - a[ia])
+    top = [k for k in np.argsort(-worse, kind="stable")[:limit] if worse[k] > 0]
+    if not top:
         return []
-    base_rows = _rows_by_key(store, base["id"], output, picked)
-    other_rows = _rows_by_key(store, other["id"], output, picked)
+    picks = [(float(worse[k]), int(a_idx[ia[k]]), int(b_idx[ib[k]])) for k in top]
+    base_rows = _rows_at(store, base["id"], output, [p[1] for p in picks])
+    other_rows = _rows_at(store, other["id"], output, [p[2] for p in picks])
     result = []
-    for worse, k in drops[:limit]:
-        br, orow = base_rows.get(k), other_rows.get(k)
-        if br is None or orow is None:
-            continue
-        result.append({"key": k, "drop": worse, "inputs": orow["inputs"], "base": br["score"], "other": orow["score"],
-                       "base_idx": br["idx"], "other_idx": orow["idx"]})
+    for drop, i, j in picks:
+        br, orow = base_rows[i], other_rows[j]
+        key = orow["row_id"] if orow["row_id"] is not None else f"#{j}"
+        result.append({"key": key, "drop": drop, "inputs": orow["inputs"], "base": br["score"], "other": orow["score"],
+                       "base_idx": i, "other_idx": j})
     return result
 
 
-def _rows_by_key(store: Store, run_id: str, output: str, keys: list[str]) -> dict[str, dict[str, Any]]:
-    ids = [k for k in keys if not k.startswith("#")]
-    idxs = [int(k[1:]) for k in keys if k.startswith("#")]
-    cond = []
-    if ids:
-        cond.append(S.rows.c.row_id.in_(ids))
-    if idxs:
-        cond.append(and_(S.rows.c.row_id.is_(None), S.rows.c.idx.in_(idxs)))
+def _rows_at(store: Store, run_id: str, output: str, idxs: list[int]) -> dict[int, dict[str, Any]]:
     q = (select(S.rows.c.idx, S.rows.c.row_id, S.rows.c.inputs, S.scores.c.value, S.scores.c.score,
                 S.scores.c.result, S.scores.c.reason, S.scores.c.status)
          .join(S.scores, and_(S.scores.c.run_id == S.rows.c.run_id, S.scores.c.idx == S.rows.c.idx))
-         .where(S.rows.c.run_id == run_id, S.scores.c.output == output, or_(*cond)))
-    out: dict[str, dict[str, Any]] = {}
+         .where(S.rows.c.run_id == run_id, S.scores.c.output == output, S.rows.c.idx.in_(idxs)))
+    out: dict[int, dict[str, Any]] = {}
     with store.engine.connect() as conn:
         for idx, row_id, inputs, value, score, result, reason, status in conn.execute(q):
-            key = row_id if row_id is not None else f"#{idx}"
-            out[key] = {"idx": idx, "inputs": orjson.loads(inputs),
+            out[idx] = {"row_id": row_id, "inputs": orjson.loads(inputs),
                         "score": {"value": _load_value(value), "score": score, "result": result,
                                   "reason": reason, "status": status}}
     return out

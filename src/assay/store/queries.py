@@ -15,7 +15,7 @@ Everything a page shows of a large run is computed in SQL and paged there, so a 
 - :func:`get_row`, :func:`worst_rows`, :func:`run_outputs`.
 
 The queries lean on the indexes of :mod:`assay.store.schema`: ``rows``' primary key
-``(run_id, idx)``, ``ix_scores_run_output_score`` and ``ix_scores_run_output_result``.
+``(run_id, idx)``, ``ix_scores_run_output_score_idx`` and ``ix_scores_run_output_result_idx``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import orjson
-from sqlalchemy import and_, func, literal_column, or_, select
+from sqlalchemy import and_, func, or_, select
 
 from assay.errors import AssayError
 from assay.store import schema as S
@@ -198,10 +198,8 @@ _SEARCH_CACHE: "OrderedDict[tuple, tuple[int, list[int] | None]]" = OrderedDict(
 
 
 def _tiebreak(store: Store, t: Any) -> Any:
-    # Rows with equal scores keep input order. On SQLite the table's rowid is that order and
-    # is part of every index entry, so the score index alone gives the page, with no sort.
-    if store.engine.dialect.name == "sqlite":
-        return literal_column(f"{t.name}.rowid")
+    # Rows with equal scores keep input order: idx is the last column of the score index, so
+    # the index alone gives a sorted page, with no sort step, on SQLite and PostgreSQL alike.
     return t.c.idx
 
 
@@ -266,7 +264,7 @@ def _sorted_page(conn: Any, store: Store, run_id: str, q: RowQuery, offset: int,
                  only: list[int] | None = None) -> list[int]:
     """Row positions of one page sorted by an output's score; rows without a score come last.
 
-    Rows with a score are read in order from ``ix_scores_run_output_score`` (the filter and
+    Rows with a score are read in order from ``ix_scores_run_output_score_idx`` (the filter and
     the search checked row by row until the page is full); the few rows without one
     (skipped, errored) follow in input order."""
     o = _S.alias("o")

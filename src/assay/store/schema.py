@@ -23,7 +23,7 @@ from typing import Callable
 from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, MetaData,
                         PrimaryKeyConstraint, String, Table, Text)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -81,8 +81,9 @@ scores = Table(
     Column("threshold", Float),
     Column("properties", Text),      # JSON
     PrimaryKeyConstraint("run_id", "idx", "metric", "output"),
-    Index("ix_scores_run_output_score", "run_id", "output", "score"),
-    Index("ix_scores_run_output_result", "run_id", "output", "result"),
+    # (score, idx): sorting by a score and reading an output's scores need not touch the table.
+    Index("ix_scores_run_output_score_idx", "run_id", "output", "score", "idx"),
+    Index("ix_scores_run_output_result_idx", "run_id", "output", "result", "idx"),
 )
 
 benchmarks = Table(
@@ -99,5 +100,16 @@ benchmarks = Table(
     Index("ix_benchmarks_kind_model", "kind", "model"),
 )
 
-# version -> function that upgrades a store from version - 1. Version 1 is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+def _v2(conn: Connection) -> None:
+    """Version 2: the score and result indexes also carry the row position, so a sorted or
+    filtered page, and an output's scores, are read from the index alone."""
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_scores_run_output_score")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_scores_run_output_result")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_scores_run_output_score_idx "
+                         "ON scores (run_id, output, score, idx)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_scores_run_output_result_idx "
+                         "ON scores (run_id, output, result, idx)")
+
+
+# version -> function that upgrades a store from version - 1. The current version is created whole.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2}
