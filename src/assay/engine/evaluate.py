@@ -16,7 +16,7 @@ from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from itertools import chain, islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 from assay import __version__
 from assay.engine.aggregate import Accumulator, defect_settings
@@ -74,15 +74,21 @@ def evaluate(data: Any = None, **kwargs: Any) -> EvalResult:
     Synchronous wrapper over :func:`evaluate_async`; works inside a running event loop
     (a notebook) by running in a worker thread.
     """
+    return run_sync(lambda: evaluate_async(data, **kwargs))
+
+
+def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a coroutine from sync code, also inside a running event loop (a notebook), where
+    it runs on a worker thread with a loop of its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(evaluate_async(data, **kwargs))
+        return asyncio.run(coro_fn())
     box: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            box["result"] = asyncio.run(evaluate_async(data, **kwargs))
+            box["result"] = asyncio.run(coro_fn())
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 

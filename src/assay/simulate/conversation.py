@@ -27,7 +27,6 @@ import asyncio
 import os
 import random
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Sequence
@@ -255,28 +254,6 @@ async def run_all(jobs: Sequence[Callable[[], Awaitable[Any]]], concurrency: int
         return res
 
     return list(await asyncio.gather(*(one(j) for j in jobs)))
-
-
-def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    """Run a coroutine from sync code, also inside a running event loop (a notebook)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro_fn())
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = asyncio.run(coro_fn())
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 async def close_target(target: Target) -> None:

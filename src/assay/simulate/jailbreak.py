@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from assay.engine.evaluate import run_sync
 from assay.engine.target import Target
 from assay.errors import AssayError
 from assay.records import Document
 from assay.simulate.adversarial import (PlannedAttack, _categories, attack_meta,
                                         play_attack, plan_attacks)
 from assay.simulate.conversation import (Player, SimulationResult, close_target, conversation_row, pick,
-                                         resolve_model, run_all, run_conversation, run_sync, write_jsonl)
+                                         resolve_model, run_all, run_conversation, write_jsonl)
 from assay.simulate.templates import (HARM_CATEGORIES, fill, load_attack_set, load_jailbreak_set, seeded,
                                       check_names)
 

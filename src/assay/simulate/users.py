@@ -20,10 +20,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from assay.engine.evaluate import run_sync
 from assay.engine.target import Target
 from assay.errors import AssayError
 from assay.simulate.conversation import (Player, SimulationResult, close_target, conversation_row, pick,
-                                         resolve_model, run_all, run_conversation, run_sync, write_jsonl)
+                                         resolve_model, run_all, run_conversation, write_jsonl)
 from assay.simulate.templates import seeded
 
 PASSAGE_CHARS = 700
