@@ -225,11 +225,16 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
         DROP INDEX ix_scores_run_output_score_idx; DROP INDEX ix_scores_run_output_result_idx;
         CREATE INDEX ix_scores_run_output_score ON scores (run_id, output, score);
         CREATE INDEX ix_scores_run_output_result ON scores (run_id, output, result);
+        DROP TABLE run_columns;
         UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""")
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 2
+    assert st.schema_version() == S.SCHEMA_VERSION == 3
     names = {ix["name"] for ix in sa_inspect(st.engine).get_indexes("scores")}
     assert {"ix_scores_run_output_score_idx", "ix_scores_run_output_result_idx"} <= names
     assert "ix_scores_run_output_score" not in names
     assert st.get_run("old")["id"] == rid and st.count_rows(rid) == 5
+    assert "run_columns" in sa_inspect(st.engine).get_table_names() and st.columns(rid) == {}
+    from assay.store.compare import compare_runs   # a run from before version 3 still compares
+    again = assay.evaluate(ROWS[:5], metrics="f1_score", store=st, name="new").run["run_id"]
+    assert compare_runs(st, [rid, again])["metrics"][0]["deltas"][1]["delta"] == 0

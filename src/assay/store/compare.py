@@ -16,6 +16,7 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 import orjson
 from sqlalchemy import and_, select
 
@@ -25,51 +26,54 @@ from assay.store import schema as S
 from assay.store.store import Store, _load_value
 
 
-def _scores(store: Store, run_id: str, output: str) -> tuple[np.ndarray, np.ndarray]:
-    """Positions and scores of the run's scored rows for ``output``, from the score index alone.
-    (Errored and skipped rows have no score; they are counted in the aggregates, not compared.)"""
-    q = (select(S.scores.c.idx, S.scores.c.score)
-         .where(S.scores.c.run_id == run_id, S.scores.c.output == output, S.scores.c.score.is_not(None)))
-    with store.engine.connect() as conn:
-        got = conn.execute(q).all()
-    idx = np.fromiter((i for i, _ in got), dtype=np.int64, count=len(got))
-    val = np.fromiter((v for _, v in got), dtype=np.float64, count=len(got))
-    order = np.argsort(idx, kind="stable")
-    return idx[order], val[order]
+class _RunData:
+    """One run's scores and row ids: from its compact columns when it finished (a few
+    blobs), else from the score index (a run still going, or stopped)."""
+
+    def __init__(self, store: Store, run: dict[str, Any]):
+        self.store, self.run = store, run
+        self.cols = store.columns(run["id"])
+        self._keys: np.ndarray | None = None
+
+    def scores(self, output: str) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and scores of the rows scored for ``output``, in position order (errored
+        and skipped rows have no score: the aggregates count them, a comparison does not)."""
+        v = self.cols.get(f"score:{output}")
+        if v is not None:
+            idx = np.nonzero(~np.isnan(v))[0]
+            return idx, v[idx]
+        got = self.store.fetch_raw("SELECT idx, score FROM scores WHERE run_id = ? AND output = ? "
+                                   "AND score IS NOT NULL", (self.run["id"], output))
+        idx = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+        val = np.fromiter((r[1] for r in got), dtype=np.float64, count=len(got))
+        order = np.argsort(idx, kind="stable")
+        return idx[order], val[order]
+
+    def keys(self) -> np.ndarray:
+        """Each row's id by position (``#position`` for a row without one), as strings."""
+        if self._keys is None:
+            ids = self.cols.get("row_id")
+            if ids is None:
+                got = self.store.fetch_raw("SELECT idx, row_id FROM rows WHERE run_id = ?", (self.run["id"],))
+                ids = [None] * (max((r[0] for r in got), default=-1) + 1)
+                for i, rid in got:
+                    ids[i] = rid
+            self._keys = np.array([rid if rid is not None else f"#{i}" for i, rid in enumerate(ids)], dtype=str)
+        return self._keys
 
 
-class _Matcher:
-    """Pairs the rows of two runs: by position when both ran on the same data (same
-    fingerprint), else by row id (the row's position when it has none)."""
-
-    def __init__(self, store: Store, base: dict[str, Any], other: dict[str, Any]):
-        self.same_data = bool(base.get("data_fingerprint")) and base.get("data_fingerprint") == other.get("data_fingerprint")
-        if not self.same_data:
-            self.base_keys = _keys(store, base["id"])
-            self.other_keys = _keys(store, other["id"])
-
-    def pairs(self, a_idx: np.ndarray, b_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Indices into ``a_idx`` and ``b_idx`` of the matched rows."""
-        if self.same_data:
-            _, ia, ib = np.intersect1d(a_idx, b_idx, assume_unique=True, return_indices=True)
-            return ia, ib
-        pos = {self.base_keys[int(i)]: k for k, i in enumerate(a_idx)}
-        ia, ib = [], []
-        for k, i in enumerate(b_idx):
-            j = pos.get(self.other_keys[int(i)])
-            if j is not None:
-                ia.append(j)
-                ib.append(k)
-        return np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64)
-
-    def key(self, other_idx: int) -> str:
-        return str(other_idx) if self.same_data else self.other_keys[other_idx]
-
-
-def _keys(store: Store, run_id: str) -> dict[int, str]:
-    with store.engine.connect() as conn:
-        return {i: (rid if rid is not None else f"#{i}") for i, rid in
-                conn.execute(select(S.rows.c.idx, S.rows.c.row_id).where(S.rows.c.run_id == run_id))}
+def _pairs(a: _RunData, b: _RunData, a_idx: np.ndarray, b_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices into ``a_idx`` and ``b_idx`` of the matched rows: by position when both runs
+    read the same data (same fingerprint) or the same row ids in the same order, else by row
+    id (the first row when ids repeat)."""
+    fp = a.run.get("data_fingerprint")
+    if (fp and fp == b.run.get("data_fingerprint")) or np.array_equal(a.keys(), b.keys()):
+        _, ia, ib = np.intersect1d(a_idx, b_idx, assume_unique=True, return_indices=True)
+        return ia, ib
+    uniq, first = np.unique(a.keys()[a_idx], return_index=True)
+    pos = pd.Index(uniq).get_indexer(b.keys()[b_idx])
+    ib = np.nonzero(pos >= 0)[0]
+    return first[pos[ib]], ib
 
 
 def _difference(a: np.ndarray, b: np.ndarray, pa: np.ndarray, pb: np.ndarray) -> dict[str, Any]:
@@ -103,7 +107,7 @@ def compare_runs(store: Store, refs: Sequence[str]) -> dict[str, Any]:
     if len(set(ids)) < len(ids):
         raise AssayError("compare: the same run is named twice")
     base, others = runs[0], runs[1:]
-    matchers = [_Matcher(store, base, r) for r in others]
+    data = [_RunData(store, r) for r in runs]
     out: list[dict[str, Any]] = []
     for output, agg in (base.get("aggregates") or {}).items():
         hib = agg.get("higher_is_better", True)
@@ -115,13 +119,13 @@ def compare_runs(store: Store, refs: Sequence[str]) -> dict[str, Any]:
                 "mean": a.get("mean"), "n": a.get("evaluated"), "pass_rate": a.get("pass_rate"),
                 "defect_rate": a.get("defect_rate"), "ci95_low": a.get("ci95_low"), "ci95_high": a.get("ci95_high"),
                 "errored": a.get("errored"), "skipped": a.get("skipped")})
-        a_idx, a_val = _scores(store, base["id"], output)
-        for r, matcher in zip(others, matchers):
+        a_idx, a_val = data[0].scores(output)
+        for r, d_other in zip(others, data[1:]):
             if output not in (r.get("aggregates") or {}):
                 entry["deltas"].append(None)
                 continue
-            b_idx, b_val = _scores(store, r["id"], output)
-            d = _difference(a_val, b_val, *matcher.pairs(a_idx, b_idx))
+            b_idx, b_val = d_other.scores(output)
+            d = _difference(a_val, b_val, *_pairs(data[0], d_other, a_idx, b_idx))
             if d["delta"] is not None:
                 d["better"] = None if not d["significant"] else (d["delta"] > 0) == hib
             entry["deltas"].append(d)
@@ -137,9 +141,10 @@ def worse_rows(store: Store, base_ref: str, other_ref: str, output: str, limit: 
     if agg is None:
         raise AssayError(f"compare: neither run has the metric output {output!r}")
     hib = agg.get("higher_is_better", True)
-    a_idx, a = _scores(store, base["id"], output)
-    b_idx, b = _scores(store, other["id"], output)
-    ia, ib = _Matcher(store, base, other).pairs(a_idx, b_idx)
+    da, db = _RunData(store, base), _RunData(store, other)
+    a_idx, a = da.scores(output)
+    b_idx, b = db.scores(output)
+    ia, ib = _pairs(da, db, a_idx, b_idx)
     worse = (a[ia] - b[ib]) if hib else (b[ib] - a[ia])
     top = [k for k in np.argsort(-worse, kind="stable")[:limit] if worse[k] > 0]
     if not top:

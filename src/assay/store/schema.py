@@ -9,6 +9,7 @@ so they read the same on both and ``LIKE`` searches work on both.
 - ``rows``: one per evaluated row: its position ``idx`` in the input, the row id, the
   conversation id, the ``inputs.*`` columns as JSON.
 - ``scores``: one per (row, metric output): the 8 keys of SPEC §3.
+- ``run_columns``: a finished run's scores and row ids as compact blobs, for comparisons.
 - ``benchmarks``: results of model benchmarks (for the benchmark commands).
 - ``assay_meta``: ``schema_version``.
 
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, MetaData,
+from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
                         PrimaryKeyConstraint, String, Table, Text)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -86,6 +87,17 @@ scores = Table(
     Index("ix_scores_run_output_result_idx", "run_id", "output", "result", "idx"),
 )
 
+# A finished run's columns in compact form, written once when the run completes, so that
+# comparing two 100,000-row runs reads a few blobs instead of every score row:
+# ``score:<output>`` = float64 scores by row position (NaN: no score), ``row_id`` = JSON list.
+run_columns = Table(
+    "run_columns", metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(120), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("run_id", "name"),
+)
+
 benchmarks = Table(
     "benchmarks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -111,5 +123,11 @@ def _v2(conn: Connection) -> None:
                          "ON scores (run_id, output, result, idx)")
 
 
+def _v3(conn: Connection) -> None:
+    """Version 3: finished runs keep compact columns in ``run_columns`` (runs finished before
+    are compared from their score rows, as before)."""
+    run_columns.create(conn, checkfirst=True)
+
+
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3}

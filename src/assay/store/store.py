@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
 import orjson
 from sqlalchemy import create_engine, delete, event, func, insert, inspect, or_, select, update
 from sqlalchemy.engine import Engine, make_url
@@ -105,6 +106,7 @@ class Store:
             raise AssayError(f"store {self.display_url}: {exc}") from None
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._mark = _param_mark(self.engine)
         self._insert_rows = _insert_sql(self.engine, S.rows)
         self._insert_scores = _insert_sql(self.engine, S.scores)
         for attempt in range(20):
@@ -205,6 +207,36 @@ class Store:
                 values[k] = _dumps(v)
         with self.engine.begin() as conn:
             conn.execute(update(S.runs).where(S.runs.c.id == run_id).values(**values))
+            if status == "completed":
+                self._write_columns(conn, run_id, list(aggregates or {}))
+
+    def _write_columns(self, conn: Any, run_id: str, outputs: list[str]) -> None:
+        """The finished run's scores (float64 by row position, NaN where none) and row ids."""
+        done = conn.execute(select(S.runs.c.rows_done).where(S.runs.c.id == run_id)).scalar_one()
+        cols: list[dict[str, Any]] = []
+        for o in outputs:
+            got = self._raw(conn, "SELECT idx, score FROM scores WHERE run_id = ? AND output = ? "
+                                  "AND score IS NOT NULL", (run_id, o))
+            v = np.full(done, np.nan)
+            if got:
+                at = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+                v[at] = np.fromiter((r[1] for r in got), dtype=np.float64, count=len(got))
+            cols.append({"run_id": run_id, "name": f"score:{o}", "data": v.tobytes()})
+        ids: list[str | None] = [None] * done
+        for i, rid in self._raw(conn, "SELECT idx, row_id FROM rows WHERE run_id = ?", (run_id,)):
+            ids[i] = rid
+        cols.append({"run_id": run_id, "name": "row_id", "data": orjson.dumps(ids)})
+        conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
+        conn.execute(insert(S.run_columns), cols)
+
+    def columns(self, run_id: str) -> dict[str, Any]:
+        """A finished run's columns: ``{"score:<output>": float64 array, "row_id": list}``;
+        empty for a run that did not finish."""
+        with self.engine.connect() as conn:
+            got = conn.execute(select(S.run_columns.c.name, S.run_columns.c.data)
+                               .where(S.run_columns.c.run_id == run_id)).all()
+        return {name: (orjson.loads(data) if name == "row_id" else np.frombuffer(data, dtype=np.float64))
+                for name, data in got}
 
     def find_resumable(self, fingerprint: str | None, config_hash: str, name: str | None = None) -> dict | None:
         """The latest unfinished run over the same data with the same configuration."""
@@ -297,12 +329,29 @@ class Store:
         summary.update(run_id=run["id"], name=run["name"], status=run["status"])
         return EvalResult(metrics=run.get("aggregates") or {}, run=summary, row_source=rows)
 
+    def fetch_raw(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        """Rows of a read-only query as plain tuples straight from the driver: for the few
+        reads that take a whole run's column. ``?`` marks a parameter."""
+        with self.engine.connect() as conn:
+            return self._raw(conn, sql, params)
+
+    def _raw(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple]:
+        if self._mark != "?":
+            sql = sql.replace("%", "%%").replace("?", self._mark)
+        cur = conn.connection.driver_connection.cursor()
+        try:
+            cur.execute(sql, tuple(params))
+            return cur.fetchall()
+        finally:
+            cur.close()
+
     def count_rows(self, run_id: str) -> int:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(S.rows).where(S.rows.c.run_id == run_id)).scalar_one()
 
     def delete_run(self, run_id: str) -> None:
         with self.engine.begin() as conn:
+            conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
             conn.execute(delete(S.scores).where(S.scores.c.run_id == run_id))
             conn.execute(delete(S.rows).where(S.rows.c.run_id == run_id))
             conn.execute(update(S.benchmarks).where(S.benchmarks.c.run_id == run_id).values(run_id=None))
@@ -338,12 +387,17 @@ _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _INF = (math.inf, -math.inf)
 
 
-def _insert_sql(engine: Engine, table: Any) -> str:
-    """``INSERT INTO table (all columns) VALUES (...)`` in the driver's parameter style."""
+def _param_mark(engine: Engine) -> str:
     style = engine.dialect.paramstyle
     mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(style)
     if mark is None:
         raise AssayError(f"store: the database driver's parameter style {style!r} is not supported")
+    return mark
+
+
+def _insert_sql(engine: Engine, table: Any) -> str:
+    """``INSERT INTO table (all columns) VALUES (...)`` in the driver's parameter style."""
+    mark = _param_mark(engine)
     cols = [c.name for c in table.columns]
     return f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})"
 
