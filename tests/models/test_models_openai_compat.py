@@ -299,3 +299,11 @@ def test_retry_policy_delays_are_bounded():
         cap = min(4, 0.5 * 2 ** n)
         assert cap / 2 <= d <= cap
     assert 3.0 <= p.delay(0, 3.0) <= 3.0 * 1.1 + 0.05
+
+
+async def test_json_mode_off_never_sends_response_format_and_keys_the_cache_apart(fake):
+    m = OpenAICompat.endpoint(fake.base_url, "judge-7b", json_mode=False)
+    await m.generate(MSG, response_format={"type": "json_object"})
+    assert "response_format" not in fake.chat_requests[-1]["body"]
+    assert m.cache_identity != OpenAICompat.endpoint(fake.base_url, "judge-7b").cache_identity
+    await m.aclose()
