@@ -252,7 +252,8 @@ async def retrieval(query: str, contexts: list[Document], history: list[Message]
         intents, source = [query], "query (smoke-test judge: intents not split)"
     else:
         msgs = render(load_prompt("retrieval_intents"), {"query": query, "history": history}, output="")
-        raw, iv = await generate_json(model, msgs, key="intents")
+        raw, iv = await generate_json(model, msgs, key="intents",
+                                      max_tokens=int(ctx.options.get("judge_max_tokens") or 400))
         verdicts.append(iv)
         intents = _intent_list(raw)
         source = "judge"
