@@ -10,11 +10,15 @@ through ``LimitedModel(OpenAICompat(...))`` and prints, for each concurrency:
 then a cached re-run: 10,000 calls made once (filling the call cache), then made again
 with a fresh cache connection, timed, with the endpoint's request count checked to be
 unchanged. ``--sdk`` adds a baseline: a plain asyncio loop over the ``openai`` SDK.
+``--vs-azure`` times whole evaluations of ``--calls`` rows x 1 judge metric (coherence) on the
+same endpoint: ``assay.evaluate`` beside azure-ai-evaluation's ``evaluate`` (run from
+``.bench/azure-venv``, made by ``benchmarks/conformance_azure.py``) at its defaults and at
+``PF_WORKER_COUNT`` = each concurrency.
 
 Goals (issue 3): >= 95% of the limit at 64, >= 90% at 256, <= 1.5 ms client CPU per
 call; the cached re-run of 10,000 calls in < 5 s with zero endpoint calls.
 
-    python benchmarks/bench_judge_throughput.py [--calls 2000] [--latency 0.5] [--sdk]
+    python benchmarks/bench_judge_throughput.py [--calls 2000] [--latency 0.5] [--sdk] [--vs-azure]
 """
 
 from __future__ import annotations
@@ -159,12 +163,63 @@ async def run_sdk(base_url: str, calls: int, concurrency: int) -> dict[str, floa
     return {"wall": wall, "cpu": cpu, "cached": 0}
 
 
+# -- whole evaluations: assay.evaluate beside azure-ai-evaluation's evaluate ---------------------------
+AZURE_VENV = Path(__file__).resolve().parents[1] / ".bench" / "azure-venv" / "bin" / "python"
+AZURE_SCRIPT = r"""
+import json, os, sys, tempfile, time
+from azure.ai.evaluation import CoherenceEvaluator, OpenAIModelConfiguration, evaluate
+base, path = sys.argv[1], sys.argv[2]
+ev = CoherenceEvaluator(OpenAIModelConfiguration(type="openai", api_key="unused", base_url=base, model="fake-judge"))
+c0, t0 = time.process_time(), time.perf_counter()
+evaluate(data=path, evaluators={"coherence": ev}, output_path=os.path.join(tempfile.mkdtemp(), "out.json"))
+print("RESULT " + json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
+"""
+
+
+def eval_rows(path: Path, n: int) -> None:
+    with open(path, "w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"query": f"Row {i}: where is the Eiffel Tower?",
+                                 "response": f"Row {i}: It is in Paris, finished in 1889."}) + "\n")
+
+
+def run_assay_evaluate(base_url: str, path: Path, concurrency: int) -> dict[str, float]:
+    import assay
+
+    os.environ["ASSAY_CACHE"] = "off"
+    c0, t0 = time.process_time(), time.perf_counter()
+    res = assay.evaluate(str(path), metrics="coherence", judge=f"{base_url}#fake-judge", concurrency=concurrency,
+                         store=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert res.metrics["coherence"]["evaluated"] == res.run["rows_read"]
+    return {"wall": wall, "cpu": cpu}
+
+
+def run_azure_evaluate(base_url: str, path: Path, workers: int | None) -> dict[str, float] | None:
+    env = {**os.environ, "PF_LOGGING_LEVEL": "CRITICAL"}
+    if workers:
+        env["PF_WORKER_COUNT"] = str(workers)
+    out = subprocess.run([str(AZURE_VENV), "-c", AZURE_SCRIPT, base_url, str(path)], capture_output=True,
+                         text=True, env=env, timeout=3600)
+    got = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    if out.returncode != 0 or not got:
+        print(f"azure-ai-evaluation failed: {out.stderr[-500:]}")
+        return None
+    return json.loads(got[-1][7:])
+
+
 def line(label: str, calls: int, concurrency: int, latency: float, r: dict[str, float]) -> dict[str, float]:
-    limit = concurrency / latency
+    """Print and return one measurement; ``concurrency`` 0 means the tool's own default."""
     rate = calls / r["wall"]
-    row = {"calls_per_s": rate, "limit": limit, "pct": 100 * rate / limit, "cpu_ms": 1000 * r["cpu"] / calls}
-    print(f"{label:<34} c={concurrency:<4} {calls:>6} calls {r['wall']:7.2f} s  {rate:7.1f} calls/s  "
-          f"limit {limit:6.0f}  {row['pct']:5.1f}% of limit  client CPU {row['cpu_ms']:.3f} ms/call", flush=True)
+    row = {"calls_per_s": rate, "cpu_ms": 1000 * r["cpu"] / calls}
+    c = str(concurrency) if concurrency else "dflt"
+    vs = ""
+    if concurrency:
+        row["limit"] = limit = concurrency / latency
+        row["pct"] = 100 * rate / limit
+        vs = f"limit {limit:6.0f}  {row['pct']:5.1f}% of limit  "
+    print(f"{label:<34} c={c:<4} {calls:>6} calls {r['wall']:7.2f} s  {rate:7.1f} calls/s  "
+          f"{vs}client CPU {row['cpu_ms']:.3f} ms/call", flush=True)
     return row
 
 
@@ -178,6 +233,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--cached-calls", type=int, default=10_000)
     ap.add_argument("--sdk", action="store_true", help="also time a plain asyncio loop over the openai SDK")
+    ap.add_argument("--vs-azure", action="store_true",
+                    help="also time whole evaluations, assay beside azure-ai-evaluation (.bench/azure-venv)")
     ap.add_argument("--json", help="write the figures to this file")
     args = ap.parse_args()
     if args.serve:
@@ -206,6 +263,22 @@ def main() -> None:
             for c in args.concurrency:
                 r = asyncio.run(run_sdk(base, args.calls, c))
                 results[f"sdk_c{c}"] = line("plain loop over openai SDK", args.calls, c, args.latency, r)
+
+        if args.vs_azure:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "rows.jsonl"
+                eval_rows(path, args.calls)
+                for c in args.concurrency:
+                    r = run_assay_evaluate(base, path, c)
+                    results[f"evaluate_assay_c{c}"] = line("assay.evaluate, coherence", args.calls, c, args.latency, r)
+                if not AZURE_VENV.exists():
+                    print("azure-ai-evaluation: not installed (benchmarks/conformance_azure.py makes .bench/azure-venv)")
+                else:
+                    for label, w in [("defaults", 0)] + [(f"workers={c}", c) for c in args.concurrency]:
+                        r = run_azure_evaluate(base, path, w)
+                        if r is not None:
+                            results[f"evaluate_azure_{label}"] = line(f"azure evaluate, {label}", args.calls, w,
+                                                                      args.latency, r)
 
         n = args.cached_calls
         with tempfile.TemporaryDirectory() as tmp:

@@ -146,7 +146,7 @@ def eval_cmd(
     target: Optional[str] = typer.Option(None, "--target", help="The app to call per row: module:function, or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."),
     on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
     family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
-    concurrency: int = typer.Option(16, "--concurrency", "-c", help="Concurrent target and judge calls."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Target and judge calls in flight at once (default: the judge backend's: 32 OpenAI, 16 Azure, 8 other endpoints, 2 in-process; 16 for a target)."),
     judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf (default: $ASSAY_JUDGE, else the embedded smoke-test judge)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),

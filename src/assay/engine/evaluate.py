@@ -137,13 +137,15 @@ def _present(records: Iterable[Record]) -> set[str]:
 JUDGE_ENV = "ASSAY_JUDGE"
 
 
-def resolve_judge(judge: Any, chosen: list[Metric]) -> tuple[Any, str | None]:
+def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = None) -> tuple[Any, str | None]:
     """The judge model for a run, and where it came from.
 
     ``judge`` may be a spec string (``openai:gpt-4o-mini``, ``azure:DEPLOYMENT``,
     ``http://HOST:PORT/v1#MODEL``, ``local:/path/model.gguf``), a ChatModel, or None. With
     None, a run that has model-judged metrics uses ``$ASSAY_JUDGE`` when it names a spec, and
-    otherwise the embedded default (a smoke-test judge, see the README).
+    otherwise the embedded default (a smoke-test judge, see the README). ``concurrency``: the
+    judge's limit on calls in flight (default: its backend's); a judge given as a
+    ``LimitedModel`` keeps its own limiter.
     """
     needed = any(m.kind in ("judge", "safety") for m in chosen)
     if judge is None and not needed:
@@ -153,14 +155,14 @@ def resolve_judge(judge: Any, chosen: list[Metric]) -> tuple[Any, str | None]:
     if isinstance(judge, LimitedModel):
         return judge, "given"
     if judge is not None:
-        return build_judge(judge), "given"
+        return build_judge(judge, concurrency=concurrency), "given"
     spec = os.environ.get(JUDGE_ENV, "").strip()
     if spec:
-        return build_judge(spec), f"${JUDGE_ENV}"
+        return build_judge(spec, concurrency=concurrency), f"${JUDGE_ENV}"
     if not any(m.kind == "judge" for m in chosen):
         # safety metrics alone: without a judge they score on the embedded safety classifier
         return None, "embedded safety classifier"
-    return build_judge(embedded_judge()), "embedded default"
+    return build_judge(embedded_judge(), concurrency=concurrency), "embedded default"
 
 
 def _check_columns(chosen: list[Metric], present: set[str], source: str, n: int) -> None:
@@ -260,7 +262,7 @@ async def evaluate_async(
     mapping: Mapping[str, str] | None = None,
     out: str | Path | None = None,
     on_bad_row: str = "fail",
-    concurrency: int = 16,
+    concurrency: int | None = None,
     family: str | None = None,
     options: Mapping[str, Any] | None = None,
     judge: Any = None,
@@ -301,7 +303,9 @@ async def evaluate_async(
     chosen = plan(names, present, family)
     _check_columns(chosen, present, ds.source, len(head))
     thr = _check_thresholds(thresholds or {}, chosen)
-    judge_model, judge_source = resolve_judge(judge, chosen)
+    if concurrency is not None and concurrency < 1:
+        raise AssayError(f"concurrency must be at least 1, got {concurrency}")
+    judge_model, judge_source = resolve_judge(judge, chosen, concurrency)
     judge_before = _judge_stats(judge_model)
     _judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
@@ -310,7 +314,10 @@ async def evaluate_async(
               "judge": getattr(judge_model, "name", None), "options": dict(options or {}),
               "layout": [[m.name, list(m.outputs)] for m in chosen]}
     st, run_id, done, resumed = _open_run(store, resume, name, data, ds.source, config, judge_model)
-    sem = asyncio.Semaphore(max(1, concurrency))
+    # One limit on target and judge calls in flight: the one given, else the judge backend's
+    # default (32 OpenAI, 16 Azure, 8 other endpoints, 2 in-process), and at least 16 for targets.
+    judge_limit = getattr(getattr(judge_model, "limiter", None), "concurrency", 0)
+    sem = asyncio.Semaphore(concurrency or max(16, judge_limit))
 
     accs: dict[tuple[str, str], Accumulator] = {}
     for m in chosen:
