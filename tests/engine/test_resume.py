@@ -164,3 +164,4 @@ def test_kill_9_in_the_middle_then_resume(tmp_path):
             if proc.poll() is None:
                 proc.kill()
         server.stop()
+
