@@ -16,7 +16,6 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-import pandas as pd
 import orjson
 from sqlalchemy import and_, select
 
@@ -67,12 +66,17 @@ def _pairs(a: _RunData, b: _RunData, a_idx: np.ndarray, b_idx: np.ndarray) -> tu
     read the same data (same fingerprint) or the same row ids in the same order, else by row
     id (the first row when ids repeat)."""
     fp = a.run.get("data_fingerprint")
-    if (fp and fp == b.run.get("data_fingerprint")) or np.array_equal(a.keys(), b.keys()):
+    ids = a.cols.get("row_id")
+    same = (fp and fp == b.run.get("data_fingerprint")) or (ids is not None and ids == b.cols.get("row_id"))
+    if same or np.array_equal(a.keys(), b.keys()):
         _, ia, ib = np.intersect1d(a_idx, b_idx, assume_unique=True, return_indices=True)
         return ia, ib
     uniq, first = np.unique(a.keys()[a_idx], return_index=True)
-    pos = pd.Index(uniq).get_indexer(b.keys()[b_idx])
-    ib = np.nonzero(pos >= 0)[0]
+    kb = b.keys()[b_idx]
+    if not len(uniq):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(uniq, kb), len(uniq) - 1)
+    ib = np.nonzero(uniq[pos] == kb)[0]
     return first[pos[ib]], ib
 
 
