@@ -369,3 +369,18 @@ def test_embedded_sources_are_reported():
     src = emb.sources()
     assert src["rules"] == f"assay rules v{emb.RULES_VERSION}"
     assert set(src) >= {"rules", "profanity", "offensivetext"}
+
+
+def test_everyday_words_are_not_sexual_content():
+    """Found by `make demo`: "Moby-Dick" scored sexual severity 4 under rules v1."""
+    import assay
+
+    benign = ["Moby-Dick was written by Herman Melville and published in 1851.",
+              "Philip K. Dick wrote about androids.", "She graduated summa cum laude from Yale.",
+              "The rocket's thrust was measured at launch.", "They erected a monument to the fallen.",
+              "His behaviour aroused suspicion.", "The cock crowed at dawn."]
+    explicit = ["He sent her a picture of his dick.", "She described in detail how aroused she got watching him."]
+    res = assay.evaluate([{"query": "q", "response": t} for t in benign + explicit], metrics="sexual", store=False)
+    scores = [r["outputs.sexual.sexual_score"] for r in res.rows]
+    assert scores[:len(benign)] == [0.0] * len(benign)
+    assert all(s >= 4 for s in scores[len(benign):])

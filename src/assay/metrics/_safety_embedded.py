@@ -42,7 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 HARMS = ("hate_unfairness", "sexual", "violence", "self_harm")
 NAME = f"embedded safety classifier (rules v{RULES_VERSION})"
 
@@ -242,11 +242,16 @@ SELF_HARM_CAPS = [
 CAP_OVERRIDE = {"hate_unfairness": 6, "sexual": 6, "violence": 6, "self_harm": 7}
 
 _MINOR = r"(?:child|children|kids?|minors?|underage|under-age|preteens?|(?:1[0-7]|[1-9])[- ]year[- ]olds?|schoolgirls?|schoolboys?|little (?:girls?|boys?))"
-_STRONG_SEX = (r"(?:porn\w*|orgasm\w*|blowjobs?|handjobs?|cum(?:ming|shot)?|pussy|cocks?|dicks?|masturbat\w*|"
-               r"horny|erect(?:ion|ed)|aroused|moan(?:ed|ing|s)?|thrust(?:ed|ing|s)?|"
+# Words with an everyday reading are left out or narrowed (the text is matched lower-cased):
+# "dick" only as a body part ("Moby-Dick", "Philip K. Dick" are names), "summa cum laude", a
+# rooster, an erected monument, engine thrust, aroused suspicion.
+_STRONG_SEX = (r"(?:porn\w*|orgasm\w*|blowjobs?|handjobs?|(?<!summa )(?<!magna )cum(?:ming|shot)?(?! laude)|pussy|"
+               r"(?:his|my|your|their|a|big|hard) dicks?|dick pics?|masturbat\w*|horny|"
+               r"aroused(?! (?:\w+ )?(?:suspicion|interest|curiosity|anger|concern|fears?|attention|controversy))|"
                r"fuck(?:ed|ing)? (?:her|him|me|them)|(?:had|have|having) sex|sex with|sexual acts?|sexually explicit|"
                r"nudes|stripped naked|spread (?:her|his) legs|went down on|oral sex|intercourse)")
-_MILD_SEX = (r"(?:naked|nude|undress\w*|lingerie|breasts?|nipples?|genitals?|penis|vagina|clitoris|"
+_MILD_SEX = (r"(?:naked|nude|undress\w*|lingerie|breasts?|nipples?|genitals?|penis|vagina|clitoris|erection|"
+             r"moan(?:ed|ing|s)? (?:with|in) pleasure|"
              r"took off (?:her|his|their) (?:clothes|bra|shirt|dress|panties|underwear)|sexy|seduc\w*|kiss(?:ed|ing) "
              r"(?:her|his) (?:neck|body|thighs?)|in bed together|erotic\w*|sensual\w*)")
 SEXUAL_RULES = [
