@@ -238,3 +238,30 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
     from assay.store.compare import compare_runs   # a run from before version 3 still compares
     again = assay.evaluate(ROWS[:5], metrics="f1_score", store=st, name="new").run["run_id"]
     assert compare_runs(st, [rid, again])["metrics"][0]["deltas"][1]["delta"] == 0
+
+
+def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypatch):
+    st = Store(str(tmp_path / "f.db"))
+    real = st._insert_scores
+    calls = {"n": 0}
+
+    def failing_write(run_id, batch):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            st._insert_scores = "INSERT INTO no_such_table VALUES (?)"
+        try:
+            return Store.write_rows(st, run_id, batch)
+        finally:
+            st._insert_scores = real
+
+    from assay.engine import evaluate as engine
+
+    monkeypatch.setattr(engine, "CHUNK", 10)
+    monkeypatch.setattr(st, "write_rows", failing_write)
+    with pytest.raises(AssayError, match=r"cannot write run \w+ to the store .*--resume"):
+        assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", workers=1)
+    run = st.get_run("w")
+    assert run["status"] == "failed" and run["rows_done"] == 10
+    monkeypatch.undo()
+    again = assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", resume=True, workers=1)
+    assert again.run["resumed_rows"] == 10 and st.count_rows(run["id"]) == 40

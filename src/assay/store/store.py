@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 from sqlalchemy import create_engine, delete, event, func, insert, inspect, or_, select, update
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from assay.errors import AssayError
 from assay.metrics.base import Score
@@ -190,12 +190,17 @@ class Store:
                                          s.reason, s.status, s.threshold,
                                          _dumps(s.properties) if s.properties else None))
         done = batch[-1].idx + 1
-        with self.engine.begin() as conn:
-            conn.exec_driver_sql(self._insert_rows, row_params)
-            if score_params:
-                conn.exec_driver_sql(self._insert_scores, score_params)
-            conn.execute(update(S.runs).where(S.runs.c.id == run_id)
-                         .values(rows_done=done, updated_at=time.time()))
+        try:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(self._insert_rows, row_params)
+                if score_params:
+                    conn.exec_driver_sql(self._insert_scores, score_params)
+                conn.execute(update(S.runs).where(S.runs.c.id == run_id)
+                             .values(rows_done=done, updated_at=time.time()))
+        except SQLAlchemyError as exc:
+            raise AssayError(f"cannot write run {run_id} to the store at {self.display_url}: "
+                             f"{getattr(exc, 'orig', exc)} (the rows up to {batch[0].idx} are saved; "
+                             "fix the cause and run again with --resume)") from None
 
     def finish_run(self, run_id: str, status: str, *, aggregates: Any = None, summary: Any = None,
                    usage: Any = None, error: str | None = None) -> None:
