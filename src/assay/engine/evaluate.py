@@ -418,11 +418,13 @@ async def evaluate_async(
     finally:
         for _, fut in pending:
             fut.cancel()
-        sink.close()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-        if st is not None and status != "completed":
-            st.finish_run(run_id, status, error=error)
+        try:
+            sink.close()   # the last store write; if it fails, the run stays resumable
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            if st is not None and status != "completed":
+                st.finish_run(run_id, status, error=error)
 
     run = {
         "assay_version": __version__,
