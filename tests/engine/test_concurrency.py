@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import assay
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
-from fake_openai_server import FakeOpenAI  # noqa: E402
+from fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 
 def test_concurrency_sets_the_judge_limit(tmp_path, monkeypatch):

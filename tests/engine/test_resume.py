@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,7 @@ from assay.engine import evaluate as engine
 from assay.errors import AssayError
 from assay.store import Store
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
-from fake_openai_server import FakeOpenAI  # noqa: E402
+from fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 ROWS = [{"query": f"question {i}", "response": f"answer {i} with {i % 7} words", "ground_truth": f"answer {i % 5}"}
         for i in range(100)]

@@ -3,24 +3,13 @@ judge on it (the OpenAI-compatible backend behind a LimitedModel, no cache unles
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
+from fake_openai_server import FakeOpenAI
 
-from fake_openai_server import FakeOpenAI  # noqa: E402
-
-from assay.models import LimitedModel, Limiter, OpenAICompat, RetryPolicy  # noqa: E402
-
-
-@pytest.fixture
-def fake() -> Any:
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
+from assay.models import LimitedModel, Limiter, OpenAICompat, RetryPolicy
 
 
 def make_judge(fake: FakeOpenAI, cache: Any = None) -> LimitedModel:

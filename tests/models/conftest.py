@@ -1,4 +1,5 @@
-"""Fixtures for the model-layer tests: the scripted fake endpoint, a dead port, no real keys."""
+"""Fixtures for the model-layer tests: a dead port, no real keys (the scripted fake endpoint,
+``fake``, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,6 @@ import socket
 from typing import Any
 
 import pytest
-
-from fake_openai_server import FakeOpenAI
-
-
-@pytest.fixture
-def fake() -> Any:
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -188,29 +188,19 @@ def test_load_result_exports_the_same_rows(store, tmp_path):
     assert len(pd.read_parquet(tmp_path / "x.parquet")) == len(ROWS)
 
 
-def test_api_keys_never_reach_the_store(tmp_path, monkeypatch):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
-    from fake_openai_server import FakeOpenAI
-
+def test_api_keys_never_reach_the_store(tmp_path, monkeypatch, fake):
     secret = "sk-test-DO-NOT-STORE-0123456789"
     monkeypatch.setenv("ASSAY_JUDGE_API_KEY", secret)
     monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cache.sqlite"))
-    server = FakeOpenAI().start()
-    try:
-        path = tmp_path / "k.db"
-        st = Store(str(path))
-        res = assay.evaluate([{"query": "q", "response": "r"}], metrics="coherence",
-                             judge=f"{server.base_url}#fake-judge", store=st, name="keys")
-        assert res.metrics["coherence"]["evaluated"] == 1
-        assert server.chat_requests[0]["headers"]["authorization"] == f"Bearer {secret}"  # it was used ...
-        st.close()
-        for f in tmp_path.glob("k.db*"):
-            assert secret.encode() not in f.read_bytes()                                  # ... and not kept
-    finally:
-        server.stop()
+    path = tmp_path / "k.db"
+    st = Store(str(path))
+    res = assay.evaluate([{"query": "q", "response": "r"}], metrics="coherence",
+                         judge=f"{fake.base_url}#fake-judge", store=st, name="keys")
+    assert res.metrics["coherence"]["evaluated"] == 1
+    assert fake.chat_requests[0]["headers"]["authorization"] == f"Bearer {secret}"  # it was used ...
+    st.close()
+    for f in tmp_path.glob("k.db*"):
+        assert secret.encode() not in f.read_bytes()                                # ... and not kept
 
 
 def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):

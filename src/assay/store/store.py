@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import orjson
-from sqlalchemy import create_engine, delete, event, func, insert, inspect, or_, select, update
+from sqlalchemy import create_engine, delete, event, func, insert, inspect, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
@@ -377,7 +377,7 @@ class Store:
         if kind is not None:
             q = q.where(S.benchmarks.c.kind == kind)
         if model is not None:
-            q = q.where(or_(S.benchmarks.c.model == model))
+            q = q.where(S.benchmarks.c.model == model)
         with self.engine.connect() as conn:
             out = []
             for r in conn.execute(q).mappings():
