@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from assay.metrics import _safety_embedded as emb  # noqa: E402
+from assay.metrics.safety import rules as emb  # noqa: E402
 
 BANDS = ("Very low", "Low", "Medium", "High")
 

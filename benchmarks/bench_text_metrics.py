@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     if data_dir:
         os.environ["NLTK_DATA"] = data_dir
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-    from assay.metrics import _punkt, _word_tokenize, text
+    from assay.metrics.text import lexical as text, punkt as _punkt, word_tokenize as _word_tokenize
 
     pairs = make_pairs(args.rows, args.words)
     n_words = sum(len(a.split()) + len(b.split()) for a, b in pairs) / (2 * len(pairs))

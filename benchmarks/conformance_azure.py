@@ -330,8 +330,8 @@ def run_azure(pairs: list[dict], tmp: Path, have_wordnet: bool) -> tuple[dict[in
 
 def run_assay(pairs: list[dict]) -> tuple[dict[int, dict], dict, dict]:
     sys.path.insert(0, str(ROOT / "src"))
-    from assay.metrics import text
-    from assay.metrics._wordnet import get_wordnet
+    from assay.metrics.text import lexical as text
+    from assay.metrics.text.wordnet import get_wordnet
 
     wn = get_wordnet()
     fns = {"f1_score": text.f1_score, "bleu": text.bleu, "gleu": text.gleu,
@@ -357,7 +357,7 @@ def run_assay(pairs: list[dict]) -> tuple[dict[int, dict], dict, dict]:
 
 def _squad_empty(text_: str) -> bool:
     sys.path.insert(0, str(ROOT / "src"))
-    from assay.metrics.text import squad_tokens
+    from assay.metrics.text.lexical import squad_tokens
 
     return not squad_tokens(text_)
 
@@ -365,7 +365,7 @@ def _squad_empty(text_: str) -> bool:
 def _non_ascii_word(text_: str) -> bool:
     """Does rouge-score's [a-z0-9] tokenizer lose something assay keeps?"""
     sys.path.insert(0, str(ROOT / "src"))
-    from assay.metrics.text import rouge_tokens
+    from assay.metrics.text.lexical import rouge_tokens
 
     low = text_.lower()
     return not low.isascii() and any(not t.isascii() for t in rouge_tokens(text_))

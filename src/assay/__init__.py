@@ -7,10 +7,9 @@ The public API; everything else is implementation::
     result.metrics, result.rows, result.to_pandas()
 """
 
-__version__ = "0.1.0"
-
+from assay.version import __version__  # noqa: E402
 from assay.engine.evaluate import evaluate, evaluate_async  # noqa: E402
-from assay.engine.results import EvalResult  # noqa: E402
+from assay.results import EvalResult  # noqa: E402
 from assay.errors import AssayError, InputError  # noqa: E402
 from assay.formats import open_dataset as load  # noqa: E402
 from assay.metrics.base import REGISTRY, EvalContext, Metric, Score, metric  # noqa: E402

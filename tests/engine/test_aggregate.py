@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from assay.engine.aggregate import BOOTSTRAP_MAX_N, Accumulator, confidence_interval
+from assay.engine.aggregate import Accumulator
+from assay.stats import BOOTSTRAP_MAX_N, confidence_interval
 from assay.metrics.base import Score
 
 

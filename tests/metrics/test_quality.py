@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from assay.metrics import _judge
+from assay.judges import judge as _judge
 from assay.metrics.base import REGISTRY, EvalContext, load_builtin_metrics
 from assay.models import CallCache, Generation, LimitedModel, TokenUsage
 from assay.records import Document, Message, Record

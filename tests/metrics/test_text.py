@@ -18,7 +18,7 @@ from collections import Counter
 
 import pytest
 
-from assay.metrics import _lcs, _punkt, _word_tokenize, text
+from assay.metrics.text import lcs as _lcs, punkt as _punkt, word_tokenize as _word_tokenize, lexical as text
 from assay.metrics.base import GROUPS, REGISTRY, load_builtin_metrics, plan_auto, resolve
 from assay.records import Record
 
@@ -301,7 +301,7 @@ def test_meteor_worked_examples():
 
 
 def test_meteor_without_wordnet_says_so(monkeypatch):
-    from assay.metrics import _wordnet
+    from assay.metrics.text import wordnet as _wordnet
 
     monkeypatch.setattr(_wordnet, "get_wordnet", lambda: None)
     s = text.meteor("The cats were running.", "the cat runs")
@@ -309,7 +309,7 @@ def test_meteor_without_wordnet_says_so(monkeypatch):
 
 
 def test_meteor_synonyms_with_local_wordnet():
-    from assay.metrics._wordnet import get_wordnet
+    from assay.metrics.text.wordnet import get_wordnet
 
     wn = get_wordnet()
     if wn is None:
@@ -463,7 +463,7 @@ def test_international_tokenize_matches_nltk_nist(nltk_data):
 
 def test_perluniprops_ranges_equal_the_data_files():
     pup = pytest.importorskip("sacremoses._data_perluniprops").PERLUNIPROPS
-    from assay.metrics import _perluniprops as P
+    from assay.metrics.text import perluniprops as P
 
     for name, ranges in (("Number", P.NUMBER), ("Punctuation", P.PUNCTUATION), ("Symbol", P.SYMBOL)):
         ours = {chr(c) for a, b in ranges for c in range(a, b + 1)}
@@ -503,7 +503,7 @@ def test_bleu_gleu_meteor_match_nltk(nltk_data):
 
 
 def test_meteor_matches_nltk_with_wordnet(nltk_data):
-    from assay.metrics._wordnet import get_wordnet
+    from assay.metrics.text.wordnet import get_wordnet
 
     wn = get_wordnet()
     try:

@@ -208,7 +208,7 @@ def test_run_cost_from_an_option_and_unknown_cost_is_none(fake, monkeypatch):
 
 
 def test_cli_summary_prints_judge_usage(fake, monkeypatch, capsys):
-    from assay import cli
+    from assay.cli import eval as cli
 
     monkeypatch.setenv("ASSAY_STORE", "off")
     r = _eval(_limited(fake), options={"judge_price": "1.0,4.0"})

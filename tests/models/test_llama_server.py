@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from assay.metrics._judge import prob_from_generation
+from assay.judges.judge import prob_from_generation
 from assay.models import Generation, LimitedModel, Scale, build_judge
 
 ALIAS = "gemma-3-270m"
@@ -65,7 +65,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     gguf = embedded_model_path()
     port = _free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}   # see assay.models.local._require_llama_cpp
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}   # see assay.models.local.require_llama_cpp
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
            # the GGUF carries no chat template; without this the server falls back to Llama 2's
            "--chat_format", "gemma",

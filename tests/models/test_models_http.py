@@ -8,7 +8,7 @@ import json
 import pytest
 
 from assay.models import LimitedModel, Limiter, ModelCallError, OpenAICompat
-from assay.models._http import LeanHTTP
+from assay.models.http import LeanHTTP
 
 from fake_openai_server import chat_json
 

@@ -174,7 +174,7 @@ def test_evaluate_adds_the_jailbreak_figures_for_a_paired_folder(tmp_path, fake_
 
 def test_the_cli_summary_prints_the_jailbreak_rate(tmp_path, fake_harm_metrics, capsys):
     import assay
-    from assay.cli import print_summary
+    from assay.cli.eval import print_summary
 
     jb = tmp_path / "jb"
     jb.mkdir()

@@ -36,12 +36,8 @@ def _free_port() -> int:
 
 
 def _ui_command() -> list[str]:
-    """``assay ui`` through the CLI once it is wired there, else the command function itself."""
-    from assay import cli
-
-    if any(c.name == "ui" for c in cli.app.registered_commands):
-        return [sys.executable, "-m", "assay.cli", "ui"]
-    return [sys.executable, "-c", "import typer; from assay.ui.commands import ui_cmd; typer.run(ui_cmd)"]
+    """``assay ui`` through the CLI."""
+    return [sys.executable, "-m", "assay.cli", "ui"]
 
 
 @pytest.fixture(scope="module")

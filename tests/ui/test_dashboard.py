@@ -288,7 +288,7 @@ def test_ui_command_refuses_other_addresses_without_a_token(monkeypatch: pytest.
     from typer.testing import CliRunner
 
     from assay.errors import AssayError
-    from assay.ui import commands
+    from assay.cli import ui as commands
 
     started: list[Any] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.append(kw))

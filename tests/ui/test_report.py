@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from typer.testing import CliRunner
 
-from assay.ui import commands
+from assay.cli import ui as commands
 from assay.ui.report import render_report, write_report
 
 from uihelpers import N, assert_escaped, tags

@@ -18,9 +18,9 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
-from assay import __version__
+from assay.version import __version__
 from assay.engine.aggregate import Accumulator, defect_settings
-from assay.engine.results import EvalResult, RowSink, row_inputs
+from assay.results import EvalResult, RowSink, row_inputs
 from assay.engine.target import Target, TargetError
 from assay.errors import AssayError, InputError
 from assay.formats import open_dataset

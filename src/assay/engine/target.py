@@ -116,7 +116,7 @@ def fill(record: Record, out: Any, elapsed_ms: float) -> Record:
 
 def _documents(ctx: Any) -> list[Document]:
     """The target's retrieved context, read as the input formats read ``context`` columns."""
-    from assay.formats._common import FieldError, documents
+    from assay.formats.fields import FieldError, documents
 
     try:
         docs = documents(ctx, "contexts", string_ok=True) or []

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.formats._common import (
-    _MISSING,
+from assay.formats.fields import (
+    MISSING,
     FieldError,
     documents,
     ident,
@@ -67,7 +67,7 @@ def conversation(row: dict[str, Any], norm: Any, index: int) -> list[dict[str, A
         conv, path = row["conversation"], "conversation"
         if isinstance(conv, str):
             parsed = maybe_json(conv, "{")
-            conv = conv if parsed is _MISSING else parsed
+            conv = conv if parsed is MISSING else parsed
         if not isinstance(conv, dict):
             raise FieldError(path, f"expected an object with 'messages', got {kind(conv)}")
         if conv.get("messages") is None:

@@ -30,8 +30,8 @@ from typing import Any
 
 import orjson
 
-from assay.formats._common import (
-    _MISSING,
+from assay.formats.fields import (
+    MISSING,
     doc_uris,
     documents,
     ident,
@@ -75,7 +75,7 @@ def _request_text_cell(value: Any, path: str) -> dict[str, Any]:
 def _inputs(value: Any, path: str) -> dict[str, Any]:
     if isinstance(value, str):
         parsed = maybe_json(value, "{[")
-        if parsed is not _MISSING:
+        if parsed is not MISSING:
             value = parsed
     q, hist = request_fields(value, path, strict=False)
     out = {"query": q, "_request": value}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from assay.errors import InputError
-from assay.formats._common import FieldError, kind
+from assay.formats.fields import FieldError, kind
 from pydantic import ValidationError
 
 from assay.formats.normalize import ColumnMapping, Normalizer, translate

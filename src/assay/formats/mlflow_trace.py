@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 
 from assay.errors import InputError
-from assay.formats._common import (
+from assay.formats.fields import (
     FieldError,
     doc_uris,
     documents,

@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from assay.errors import InputError
 from assay.formats import azure, databricks, mlflow_trace
-from assay.formats._common import (
-    _MISSING,
+from assay.formats.fields import (
+    MISSING,
     FieldError,
     documents,
     guidelines,
@@ -204,7 +204,7 @@ def _expand_expectations(row: dict[str, Any]) -> dict[str, Any]:
     new = {k: v for k, v in row.items() if k != "expectations"}
     if isinstance(exp, str):
         parsed = maybe_json(exp, "{")
-        exp = exp if parsed is _MISSING else parsed
+        exp = exp if parsed is MISSING else parsed
     if not isinstance(exp, dict):
         if exp is not None:
             raise FieldError("expectations", f"expected an object of expected values, got {kind(exp)}")

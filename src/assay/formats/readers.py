@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import orjson
 
 from assay.errors import InputError
-from assay.formats._common import kind
+from assay.formats.fields import kind
 
 EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
               ".pq": "parquet"}

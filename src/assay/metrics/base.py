@@ -308,6 +308,8 @@ def load_builtin_metrics() -> None:
     global _loaded
     if _loaded:
         return
-    from assay.metrics import quality, retrieval, safety, text, usage  # noqa: F401
+    from assay.metrics import quality, retrieval, usage  # noqa: F401
+    from assay.metrics.safety import harms  # noqa: F401
+    from assay.metrics.text import lexical  # noqa: F401
 
     _loaded = True

@@ -47,7 +47,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from assay.metrics._judge import Judge, Prompt, parse_prompt, run_judge
+from assay.judges.judge import Judge, Prompt, parse_prompt, run_judge
 from assay.metrics.base import REGISTRY, EvalContext, Metric, Score, metric
 from assay.models.parse import Scale
 from assay.records import CANONICAL_FIELDS

@@ -3,7 +3,7 @@ Databricks-style yes/no judges.
 
 Each metric is a template under ``metrics/prompts/`` plus a few lines: the shared machinery
 (rendering with delimited untrusted text, JSON answers, one re-ask, probability scoring,
-properties) is in :mod:`assay.metrics._judge`. Every judge needs ``ctx.judge`` (a
+properties) is in :mod:`assay.judges.judge`. Every judge needs ``ctx.judge`` (a
 :class:`~assay.models.base.ChatModel`); without one it returns status ``error`` ("no judge
 model configured"), never raises.
 
@@ -39,7 +39,7 @@ With ground truth (or expected facts) in the data, ``auto`` runs ``correctness``
 ``context_sufficiency`` instead of ``relevance_to_query`` and ``chunk_relevance``.
 
 On a smoke-test judge (the embedded tiny model) scores come from next-token probabilities
-(see :mod:`assay.metrics._judge`); multi-judgment metrics then average P(yes) instead of
+(see :mod:`assay.judges.judge`); multi-judgment metrics then average P(yes) instead of
 counting yes answers, and ``retrieval`` does not ask the tiny model to split intents.
 """
 
@@ -49,7 +49,7 @@ import asyncio
 import re
 from typing import Any, Sequence
 
-from assay.metrics._judge import (NO_JUDGE, Judge, Verdict, ask, load_prompt, merge, render, run_judge,
+from assay.judges.judge import (NO_JUDGE, Judge, Verdict, ask, load_prompt, merge, render, run_judge,
                                   generate_json, scoring_mode)
 from assay.metrics.base import REGISTRY, EvalContext, Score, metric
 from assay.records import Document, Guidelines, Message, Record

@@ -133,10 +133,10 @@ def embedded_judge(**kw: Any) -> Any:
     """The embedded default judge: a :class:`~assay.models.local.LlamaCppModel` for Gemma 3
     270M, named ``embedded:gemma-3-270m-q4_k_m`` and marked ``smoke_test`` (see the module
     docstring). ``kw`` override its settings (``n_ctx``, ``n_threads``, ...)."""
-    from assay.models.local import LlamaCppModel, _require_llama_cpp
+    from assay.models.local import LlamaCppModel, require_llama_cpp
 
     try:
-        _require_llama_cpp()
+        require_llama_cpp()
     except AssayError as exc:
         raise AssayError(f"{INSTALL_HINT} ({exc.__cause__ or exc})") from exc
     path = embedded_model_path()

@@ -97,7 +97,7 @@ DEFAULT_MAX_TOKENS = 512
 MAX_TOP_LOGPROBS = 100
 
 
-def _require_llama_cpp() -> Any:
+def require_llama_cpp() -> Any:
     """Import llama_cpp. Its CPU backend uses OpenMP, whose threads by default spin while they
     wait for each other: when another process (or assay's own metric workers) takes one of the
     two cores, a spinning thread holds the core its partner needs, and a judgment measured here
@@ -213,7 +213,7 @@ class _Engine:
     def load(self) -> Any:
         if self.llm is not None:
             return self.llm
-        llama_cpp = _require_llama_cpp()
+        llama_cpp = require_llama_cpp()
         _route_llama_logs(llama_cpp)
         t0 = time.perf_counter()
         try:
@@ -772,6 +772,6 @@ def local_model(path: str | os.PathLike[str], **kw: Any) -> LlamaCppModel:
     """A :class:`LlamaCppModel` for any GGUF file (what ``--judge local:PATH`` builds); needs
     llama-cpp-python (:data:`INSTALL_HINT`)."""
     model = LlamaCppModel(path, **kw)   # a missing or non-GGUF file is the first thing to report
-    _require_llama_cpp()
+    require_llama_cpp()
     return model
 

@@ -4,7 +4,7 @@ Ollama, the llama.cpp server, LM Studio.
 Two transports send the same request body and read the same response:
 
 ``lean`` (the default)
-    :class:`assay.models._http.LeanHTTP`, a keep-alive HTTP/1.1 client on asyncio
+    :class:`assay.models.http.LeanHTTP`, a keep-alive HTTP/1.1 client on asyncio
     protocols; the body is serialised with orjson and the answer parsed as a plain dict.
     Measured here (2 cores shared by the client and a loopback endpoint answering in
     500 ms, 2,000 calls; ``benchmarks/bench_judge_throughput.py``): 0.15-0.18 ms of client
@@ -44,7 +44,7 @@ from typing import Any, Mapping
 import orjson
 
 from assay.errors import AssayError
-from assay.models._http import LeanHTTP
+from assay.models.http import LeanHTTP
 from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
 
 log = logging.getLogger("assay.models")

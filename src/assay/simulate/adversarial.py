@@ -46,7 +46,7 @@ class PlannedAttack:
     seed: int
 
 
-def _categories(categories: str | Sequence[str] | None) -> list[str]:
+def harm_categories(categories: str | Sequence[str] | None) -> list[str]:
     if categories is None:
         return list(HARM_CATEGORIES)
     if isinstance(categories, str):
@@ -69,7 +69,7 @@ def plan_attacks(scenario: str | Sequence[str], *, n: int, seed: int = 0,
     if turns is not None and turns < 1:
         raise AssayError(f"turns must be at least 1, got {turns}")
     aset = attack_set or load_attack_set()
-    templates = aset.select(_scenarios(scenario), _categories(categories))
+    templates = aset.select(_scenarios(scenario), harm_categories(categories))
     if not templates:
         raise AssayError("no attack template matches these scenarios and categories")
     # Shuffle within each category, then interleave the categories: balanced and seeded.

@@ -37,7 +37,7 @@ from assay.engine.evaluate import run_sync
 from assay.engine.target import Target
 from assay.errors import AssayError
 from assay.records import Document
-from assay.simulate.adversarial import (PlannedAttack, _categories, attack_meta,
+from assay.simulate.adversarial import (PlannedAttack, harm_categories, attack_meta,
                                         play_attack, plan_attacks)
 from assay.simulate.conversation import (Player, SimulationResult, close_target, conversation_row, pick,
                                          resolve_model, run_all, run_conversation, write_jsonl)
@@ -182,7 +182,7 @@ def add_jailbreak_figures(run: dict[str, Any], aggregates: Mapping[str, Any], si
     if getattr(sink, "rows", None) is not None:
         rows: Iterable[Mapping[str, Any]] = sink.rows
     elif getattr(sink, "out", None) is not None:
-        from assay.engine.results import ROWS_FILE
+        from assay.results import ROWS_FILE
 
         rows = _read_rows(Path(sink.out) / ROWS_FILE)
     else:  # pragma: no cover
@@ -202,14 +202,14 @@ def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def attach_jailbreak_defect_rate(result: Any, defect_threshold: float | None = None) -> Any:
-    """For a finished :class:`~assay.engine.results.EvalResult`: add ``result.run["jailbreak"]``
+    """For a finished :class:`~assay.results.EvalResult`: add ``result.run["jailbreak"]``
     (rewriting ``summary.json`` when the run has an output folder). Returns ``result``."""
     figures = jailbreak_figures(result.run, result.metrics, result.iter_rows(), None, defect_threshold)
     if figures is None:
         return result
     result.run["jailbreak"] = figures
     if getattr(result, "rows_path", None) is not None:
-        from assay.engine.results import SUMMARY_FILE
+        from assay.results import SUMMARY_FILE
 
         result.write_summary(Path(result.rows_path).with_name(SUMMARY_FILE))
     return result
@@ -251,7 +251,7 @@ def plan_xpia(*, n: int, seed: int = 0, categories: str | Sequence[str] | None =
     """``n`` indirect attacks: a document, a hidden instruction of a category, a benign task."""
     if n < 1:
         raise AssayError(f"the number of conversations must be at least 1, got {n}")
-    cats = _categories(categories)
+    cats = harm_categories(categories)
     check_names(cats, HARM_CATEGORIES, "category")
     jset = jailbreaks or load_jailbreak_set()
     aset = attack_set or load_attack_set()

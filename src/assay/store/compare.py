@@ -4,7 +4,7 @@ For each metric output the runs share, every run after the first is compared wit
 first (the baseline). Rows are matched by position when both runs read the same data (the
 same fingerprint), else by row id (by position when a row has no id). On the matched rows:
 the difference of means and a 95% bootstrap interval of the mean
-per-row difference (the paired bootstrap, :func:`assay.engine.aggregate.confidence_interval`);
+per-row difference (the paired bootstrap, :func:`assay.stats.confidence_interval`);
 when no row matches (different data), the difference of the two means with a normal
 interval ``±1.96·√(s₁²/n₁ + s₂²/n₂)``. A difference is *significant* when its interval
 leaves out zero. "Worse" follows the metric's direction (lower is better for harms).
@@ -19,10 +19,10 @@ import numpy as np
 import orjson
 from sqlalchemy import and_, select
 
-from assay.engine.aggregate import confidence_interval
+from assay.stats import confidence_interval
 from assay.errors import AssayError
 from assay.store import schema as S
-from assay.store.store import Store, _load_value
+from assay.store.store import Store, load_value
 
 
 class _RunData:
@@ -174,6 +174,6 @@ def _rows_at(store: Store, run_id: str, output: str, idxs: list[int]) -> dict[in
     with store.engine.connect() as conn:
         for idx, row_id, inputs, value, score, result, reason, status in conn.execute(q):
             out[idx] = {"row_id": row_id, "inputs": orjson.loads(inputs),
-                        "score": {"value": _load_value(value), "score": score, "result": result,
+                        "score": {"value": load_value(value), "score": score, "result": result,
                                   "reason": reason, "status": status}}
     return out

@@ -31,7 +31,7 @@ from sqlalchemy import and_, func, or_, select
 
 from assay.errors import AssayError
 from assay.store import schema as S
-from assay.store.store import Store, _load_value, _loads
+from assay.store.store import Store, load_json, load_value
 
 RESULTS = ("pass", "fail", "error", "skipped")
 MAX_PER_PAGE = 500
@@ -110,8 +110,8 @@ def list_runs(store: Store, *, name: str | None = None, status: str | None = Non
     out = []
     for r in rows:
         d = dict(r)
-        d["metrics"] = _loads(d["metrics"]) or []
-        d["aggregates"] = _loads(d["aggregates"]) or {}
+        d["metrics"] = load_json(d["metrics"]) or []
+        d["aggregates"] = load_json(d["aggregates"]) or {}
         out.append(d)
     return out, total
 
@@ -302,7 +302,7 @@ def _load_rows(conn: Any, run_id: str, idxs: list[int]) -> list[dict[str, Any]]:
                           .where(_S.c.run_id == run_id, _S.c.idx.in_(idxs))):
         row = by_idx.get(s.idx)
         if row is not None:
-            row["scores"][s.output] = {"metric": s.metric, "value": _load_value(s.value), "score": s.score,
+            row["scores"][s.output] = {"metric": s.metric, "value": load_value(s.value), "score": s.score,
                                        "passed": s.passed, "result": s.result, "reason": s.reason,
                                        "status": s.status}
     return [by_idx[i] for i in idxs if i in by_idx]
@@ -329,10 +329,10 @@ def get_row(store: Store, run_id: str, idx: int) -> dict[str, Any]:
             raise AssayError(f"run {run_id} has no row {idx}")
         scores = []
         for s in conn.execute(select(_S).where(_S.c.run_id == run_id, _S.c.idx == idx)).mappings():
-            scores.append({"metric": s["metric"], "output": s["output"], "value": _load_value(s["value"]),
+            scores.append({"metric": s["metric"], "output": s["output"], "value": load_value(s["value"]),
                            "score": s["score"], "passed": s["passed"], "result": s["result"],
                            "reason": s["reason"], "status": s["status"], "threshold": s["threshold"],
-                           "properties": _loads(s["properties"]) or {}})
+                           "properties": load_json(s["properties"]) or {}})
         prev_idx = conn.execute(select(func.max(_R.c.idx)).where(_R.c.run_id == run_id, _R.c.idx < idx)).scalar()
         next_idx = conn.execute(select(func.min(_R.c.idx)).where(_R.c.run_id == run_id, _R.c.idx > idx)).scalar()
     return {"idx": r["idx"], "row_id": r["row_id"], "conversation_id": r["conversation_id"],
@@ -417,7 +417,7 @@ def trend(store: Store, output: str, *, name: str | None = None, limit: int = 50
     points = []
     with store.engine.connect() as conn:
         for r in conn.execute(q):
-            agg = (_loads(r.aggregates) or {}).get(output)
+            agg = (load_json(r.aggregates) or {}).get(output)
             if not agg or agg.get("mean") is None:
                 continue
             points.append({"id": r.id, "name": r.name, "created_at": r.created_at, "mean": agg.get("mean"),
@@ -434,7 +434,7 @@ def known_outputs(store: Store, limit: int = 200) -> list[str]:
     with store.engine.connect() as conn:
         for (aggs,) in conn.execute(select(S.runs.c.aggregates).where(S.runs.c.status == "completed")
                                     .order_by(S.runs.c.created_at.desc()).limit(limit)):
-            for o in (_loads(aggs) or {}):
+            for o in (load_json(aggs) or {}):
                 seen.setdefault(o, None)
     return sorted(seen)
 

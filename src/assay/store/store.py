@@ -49,7 +49,7 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
-def _loads(v: str | None) -> Any:
+def load_json(v: str | None) -> Any:
     return None if v is None else orjson.loads(v)
 
 
@@ -154,7 +154,7 @@ class Store:
                   judge: str | None) -> str:
         run_id = uuid.uuid4().hex[:12]
         now = time.time()
-        from assay import __version__
+        from assay.version import __version__
 
         with self.engine.begin() as conn:
             conn.execute(insert(S.runs).values(
@@ -307,21 +307,21 @@ class Store:
                 by_idx: dict[int, dict[str, dict[str, Score]]] = {r.idx: {} for r in rrows}
                 for s in conn.execute(select(S.scores).where(S.scores.c.run_id == run_id, S.scores.c.idx >= lo,
                                                              S.scores.c.idx < hi)):
-                    value = _load_value(s.value)
+                    value = load_value(s.value)
                     score = s.score
                     if score is None and isinstance(value, float) and not math.isfinite(value):
                         score = value  # stored as NULL, restored from the value
                     by_idx[s.idx].setdefault(s.metric, {})[s.output] = Score(
                         value, score, s.passed, s.result, s.reason, s.status, s.threshold,
-                        _loads(s.properties) or {})
+                        load_json(s.properties) or {})
                 for r in rrows:
                     yield StoredRow(r.idx, r.row_id, r.conversation_id, bool(r.target_error),
                                     orjson.loads(r.inputs), by_idx[r.idx])
                 lo = hi
 
     def load_result(self, ref: str) -> Any:
-        """A stored run as an :class:`~assay.engine.results.EvalResult` (rows streamed from the store)."""
-        from assay.engine.results import EvalResult, flat_row, output_keys
+        """A stored run as an :class:`~assay.results.EvalResult` (rows streamed from the store)."""
+        from assay.results import EvalResult, flat_row, output_keys
 
         run = self.get_run(ref)
         keys = output_keys((run.get("config") or {}).get("layout") or [])
@@ -382,8 +382,8 @@ class Store:
             out = []
             for r in conn.execute(q).mappings():
                 d = dict(r)
-                d["metrics"] = _loads(d["metrics"])
-                d["details"] = _loads(d["details"])
+                d["metrics"] = load_json(d["metrics"])
+                d["details"] = load_json(d["details"])
                 out.append(d)
             return out
 
@@ -416,7 +416,7 @@ def _dump_value(v: Any) -> str | None:
     return _dumps(v)
 
 
-def _load_value(v: str | None) -> Any:
+def load_value(v: str | None) -> Any:
     if v is None:
         return None
     if v in _NONFINITE:
@@ -438,7 +438,7 @@ def _like_prefix(ref: str) -> str:
 def _run(row: Mapping[str, Any]) -> dict[str, Any]:
     d = dict(row)
     for k in _JSON_COLUMNS:
-        d[k] = _loads(d.get(k))
+        d[k] = load_json(d.get(k))
     return d
 
 

@@ -25,7 +25,7 @@ MAX_COLUMNS = 12
 
 def render_report(store: Store, ref: str, *, max_rows: int = MAX_ROWS, worst: int = WORST) -> str:
     """The report of run ``ref`` (id, id prefix, name or ``last``) as an HTML string."""
-    from assay import __version__
+    from assay.version import __version__
 
     run = store.get_run(ref)
     outputs = Q.run_outputs(run)

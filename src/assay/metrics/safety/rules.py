@@ -1,6 +1,6 @@
 """The embedded safety scorer: harm severities (0–7) with no key, no network and no LLM.
 
-Used by the safety metrics (:mod:`assay.metrics.safety`) when the run has no judge or its judge
+Used by the safety metrics (:mod:`assay.metrics.safety.harms`) when the run has no judge or its judge
 is the embedded smoke-test model (a 270M base model cannot tell harmful text from harmless).
 It is three layers, each reported by name in the reason of every score it touches:
 

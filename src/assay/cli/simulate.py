@@ -1,17 +1,17 @@
-"""``assay simulate``: adversarial, jailbreak and user simulations (mounted by :mod:`assay.cli`).
+"""``assay simulate``: adversarial, jailbreak and user simulations .
 
 Problems with the user's input raise :class:`~assay.errors.AssayError`: one line, exit 2.
 """
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import typer
 
+from assay.cli.common import err, load_target, out
 from assay.errors import AssayError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -20,14 +20,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 TARGET_HELP = "The app: module:function (sync or async), or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."
 MODEL_HELP = ("The simulating model: embedded (default), openai:MODEL, azure:DEPLOYMENT, "
               "http://HOST:PORT/v1#MODEL or local:/path.gguf.")
-
-
-def load_target(spec: str) -> Any:
-    if re.match(r"^https?://", spec.strip(), re.I):
-        return spec.strip()
-    from assay.cli import _load_target
-
-    return _load_target(spec)
 
 
 def _read(path: Path, what: str) -> str:
@@ -43,8 +35,6 @@ def _read(path: Path, what: str) -> str:
 def _progress(total: int, quiet: bool) -> Iterator[Callable[[int], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from assay.cli import err
-
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal, transient=True) as bar:
         task = bar.add_task("simulating", total=total)
@@ -52,8 +42,6 @@ def _progress(total: int, quiet: bool) -> Iterator[Callable[[int], None]]:
 
 
 def _report(result: Any) -> None:
-    from assay.cli import out
-
     out.print(result.summary(), highlight=False)
     if result.target_errors:
         out.print(f"  [yellow]{result.target_errors} conversation(s) stopped early on a target error "
@@ -125,8 +113,6 @@ def jailbreak_cmd(
                                  turns=turns, seed=seed, attacker=attacker, out=out_dir, concurrency=concurrency,
                                  progress=advance, templates=templates, jailbreaks=jailbreaks)
     _report(res)
-    from assay.cli import out
-
     out.print(f"next: assay eval {out_dir} --metrics safety", highlight=False)
 
 

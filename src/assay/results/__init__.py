@@ -243,7 +243,7 @@ class EvalResult:
         for judges, ``retrieval/ground_truth/document_recall``, ``agent/total_token_count``
         ...; aggregates ``<name>/average`` for numbers and ``<name>/percentage`` for ratings.
         """
-        from assay.engine.databricks_view import databricks_view
+        from assay.results.databricks import databricks_view
 
         return databricks_view(self)
 

@@ -1,4 +1,4 @@
-"""The ``assay ui`` and ``assay report`` commands (wired into :mod:`assay.cli`)::
+"""The ``assay ui`` and ``assay report`` commands (wired into :mod:`assay.cli.main`)::
 
     app.command("ui")(ui_cmd)
     app.command("report")(report_cmd)
@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 
+from assay.cli.common import STORE_OPT, err, open_store, out
 from assay.errors import AssayError
 
-out = Console()
-err = Console(stderr=True)
-_STORE_HELP = "Store path or database URL (default: $ASSAY_STORE, else .assay/assay.db)."
+app = typer.Typer()
 
 
 def is_loopback(host: str) -> bool:
@@ -40,15 +38,6 @@ def _need_ui_extra() -> None:
         raise AssayError(f"the dashboard needs the ui extra ({exc.name} is missing): pip install 'assay[ui]'") from None
 
 
-def _open(url: Optional[str]) -> Any:
-    from assay.store import open_store
-
-    st = open_store(url or None)
-    if st is None:
-        raise AssayError("saving runs is turned off ($ASSAY_STORE=off); name a store with --store")
-    return st
-
-
 def check_bind(host: str, token: Optional[str]) -> Optional[str]:
     """The token to use: ``auto`` makes one; a host other than loopback needs one."""
     if token is not None and token.strip().lower() == "auto":
@@ -61,10 +50,11 @@ def check_bind(host: str, token: Optional[str]) -> Optional[str]:
     return token.strip() if token else None
 
 
+@app.command("ui")
 def ui_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Anything but loopback needs --token."),
     port: int = typer.Option(8765, "--port", help="Port to listen on."),
-    store: Optional[str] = typer.Option(None, "--store", help=_STORE_HELP),
+    store: Optional[str] = STORE_OPT,
     token: Optional[str] = typer.Option(None, "--token", envvar="ASSAY_UI_TOKEN",
                                         help="Require this token on every request ('auto': make one and print it)."),
 ) -> None:
@@ -75,7 +65,7 @@ def ui_cmd(
     from assay.ui.server import create_app
 
     tok = check_bind(host, token)
-    st = _open(store)
+    st = open_store(store)
     app = create_app(st, token=tok)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={tok}" if tok else "")
@@ -88,12 +78,13 @@ def ui_cmd(
         raise AssayError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+@app.command("report")
 def report_cmd(
     run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="The HTML file to write."),
     max_rows: int = typer.Option(2000, "--max-rows", help="Rows listed in the table (the worst rows are added)."),
     worst: int = typer.Option(10, "--worst", help="Worst rows shown in full per metric output."),
-    store: Optional[str] = typer.Option(None, "--store", help=_STORE_HELP),
+    store: Optional[str] = STORE_OPT,
 ) -> None:
     """Write one self-contained HTML report of a run (opens offline, no script)."""
     _need_ui_extra()
@@ -101,6 +92,6 @@ def report_cmd(
 
     if max_rows < 0 or worst < 0:
         raise AssayError("--max-rows and --worst must be 0 or more")
-    st = _open(store)
+    st = open_store(store)
     path = write_report(st, run, output, max_rows=max_rows, worst=worst)
     out.print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)

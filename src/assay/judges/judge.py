@@ -64,7 +64,7 @@ from assay.models.base import Generation, ModelCallError, TokenUsage, estimate_t
 from assay.models.parse import LogprobScore, Scale, score_from_logprobs
 from assay.records import Document, Message
 
-PROMPTS_DIR = Path(__file__).with_name("prompts")
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "metrics" / "prompts"
 NO_JUDGE = "no judge model configured"
 DEFAULT_MAX_TOKENS = 600
 SMOKE_MAX_TOKENS = 160       # a tiny judge's reason is kept for show; its score comes from probabilities

@@ -11,7 +11,7 @@ and both branches need NLTK data downloaded at run time (``punkt_tab`` and
 ``perluniprops``). This module gives the same tokens with no data files:
 
 * :func:`word_tokenize` — ``nltk.word_tokenize`` for ASCII text: English Punkt sentence
-  split (:mod:`assay.metrics._punkt`) then NLTK's improved Treebank tokenizer
+  split (:mod:`assay.metrics.text.punkt`) then NLTK's improved Treebank tokenizer
   (``NLTKWordTokenizer``, NLTK 3.9/3.10 rules) per sentence. Three paths, all giving
   NLTK's tokens:
 
@@ -23,7 +23,7 @@ and both branches need NLTK data downloaded at run time (``punkt_tab`` and
     rules rewritten to start with a literal character where the match is the same;
   - a text of words and spaces only is just split.
 * :func:`international_tokenize` — ``NISTTokenizer.international_tokenize`` with the
-  ``perluniprops`` character classes compiled into :mod:`assay.metrics._perluniprops`.
+  ``perluniprops`` character classes compiled into :mod:`assay.metrics.text.perluniprops`.
 * :func:`nltk_tokenize` — the azure dispatch above, with a small per-process LRU so a
   string tokenized for BLEU is not tokenized again for GLEU/METEOR in the same row.
 
@@ -36,7 +36,7 @@ import re
 from functools import lru_cache
 from xml.sax.saxutils import unescape as _xml_unescape
 
-from assay.metrics._punkt import period_breaks, sentence_spans, split_sentences
+from assay.metrics.text.punkt import period_breaks, sentence_spans, split_sentences
 
 __all__ = ["word_tokenize", "treebank_tokenize", "international_tokenize", "nltk_tokenize"]
 
@@ -346,7 +346,7 @@ _XML_ENTITIES = {"&apos;": "'", "&quot;": '"', "&#124;": "|", "&#91;": "[", "&#9
 def _nist() -> list[tuple[re.Pattern, str]]:
     global _nist_rules
     if _nist_rules is None:
-        from assay.metrics._perluniprops import NUMBER, PUNCTUATION, SYMBOL, char_class
+        from assay.metrics.text.perluniprops import NUMBER, PUNCTUATION, SYMBOL, char_class
 
         _nist_rules = [
             (re.compile(r"([\x00-\x7f]+)"), r" \1 "),

@@ -22,7 +22,7 @@ the same path as the quality judges (tagged, delimited untrusted text; JSON answ
 errors kept): the severity definitions are ``prompts/safety/<metric>.txt``, versioned by their
 first line (``properties.prompt_version``). When the run has no judge, or its judge is the
 embedded smoke-test model (which cannot tell harm apart, measured), the metrics use the
-embedded classifier of :mod:`assay.metrics._safety_embedded` instead: rules plus the packaged
+embedded classifier of :mod:`assay.metrics.safety.rules` instead: rules plus the packaged
 profanity and offensive-text models, no key, no network. ``options["safety_scorer"]`` forces
 ``"embedded"`` or ``"judge"``. ``properties.scorer`` always says which one scored.
 """
@@ -33,10 +33,10 @@ import re
 from functools import lru_cache
 from typing import Any, Sequence
 
-from assay.metrics import _safety_embedded as embedded
-from assay.metrics._judge import (NO_JUDGE, PROMPTS_DIR, Judge, _json_key, ask, is_smoke_test, load_prompt,
+from assay.metrics.safety import rules as embedded
+from assay.judges.judge import (NO_JUDGE, PROMPTS_DIR, Judge, _json_key, ask, is_smoke_test, load_prompt,
                                   render, run_judge)
-from assay.metrics._safety_embedded import HARMS, severity_label
+from assay.metrics.safety.rules import HARMS, severity_label
 from assay.metrics.base import EvalContext, Score, group, metric
 from assay.records import Document
 

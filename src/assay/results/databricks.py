@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from assay.engine.results import EvalResult
+    from assay.results import EvalResult
 
 # output name -> Databricks column name (without /rating etc.)
 NAMES: dict[str, str] = {

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-_MISSING = object()
+MISSING = object()
 
 
 class FieldError(Exception):
@@ -52,11 +52,11 @@ def maybe_json(value: str, opening: str) -> Any:
     """
     s = value.lstrip()
     if not s or s[0] not in opening:
-        return _MISSING
+        return MISSING
     try:
         return orjson.loads(s)
     except orjson.JSONDecodeError:
-        return _MISSING
+        return MISSING
 
 
 def json_text(value: Any) -> str:
@@ -131,7 +131,7 @@ def messages(value: Any, path: str) -> list[dict[str, Any]] | None:
         return None
     if isinstance(value, str):
         parsed = maybe_json(value, "[")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, "expected a list of chat messages, got a string")
         value = parsed
     if not isinstance(value, list):
@@ -193,7 +193,7 @@ def documents(value: Any, path: str, *, string_ok: bool = False, retriever: bool
                     return documents(parsed, path, retriever=True)
             return [{"content": value}]
         parsed = maybe_json(value, "[")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, "expected a list of documents, got a string")
         value = parsed
     if isinstance(value, dict):
@@ -282,7 +282,7 @@ def doc_uris(value: Any, path: str) -> list[str] | None:
         return None
     if isinstance(value, str):
         parsed = maybe_json(value, "[")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, "expected a list of documents with 'doc_uri', got a string")
         value = parsed
     if not isinstance(value, list):
@@ -310,7 +310,7 @@ def str_list(value: Any, path: str) -> list[str] | None:
         return None
     if isinstance(value, str):
         parsed = maybe_json(value, "[")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, "expected a list of strings, got a string")
         value = parsed
     if not isinstance(value, list):
@@ -327,7 +327,7 @@ def guidelines(value: Any, path: str) -> list[str] | dict[str, list[str]] | None
         return None
     if isinstance(value, str):
         parsed = maybe_json(value, "[{")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, "expected a list of strings (or an object mapping names to lists of "
                                    "strings), got a string")
         value = parsed
@@ -349,7 +349,7 @@ def obj_list(value: Any, path: str, what: str = "objects") -> list[dict[str, Any
         return None
     if isinstance(value, str):
         parsed = maybe_json(value, "[")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, f"expected a list of {what}, got a string")
         value = parsed
     if not isinstance(value, list):
@@ -373,7 +373,7 @@ def usage(value: Any, path: str) -> dict[str, Any] | None:
         return None
     if isinstance(value, str):
         parsed = maybe_json(value, "{")
-        if parsed is _MISSING:
+        if parsed is MISSING:
             raise FieldError(path, "expected an object with token counts, got a string")
         value = parsed
     if not isinstance(value, dict):

