@@ -26,6 +26,7 @@ demo: $(STAMP)
 	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto --out results/demo
 
 test: $(STAMP) $(SERVICES)
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -1,7 +1,8 @@
 """The one row type: every input format is normalised to a :class:`Record`.
 
-Field names follow SPEC §1. Adapters in :mod:`assay.formats` produce records;
-nothing downstream reads a source format.
+Field names are the union of Azure AI Evaluation's and Databricks Agent Evaluation's input
+schemas. Adapters in :mod:`assay.formats` produce records; nothing downstream reads a source
+format.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The results store: every run, its rows and scores, benchmark results (SPEC §4)."""
+"""The results store: every run, its rows and scores, benchmark results."""
 
 from assay.store.store import StoredRow, Store, default_store_url, open_store
 

@@ -1,4 +1,4 @@
-"""Comparing runs metric by metric and row by row (SPEC §4).
+"""Comparing runs metric by metric and row by row.
 
 For each metric output the runs share, every run after the first is compared with the
 first (the baseline). Rows are matched by position when both runs read the same data (the

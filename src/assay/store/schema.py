@@ -8,7 +8,8 @@ so they read the same on both and ``LIKE`` searches work on both.
   the run summary, judge usage, timings, rows written so far.
 - ``rows``: one per evaluated row: its position ``idx`` in the input, the row id, the
   conversation id, the ``inputs.*`` columns as JSON.
-- ``scores``: one per (row, metric output): the 8 keys of SPEC §3.
+- ``scores``: one per (row, metric output): the eight columns of a row's metric output (value, score, passed,
+  result, reason, status, threshold, properties).
 - ``run_columns``: a finished run's scores and row ids as compact blobs, for comparisons.
 - ``benchmarks``: results of model benchmarks (for the benchmark commands).
 - ``assay_meta``: ``schema_version``.

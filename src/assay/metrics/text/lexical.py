@@ -1,4 +1,4 @@
-"""Classic text-overlap metrics (SPEC §3 "Classic"): F1, exact match, BLEU, GLEU, METEOR, ROUGE.
+"""Classic text-overlap metrics: F1, exact match, BLEU, GLEU, METEOR, ROUGE.
 
 Each metric gives the value azure-ai-evaluation (1.x) gives on the same input, except
 where its docstring lists a deliberate difference. Nothing here downloads anything:
