@@ -192,8 +192,9 @@ def _contains_sentbreak(context: str) -> bool:
     return result
 
 
-def _end_contexts(text: str):
-    """NLTK's ``_match_potential_end_contexts``: (match, context) per candidate."""
+def _candidates(text: str):
+    """NLTK's ``_match_potential_end_contexts`` walk: ``(match, word_start, stop)`` per candidate,
+    where ``text[word_start:stop]`` is the word before the candidate end character at ``stop``."""
     ws = [c for c in _WS if c in text]
     prev_start = prev_stop = 0
     prev_match = None
@@ -206,11 +207,17 @@ def _end_contexts(text: str):
             i = max(text.rfind(c, prev_stop, start) for c in ws) if ws else -1
         idx = i + 1 if i > prev_stop else prev_start
         if prev_match is not None and prev_stop <= idx:
-            yield prev_match, text[prev_start:prev_stop + 1] + prev_match.group(1)
+            yield prev_match, prev_start, prev_stop
         prev_match = match
         prev_start, prev_stop = idx, start
     if prev_match is not None:
-        yield prev_match, text[prev_start:prev_stop + 1] + prev_match.group(1)
+        yield prev_match, prev_start, prev_stop
+
+
+def _end_contexts(text: str):
+    """(match, context) per candidate, as NLTK's ``_match_potential_end_contexts`` gives them."""
+    for match, start, stop in _candidates(text):
+        yield match, text[start:stop + 1] + match.group(1)
 
 
 def period_breaks(text: str) -> list[int]:
@@ -222,23 +229,9 @@ def period_breaks(text: str) -> list[int]:
     """
     out: list[int] = []
     params = load_params()
-    ws = [c for c in _WS if c in text]
-    prev_start = prev_stop = 0
-    prev = None
-    for m in _PERIOD_CONTEXT.finditer(text):
-        start = m.start()
-        if len(ws) == 1:
-            i = text.rfind(ws[0], prev_stop, start)
-        else:
-            i = max(text.rfind(c, prev_stop, start) for c in ws) if ws else -1
-        word_start = i + 1 if i > prev_stop else prev_start
-        if prev is not None and prev_stop <= word_start and text[prev_stop] == ".":
-            if _period_decision(text, prev, prev_start, prev_stop, params):
-                out.append(prev_stop)
-        prev = m
-        prev_start, prev_stop = word_start, start
-    if prev is not None and text[prev_stop] == "." and _period_decision(text, prev, prev_start, prev_stop, params):
-        out.append(prev_stop)
+    for m, start, stop in _candidates(text):
+        if text[stop] == "." and _period_decision(text, m, start, stop, params):
+            out.append(stop)
     return out
 
 
