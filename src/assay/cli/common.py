@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -35,22 +33,11 @@ def pairs(values: List[str], what: str) -> dict[str, str]:
 
 
 def load_target(spec: str) -> Any:
-    """``module:function`` (the current directory is importable), or an endpoint ``http(s)://HOST/v1#MODEL``."""
-    if spec.strip().lower().startswith(("http://", "https://")):
-        return spec.strip()  # an OpenAI-compatible endpoint: see assay.engine.target.EndpointApp
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise AssayError(f"--target {spec!r} must look like module:function")
-    sys.path.insert(0, os.getcwd())
-    try:
-        mod = importlib.import_module(mod_name)
-    except Exception as exc:
-        raise AssayError(f"--target: cannot import {mod_name!r}: {type(exc).__name__}: {exc}") from None
-    try:
-        fn = getattr(mod, attr)
-    except AttributeError:
-        raise AssayError(f"--target: module {mod_name!r} has no attribute {attr!r}") from None
-    return fn
+    """``module:function`` (the current directory is importable), or an endpoint ``http(s)://HOST/v1#MODEL``:
+    :func:`assay.engine.target.load_target`."""
+    from assay.engine.target import load_target as load
+
+    return load(spec)
 
 
 def count_rows(data: str) -> int | None:

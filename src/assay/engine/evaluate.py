@@ -150,19 +150,17 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
     needed = any(m.kind in ("judge", "safety") for m in chosen)
     if judge is None and not needed:
         return None, None
-    from assay.models import LimitedModel, build_judge, embedded_judge
+    from assay.models import resolve
 
-    if isinstance(judge, LimitedModel):
-        return judge, "given"
-    if judge is not None:
-        return build_judge(judge, concurrency=concurrency), "given"
+    if judge is not None:  # a LimitedModel comes back as it is
+        return resolve(judge, role="judge", concurrency=concurrency), "given"
     spec = os.environ.get(JUDGE_ENV, "").strip()
     if spec:
-        return build_judge(spec, concurrency=concurrency), f"${JUDGE_ENV}"
+        return resolve(spec, role="judge", concurrency=concurrency), f"${JUDGE_ENV}"
     if not any(m.kind == "judge" for m in chosen):
         # safety metrics alone: without a judge they score on the embedded safety classifier
         return None, "embedded safety classifier"
-    return build_judge(embedded_judge(), concurrency=concurrency), "embedded default"
+    return resolve(None, role="judge", concurrency=concurrency), "embedded default"
 
 
 def _check_columns(chosen: list[Metric], present: set[str], source: str, n: int) -> None:

@@ -6,14 +6,19 @@ It returns the answer as a string, or a dict with ``response`` (or ``answer``) a
 optionally ``contexts`` / ``context``, ``usage`` and ``trace`` (an MLflow trace, from
 which retrieved context and token usage are extracted). Its latency is measured.
 
-A target may also be an OpenAI-compatible chat endpoint, named by a string
+A target given as a string is loaded by :func:`load_target`: ``module:function`` (imported
+with the current directory importable) or an OpenAI-compatible chat endpoint
 ``http(s)://HOST:PORT/v1#MODEL`` (see :class:`EndpointApp`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
+import os
+import re
+import sys
 import time
 from typing import Any, Callable
 
@@ -28,7 +33,7 @@ class TargetError(Exception):
 class Target:
     def __init__(self, fn: "Callable[..., Any] | str"):
         if isinstance(fn, str):
-            fn = EndpointApp(fn)
+            fn = load_target(fn)
         if not callable(fn):
             raise AssayError(f"target must be a callable, got {type(fn).__name__}")
         self.fn = fn
@@ -140,15 +145,11 @@ class EndpointApp:
 
     def __init__(self, spec: str, *, max_tokens: int | None = None, temperature: float | None = None,
                  timeout: float = 120.0, max_attempts: int = 4, system: str | None = None):
-        import os
+        from assay.models import resolve_spec
 
-        from assay.models.spec import parse_judge_spec
-
-        js = parse_judge_spec(spec)
-        if js.kind != "http":
-            raise AssayError(f"target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL")
-        self.base_url, self.model_name = js.base_url or "", js.model
-        self.target_name = js.spec
+        self.spec = resolve_spec(spec, role="target")
+        self.base_url, self.model_name = self.spec.base_url or "", self.spec.model
+        self.target_name = self.spec.spec
         self.max_tokens, self.temperature, self.system = max_tokens, temperature, system
         self._timeout, self._max_attempts = timeout, max_attempts
         self._api_key = os.environ.get("ASSAY_TARGET_API_KEY")
@@ -159,14 +160,11 @@ class EndpointApp:
 
     def _llm(self) -> Any:
         if self._model is None:
-            from assay.models.limits import LimitedModel, Limiter
-            from assay.models.openai_compat import OpenAICompat
+            from assay.models import resolve
 
-            backend = OpenAICompat.endpoint(self.base_url, self.model_name, api_key=self._api_key,
-                                            timeout=self._timeout)
-            # The engine bounds concurrency itself; the limiter is for retries and backoff.
-            self._model = LimitedModel(backend, Limiter(concurrency=64, timeout=self._timeout,
-                                                        max_attempts=self._max_attempts), cache=None)
+            # The engine bounds concurrency itself; the limiter (64 in flight) is for retries and backoff.
+            self._model = resolve(self.spec, role="target", timeout=self._timeout,
+                                  max_attempts=self._max_attempts, api_key=self._api_key)
         return self._model
 
     @staticmethod
@@ -213,3 +211,25 @@ class EndpointApp:
     async def aclose(self) -> None:
         if self._model is not None:
             await self._model.aclose()
+
+
+def load_target(spec: str) -> Callable[..., Any]:
+    """The application named by ``spec``: ``module:function`` (the current directory is
+    importable), or an OpenAI-compatible endpoint ``http(s)://HOST:PORT/v1#MODEL`` (any
+    ``scheme://`` string is read as an endpoint, so a wrong scheme is reported as one)."""
+    s = spec.strip()
+    if re.match(r"^[a-z][a-z0-9+.-]*://", s, re.I):
+        return EndpointApp(s)
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise AssayError(f"--target {spec!r} must look like module:function")
+    sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:
+        raise AssayError(f"--target: cannot import {mod_name!r}: {type(exc).__name__}: {exc}") from None
+    try:
+        fn = getattr(mod, attr)
+    except AttributeError:
+        raise AssayError(f"--target: module {mod_name!r} has no attribute {attr!r}") from None
+    return fn

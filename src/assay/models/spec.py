@@ -1,4 +1,5 @@
-"""Judge specs: the strings ``--judge`` accepts, parsed into data, built into models.
+"""Model specs: the one grammar for the strings that name a model (``--judge``, ``--attacker``,
+``--model``, an endpoint ``--target``), parsed into data and built into backends.
 
 =====================================  ==============================================
 ``openai:gpt-4o-mini``                 OpenAI (``OPENAI_API_KEY``; ``OPENAI_BASE_URL``)
@@ -10,7 +11,12 @@
                                        ``ASSAY_JUDGE_API_KEY``; no ``#model``: the first
                                        model the server lists
 ``local:/path/model.gguf``             a GGUF run in-process (llama.cpp)
+``embedded``                           the embedded smoke-test model (Gemma 3 270M, see
+                                       :mod:`assay.models.embedded`)
 =====================================  ==============================================
+
+:func:`parse_model_spec` only reads the string; which forms a caller accepts and the defaults
+it builds them with (limits, cache, keys) are chosen by :func:`assay.models.resolve`.
 """
 
 from __future__ import annotations
@@ -27,14 +33,16 @@ ACCEPTED_FORMS = ("openai:MODEL (e.g. openai:gpt-4o-mini)",
                   "http(s)://HOST:PORT/v1#MODEL (e.g. http://127.0.0.1:8000/v1#qwen2.5-7b)",
                   "local:/path/to/model.gguf")
 
+KINDS = ("openai", "azure", "http", "local", "embedded")
 
-class JudgeSpecError(AssayError):
-    pass
+
+class ModelSpecError(AssayError):
+    """A model spec string that is not one of the accepted forms."""
 
 
 @dataclass(frozen=True)
-class JudgeSpec:
-    """A parsed judge spec. ``kind``: openai | azure | http | local."""
+class ModelSpec:
+    """A parsed model spec. ``kind``: openai | azure | http | local | embedded."""
 
     kind: str
     model: str | None = None       # model name, or the Azure deployment
@@ -43,7 +51,8 @@ class JudgeSpec:
     spec: str = ""
 
     def build(self, **kw: Any) -> Any:
-        """The backend (a :class:`~assay.models.base.ChatModel`); ``kw`` go to its constructor."""
+        """The bare backend (a :class:`~assay.models.base.ChatModel`, no limits or cache);
+        ``kw`` go to its constructor."""
         from assay.models.openai_compat import OpenAICompat
 
         if self.kind == "openai":
@@ -56,34 +65,46 @@ class JudgeSpec:
             from assay.models.local import local_model
 
             return local_model(self.path or "", **kw)
-        raise JudgeSpecError(f"unknown judge kind {self.kind!r}")  # pragma: no cover
+        if self.kind == "embedded":
+            from assay.models.embedded import embedded_judge
+
+            return embedded_judge(**kw)
+        raise ModelSpecError(f"unknown judge kind {self.kind!r}")  # pragma: no cover
 
     def __str__(self) -> str:
         return self.spec
 
 
-def parse_judge_spec(spec: str) -> JudgeSpec:
-    """Parse a ``--judge`` value; unknown forms raise :class:`AssayError` listing the accepted ones."""
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Parse a model spec; unknown forms raise :class:`ModelSpecError` listing the accepted ones."""
     s = (spec or "").strip()
     forms = "; ".join(ACCEPTED_FORMS)
     if not s:
-        raise JudgeSpecError(f"empty judge spec; accepted forms: {forms}")
+        raise ModelSpecError(f"empty judge spec; accepted forms: {forms}")
+    if s.lower() == "embedded":
+        return ModelSpec("embedded", spec="embedded")
     if re.match(r"^https?://", s, re.I):
         url, _, model = s.partition("#")
         url = url.rstrip("/")
         if not re.match(r"^https?://[^/\s#?]+", url, re.I):
-            raise JudgeSpecError(f"judge {spec!r}: no host in the URL; accepted forms: {forms}")
-        return JudgeSpec("http", model=model.strip() or None, base_url=url, spec=s)
+            raise ModelSpecError(f"judge {spec!r}: no host in the URL; accepted forms: {forms}")
+        return ModelSpec("http", model=model.strip() or None, base_url=url, spec=s)
     prefix, sep, rest = s.partition(":")
     prefix = prefix.strip().lower()
     rest = rest.strip()
     if sep and prefix in ("openai", "azure"):
         if not rest:
             what = "model" if prefix == "openai" else "deployment"
-            raise JudgeSpecError(f"judge {spec!r}: no {what} named; accepted forms: {forms}")
-        return JudgeSpec(prefix, model=rest, spec=s)
+            raise ModelSpecError(f"judge {spec!r}: no {what} named; accepted forms: {forms}")
+        return ModelSpec(prefix, model=rest, spec=s)
     if sep and prefix == "local":
         if not rest:
-            raise JudgeSpecError(f"judge {spec!r}: no model file named; accepted forms: {forms}")
-        return JudgeSpec("local", path=os.path.expanduser(rest), spec=s)
-    raise JudgeSpecError(f"unknown judge {spec!r}; accepted forms: {forms}")
+            raise ModelSpecError(f"judge {spec!r}: no model file named; accepted forms: {forms}")
+        return ModelSpec("local", path=os.path.expanduser(rest), spec=s)
+    raise ModelSpecError(f"unknown judge {spec!r}; accepted forms: {forms}")
+
+
+# The names judges used before targets and simulators shared the grammar.
+JudgeSpec = ModelSpec
+JudgeSpecError = ModelSpecError
+parse_judge_spec = parse_model_spec

@@ -44,17 +44,14 @@ _NEXT_TURN = re.compile(r"\n\s*" + _ROLES, re.I)
 
 
 def resolve_model(spec: Any) -> Any:
-    """The simulating model: ``None`` or ``"embedded"`` -> the embedded Gemma model; a spec
-    string (``openai:MODEL``, ``azure:DEPLOYMENT``, ``http://HOST:PORT/v1#MODEL``,
-    ``local:/path.gguf``) -> that backend; a ChatModel -> itself. Every one goes behind one
-    :class:`~assay.models.limits.LimitedModel` (concurrency, retries, call cache)."""
-    from assay.models import LimitedModel, build_judge, embedded_judge
+    """The simulating model: ``None``, ``""``, ``"default"`` or ``"embedded"`` -> the embedded
+    Gemma model; a spec string (``openai:MODEL``, ``azure:DEPLOYMENT``,
+    ``http://HOST:PORT/v1#MODEL``, ``local:/path.gguf``) -> that backend; a ChatModel -> itself.
+    Every one goes behind one :class:`~assay.models.limits.LimitedModel` (concurrency, retries,
+    call cache): :func:`assay.models.resolve` with ``role="simulator"``."""
+    from assay.models import resolve
 
-    if isinstance(spec, LimitedModel):
-        return spec
-    if spec is None or (isinstance(spec, str) and spec.strip().lower() in ("", "embedded", "default")):
-        return build_judge(embedded_judge())
-    return build_judge(spec)
+    return resolve(spec, role="simulator")
 
 
 def _is_base_completion_model(model: Any) -> bool:

@@ -1,0 +1,122 @@
+"""One way from a model spec to a model ready for calls: :func:`resolve`.
+
+Judges, endpoint targets and simulating models are all named by the grammar of
+:func:`~assay.models.spec.parse_model_spec` and all end as the backend behind one
+:class:`~assay.models.limits.LimitedModel` (limits, retries, call cache, usage). What differs
+between them is the ``role``, and only in these defaults:
+
+==========  ===============  ========  =====  ==================  ==========================
+role        concurrency      attempts  cache  no spec             forms
+==========  ===============  ========  =====  ==================  ==========================
+judge       the backend's    6         yes    the embedded model  all
+simulator   the backend's    6         yes    the embedded model  all; ``""`` and
+                                                                  ``"default"`` mean embedded
+target      64               4         no     (required)          ``http(s)://...`` only; key
+                                                                  from ``ASSAY_TARGET_API_KEY``
+==========  ===============  ========  =====  ==================  ==========================
+
+The backend's concurrency is its ``default_concurrency`` (32 OpenAI, 16 Azure, 8 other
+endpoints, 2 in-process). A target's limiter is there for retries and backoff: the engine bounds
+its calls in flight itself, and an application's answers are never cached.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from assay.errors import AssayError
+from assay.models.cache import open_cache
+from assay.models.limits import LimitedModel, Limiter
+from assay.models.pricing import parse_price
+from assay.models.spec import KINDS, ModelSpec, ModelSpecError, parse_model_spec
+
+DEFAULT_TIMEOUT = 120.0
+_DEFAULT: Any = object()
+
+
+@dataclass(frozen=True)
+class Role:
+    """The defaults :func:`resolve` uses for one kind of caller."""
+
+    name: str
+    concurrency: int | None        # None: the backend's ``default_concurrency``
+    max_attempts: int
+    cache: bool                    # open the call cache ($ASSAY_CACHE, else ./.assay/cache.sqlite)
+    default: str | None            # the spec used when none is given (None: one is required)
+    blank_is_default: bool         # "" and "default" also stand for ``default``
+    kinds: tuple[str, ...]         # the spec kinds accepted
+    wrong_kind: str = ""           # the error for another kind; ``{spec!r}`` is filled in
+    api_key_env: str | None = None  # an http backend's key, when none is passed
+    timeout_to_backend: bool = False  # the backend's own HTTP timeout follows ``timeout``
+
+
+ROLES: dict[str, Role] = {
+    "judge": Role("judge", None, 6, True, "embedded", False, KINDS),
+    "simulator": Role("simulator", None, 6, True, "embedded", True, KINDS),
+    "target": Role("target", 64, 4, False, None, False, ("http",),
+                   wrong_kind="target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL",
+                   api_key_env="ASSAY_TARGET_API_KEY", timeout_to_backend=True),
+}
+
+
+def role_defaults(role: str) -> Role:
+    try:
+        return ROLES[role]
+    except KeyError:
+        raise AssayError(f"unknown model role {role!r}; roles: {', '.join(ROLES)}") from None
+
+
+def resolve_spec(spec: "str | ModelSpec | None", *, role: str = "judge") -> ModelSpec:
+    """The parsed spec a ``role`` accepts: its default for None (and, for simulators, ``""`` or
+    ``"default"``); a kind the role does not take raises :class:`AssayError`."""
+    r = role_defaults(role)
+    if spec is None or (r.blank_is_default and isinstance(spec, str)
+                        and spec.strip().lower() in ("", "default")):
+        if r.default is None:
+            raise ModelSpecError(f"a {role} needs a model spec")
+        spec = r.default
+    ms = parse_model_spec(spec) if isinstance(spec, str) else spec
+    if ms.kind not in r.kinds:
+        raise ModelSpecError(r.wrong_kind.format(spec=spec) or f"a {role} cannot be {ms.kind!r}")
+    return ms
+
+
+def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = None,
+            rpm: float | None = None, tpm: float | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+            max_attempts: int | None = None, cache: Any = _DEFAULT, price: Any = None,
+            **backend: Any) -> LimitedModel:
+    """The model for ``spec`` as ``role`` (``judge``, ``simulator`` or ``target``) uses it.
+
+    ``spec``: a spec string, a :class:`~assay.models.spec.ModelSpec`, a bare backend (a
+    ChatModel, wrapped here), a :class:`LimitedModel` (returned as it is: it keeps its own
+    limiter and cache), or None for the role's default. ``concurrency`` / ``max_attempts``:
+    None for the role's default; ``rpm`` / ``tpm`` / ``timeout`` go to the
+    :class:`~assay.models.limits.Limiter`. ``cache``: a :class:`~assay.models.cache.CallCache`,
+    a path, or None; by default the role's. ``price``: USD per 1M input and output tokens,
+    ``(in, out)`` or ``"in,out"``, for a model the price table does not know. ``backend``
+    kwargs go to the backend's constructor.
+    """
+    if isinstance(spec, LimitedModel):
+        return spec
+    r = role_defaults(role)
+    if spec is None or isinstance(spec, (str, ModelSpec)):
+        ms = resolve_spec(spec, role=role)
+        if ms.kind == "http" and r.api_key_env and backend.get("api_key") is None:
+            backend["api_key"] = os.environ.get(r.api_key_env)
+        if r.timeout_to_backend and timeout is not None:
+            backend.setdefault("timeout", timeout)
+        model = ms.build(**backend)
+    else:
+        model = spec
+    conc = concurrency or r.concurrency
+    limiter = Limiter.for_model(model, rpm=rpm, tpm=tpm, timeout=timeout,
+                                max_attempts=r.max_attempts if max_attempts is None else max_attempts,
+                                **({"concurrency": conc} if conc else {}))
+    if cache is _DEFAULT:
+        cache = open_cache() if r.cache else None
+    elif isinstance(cache, (str, os.PathLike)):
+        cache = open_cache(cache)
+    return LimitedModel(model, limiter, cache,
+                        price=parse_price(price, where=f"{role} price") if price is not None else None)
