@@ -163,7 +163,7 @@ def test_a_judge_spec_must_not_be_blank():
 
 
 def test_simulator_errors_keep_their_words():
-    with pytest.raises(AssayError, match="unknown judge 'bogus:x'"):
+    with pytest.raises(AssayError, match="unknown simulator 'bogus:x'"):
         resolve_model("bogus:x")
 
 
@@ -249,7 +249,7 @@ def test_load_target_reads_an_endpoint():
     (":fn", "--target ':fn' must look like module:function"),
     ("no_such_module_xyz:fn", "--target: cannot import 'no_such_module_xyz': ModuleNotFoundError"),
     ("os:no_such_function", "--target: module 'os' has no attribute 'no_such_function'"),
-    ("ftp://nowhere", "unknown judge 'ftp://nowhere'"),
+    ("ftp://nowhere", "unknown target 'ftp://nowhere'"),
 ])
 def test_load_target_errors(spec, message, monkeypatch):
     monkeypatch.setattr("sys.path", list(__import__("sys").path))

@@ -59,7 +59,7 @@ def test_jailbreak_writes_the_paired_folder(app_dir):
     (["users", "--target", "my_app:chat", "--out", "c.jsonl"], "give --text FILE and/or --tasks FILE"),
     (["users", "--target", "my_app:chat", "--tasks", "missing.txt", "--out", "c.jsonl"], "--tasks missing.txt: no such file"),
     (["adversarial", "--target", "my_app:chat", "--attacker", "bogus:x", "--scenario", "adv_conversation",
-      "--out", "a.jsonl"], "unknown judge 'bogus:x'"),
+      "--out", "a.jsonl"], "unknown simulator 'bogus:x'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(app_dir, args, expect):
     p = run(app_dir, "simulate", *args)

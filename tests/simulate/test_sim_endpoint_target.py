@@ -43,7 +43,7 @@ async def test_the_endpoint_gets_the_conversation_and_its_documents(fake):
 
 
 def test_a_spec_that_is_not_an_endpoint_is_refused():
-    with pytest.raises(AssayError, match="unknown judge|endpoint"):
+    with pytest.raises(AssayError, match="unknown target|endpoint"):
         Target("ftp://nowhere")
     with pytest.raises(AssayError, match="endpoint target must look like"):
         EndpointApp("openai:gpt-4o-mini")

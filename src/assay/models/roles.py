@@ -77,7 +77,7 @@ def resolve_spec(spec: "str | ModelSpec | None", *, role: str = "judge") -> Mode
         if r.default is None:
             raise ModelSpecError(f"a {role} needs a model spec")
         spec = r.default
-    ms = parse_model_spec(spec) if isinstance(spec, str) else spec
+    ms = parse_model_spec(spec, role) if isinstance(spec, str) else spec
     if ms.kind not in r.kinds:
         raise ModelSpecError(r.wrong_kind.format(spec=spec) or f"a {role} cannot be {ms.kind!r}")
     return ms

@@ -75,19 +75,20 @@ class ModelSpec:
         return self.spec
 
 
-def parse_model_spec(spec: str) -> ModelSpec:
-    """Parse a model spec; unknown forms raise :class:`ModelSpecError` listing the accepted ones."""
+def parse_model_spec(spec: str, role: str = "judge") -> ModelSpec:
+    """Parse a model spec; unknown forms raise :class:`ModelSpecError` listing the accepted ones.
+    ``role`` names the model in messages (judge, target, simulator)."""
     s = (spec or "").strip()
     forms = "; ".join(ACCEPTED_FORMS)
     if not s:
-        raise ModelSpecError(f"empty judge spec; accepted forms: {forms}")
+        raise ModelSpecError(f"empty {role} spec; accepted forms: {forms}")
     if s.lower() == "embedded":
         return ModelSpec("embedded", spec="embedded")
     if re.match(r"^https?://", s, re.I):
         url, _, model = s.partition("#")
         url = url.rstrip("/")
         if not re.match(r"^https?://[^/\s#?]+", url, re.I):
-            raise ModelSpecError(f"judge {spec!r}: no host in the URL; accepted forms: {forms}")
+            raise ModelSpecError(f"{role} {spec!r}: no host in the URL; accepted forms: {forms}")
         return ModelSpec("http", model=model.strip() or None, base_url=url, spec=s)
     prefix, sep, rest = s.partition(":")
     prefix = prefix.strip().lower()
@@ -95,13 +96,13 @@ def parse_model_spec(spec: str) -> ModelSpec:
     if sep and prefix in ("openai", "azure"):
         if not rest:
             what = "model" if prefix == "openai" else "deployment"
-            raise ModelSpecError(f"judge {spec!r}: no {what} named; accepted forms: {forms}")
+            raise ModelSpecError(f"{role} {spec!r}: no {what} named; accepted forms: {forms}")
         return ModelSpec(prefix, model=rest, spec=s)
     if sep and prefix == "local":
         if not rest:
-            raise ModelSpecError(f"judge {spec!r}: no model file named; accepted forms: {forms}")
+            raise ModelSpecError(f"{role} {spec!r}: no model file named; accepted forms: {forms}")
         return ModelSpec("local", path=os.path.expanduser(rest), spec=s)
-    raise ModelSpecError(f"unknown judge {spec!r}; accepted forms: {forms}")
+    raise ModelSpecError(f"unknown {role} {spec!r}; accepted forms: {forms}")
 
 
 # The names judges used before targets and simulators shared the grammar.
