@@ -3,11 +3,14 @@
 Every converter takes the value and the *path* of the source field it came from (the
 user's own name, e.g. ``retrieved_context[2]``) so that an error names what the user
 wrote, not what assay calls it. Converters return plain dicts and lists; the
-:class:`~assay.records.Record` is built once per row by the dataset.
+:class:`~assay.records.Record` is built once per row (:func:`to_record`, or the dataset's
+own validation), and :func:`translate` words a pydantic error the same way.
 
 They do the type checks pydantic would do, up front and with readable messages, so the
 one validation error a user sees reads ``field 'contexts': expected a list of documents,
-got a string`` rather than a pydantic dump.
+got a string`` rather than a pydantic dump. Every list or object field has one shape —
+absent (``None``), the JSON text of the value (a CSV cell), or the value itself — read by
+one combinator, :func:`container`; :func:`each` adds a check of each list element.
 """
 
 from __future__ import annotations

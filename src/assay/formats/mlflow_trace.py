@@ -1,6 +1,10 @@
-"""MLflow traces (JSON of schema v2 and v3) → one record per trace.
+"""MLflow trace v2/v3 JSON → one record per trace.
 
-Layouts read (both come from ``Trace.to_dict()`` / ``Trace.to_json()``):
+A whole-row shape adapter (:func:`matches`, :func:`own_columns`, :func:`to_fields`) for
+files of traces; :func:`trace_fields` also serves the Databricks ``trace`` column and
+:func:`trace_to_record` the trace a target returns.
+
+Layouts read (both are what MLflow's ``Trace.to_dict()`` / ``Trace.to_json()`` write):
 
 - **v2** (MLflow 2.x): ``info`` = ``{request_id, experiment_id, timestamp_ms,
   execution_time_ms, status, request_metadata, tags}``; ``data`` = ``{spans, request,

@@ -43,12 +43,11 @@ from assay.formats.fields import (
     obj_list,
     str_list,
     text,
-    translate,
     usage,
 )
 from assay.records import CANONICAL_FIELDS
 
-__all__ = ["SHAPES", "Normalizer", "ColumnMapping", "MAPPABLE", "PRE_EXTRA", "translate"]
+__all__ = ["SHAPES", "Normalizer", "ColumnMapping", "MAPPABLE", "PRE_EXTRA"]
 
 #: the whole-row shapes, tried in order; a row that none matches is a flat row
 SHAPES = (azure, mlflow_trace)
