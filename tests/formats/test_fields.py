@@ -34,12 +34,12 @@ def test_container_errors_name_the_path_and_what_was_expected():
 
 def test_each_checks_items_and_copies_only_on_replacement():
     items = ["a", "b"]
-    assert each(items, "f", "a list", lambda v, p: v) is items
-    out = each(items, "f", "a list", lambda v, p: v.upper())
+    assert each(items, "f", "a list", lambda v, p, i: v) is items
+    out = each(items, "f", "a list", lambda v, p, i: v.upper())
     assert out == ["A", "B"] and items == ["a", "b"]
 
-    def item(v, p):
-        raise FieldError(p, "bad")
+    def item(v, p, i):
+        raise FieldError(fields.at(p, i), "bad")
 
     assert _err(each, [1, 2], "tags", "a list", item) == ("tags[0]", "bad")
     assert each(None, "f", "a list", item) is None

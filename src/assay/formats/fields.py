@@ -152,23 +152,32 @@ def container(value: Any, path: str, what: str, opening: str = "[", types: tuple
     return value
 
 
-def each(value: Any, path: str, what: str, item: Callable[[Any, str], Any]) -> list[Any] | None:
-    """A list field: :func:`container`, then ``item(element, "path[i]")`` for each element.
+def each(value: Any, path: str, what: str, item: Callable[[Any, str, int], Any]) -> list[Any] | None:
+    """A list field: :func:`container`, then ``item(element, path, i)`` for each element.
 
-    ``item`` checks one element and returns it, or its canonical replacement; the list is
-    copied only when an element is replaced.
+    ``item`` checks one element and returns it, or its canonical replacement (the list is
+    copied only when an element is replaced); an error names the element ``at(path, i)``,
+    built only when there is one.
     """
     value = container(value, path, what)
-    if value is None:
-        return None
+    return None if value is None else items(value, path, item)
+
+
+def items(value: list[Any], path: str, item: Callable[[Any, str, int], Any]) -> list[Any]:
+    """:func:`each` for a value already known to be a list."""
     out = value
     for i, v in enumerate(value):
-        nv = item(v, f"{path}[{i}]")
+        nv = item(v, path, i)
         if nv is not v:
             if out is value:
                 out = list(value)
             out[i] = nv
     return out
+
+
+def at(path: str, i: int) -> str:
+    """The path of a list's element: ``contexts[2]``."""
+    return f"{path}[{i}]"
 
 
 def decoded(value: Any, opening: str) -> Any:
@@ -182,73 +191,74 @@ def decoded(value: Any, opening: str) -> Any:
 
 # --------------------------------------------------------------------------- list items
 
-def _string(v: Any, path: str) -> str:
+def _string(v: Any, path: str, i: int) -> str:
     if v.__class__ is not str:
-        raise FieldError(path, f"expected text, got {kind(v)}")
+        raise FieldError(at(path, i), f"expected text, got {kind(v)}")
     return v
 
 
-def _object(v: Any, path: str) -> dict[str, Any]:
+def _object(v: Any, path: str, i: int) -> dict[str, Any]:
     if v.__class__ is not dict:
-        raise FieldError(path, f"expected an object, got {kind(v)}")
+        raise FieldError(at(path, i), f"expected an object, got {kind(v)}")
     return v
 
 
-def _message(m: Any, path: str) -> dict[str, Any]:
+def _message(m: Any, path: str, i: int) -> dict[str, Any]:
     if m.__class__ is not dict:
-        raise FieldError(path, f"expected a chat message (an object with 'role' and 'content'), got {kind(m)}")
+        raise FieldError(at(path, i), "expected a chat message (an object with 'role' and 'content'), "
+                                      f"got {kind(m)}")
     role = m.get("role")
     if role.__class__ is not str:
         if role is None:
-            raise FieldError(path, "the chat message has no 'role'")
-        raise FieldError(f"{path}.role", f"expected text, got {kind(role)}")
+            raise FieldError(at(path, i), "the chat message has no 'role'")
+        raise FieldError(f"{at(path, i)}.role", f"expected text, got {kind(role)}")
     c = m.get("content")
     if c is not None and c.__class__ is not str:
-        m = {**m, "content": content_text(c, f"{path}.content")}
+        m = {**m, "content": content_text(c, f"{at(path, i)}.content")}
     tc = m.get("tool_calls")
     if tc is not None and not isinstance(tc, list):
-        raise FieldError(f"{path}.tool_calls", f"expected a list of tool calls, got {kind(tc)}")
+        raise FieldError(f"{at(path, i)}.tool_calls", f"expected a list of tool calls, got {kind(tc)}")
     return m
 
 
-def _doc_uri(d: Any, path: str) -> str:
+def _doc_uri(d: Any, path: str, i: int) -> str:
     if isinstance(d, dict):
         uri = d.get("doc_uri")
         if uri is None:
-            raise FieldError(path, "the document has no 'doc_uri'")
+            raise FieldError(at(path, i), "the document has no 'doc_uri'")
         if not isinstance(uri, str):
-            raise FieldError(f"{path}.doc_uri", f"expected text, got {kind(uri)}")
+            raise FieldError(f"{at(path, i)}.doc_uri", f"expected text, got {kind(uri)}")
         return uri
     if isinstance(d, str):
         return d
-    raise FieldError(path, f"expected a document with 'doc_uri', got {kind(d)}")
+    raise FieldError(at(path, i), f"expected a document with 'doc_uri', got {kind(d)}")
 
 
 _PLAIN_DOC_KEYS = frozenset(("content", "doc_uri", "title", "id"))
 _DOC_TEXT_KEYS = ("content", "doc_uri", "title")
 
 
-def _plain_document(d: Any, path: str) -> dict[str, Any]:
+def _plain_document(d: Any, path: str, i: int) -> dict[str, Any]:
     if d.__class__ is dict:
         if d.keys() <= _PLAIN_DOC_KEYS:
             v = d.get("id")
             if v is None or v.__class__ is str:
                 return d  # already canonical; pydantic checks the value types
-        return _document(d, path, False)
-    return _document_item(d, path)
+        return _document(d, at(path, i), False)
+    return _document_item(d, path, i)
 
 
-def _retrieved_document(d: Any, path: str) -> dict[str, Any]:
+def _retrieved_document(d: Any, path: str, i: int) -> dict[str, Any]:
     if d.__class__ is dict:
-        return _document(d, path, True)
-    return _document_item(d, path)
+        return _document(d, at(path, i), True)
+    return _document_item(d, path, i)
 
 
-def _document_item(d: Any, path: str) -> dict[str, Any]:
+def _document_item(d: Any, path: str, i: int) -> dict[str, Any]:
     if isinstance(d, str):
         return {"content": d}
-    raise FieldError(path, "expected a document (an object with 'content' and/or 'doc_uri') "
-                           f"or a string, got {kind(d)}")
+    raise FieldError(at(path, i), "expected a document (an object with 'content' and/or 'doc_uri') "
+                                  f"or a string, got {kind(d)}")
 
 
 # --------------------------------------------------------------------------- messages
@@ -299,7 +309,7 @@ def documents(value: Any, path: str, *, string_ok: bool = False, retriever: bool
         if "citations" in value:
             return documents(value["citations"], f"{path}.citations", retriever=True)
         raise FieldError(path, "expected a list of documents, got an object")
-    return each(value, path, what, _retrieved_document if retriever else _plain_document)
+    return None if value is None else items(value, path, _retrieved_document if retriever else _plain_document)
 
 
 def _first_str(d: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -371,7 +381,7 @@ def guidelines(value: Any, path: str) -> list[str] | dict[str, list[str]] | None
     """A list of guideline strings, or named lists of them (``{"tone": [...], ...}``)."""
     value = container(value, path, _GUIDELINES, "[{", (list, dict))
     if not isinstance(value, dict):
-        return str_list(value, path)
+        return items(value, path, _string)
     # a Parquet struct column fills names absent from this row with null
     return {str(name): str_list(v, f"{path}.{name}") for name, v in value.items() if v is not None}
 
