@@ -5,8 +5,12 @@
 >>> for record in ds: ...
 
 Readers (:mod:`.readers`): JSONL, JSON, CSV, Parquet, a directory of those, a pandas
-DataFrame, a list of dicts. Row shapes (:mod:`.azure`, :mod:`.databricks`,
-:mod:`.mlflow_trace`) are recognised per row from its keys.
+DataFrame, a list of dicts. The normaliser (:mod:`.normalize`) recognises each row's
+shape from its keys: an Azure AI Evaluation conversation (:mod:`.azure`) or an MLflow
+trace v2/v3 JSON (:mod:`.mlflow_trace`), each a shape adapter; any other row is read
+column by column, in the canonical names, the Azure AI Evaluation data format's names
+or the Databricks Agent Evaluation input schema's (:mod:`.databricks`). Field
+converters and field errors are in :mod:`.fields`.
 """
 
 from assay.formats.dataset import Dataset, open_dataset

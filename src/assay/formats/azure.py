@@ -1,4 +1,5 @@
-"""Azure AI evaluation data: single-turn QA rows and multi-turn conversations.
+"""The Azure AI Evaluation data format (the JSONL input of the ``azure-ai-evaluation`` SDK's
+``evaluate()``): single-turn QA rows and multi-turn conversations.
 
 Single turn (one record per row)::
 
@@ -33,13 +34,12 @@ from __future__ import annotations
 from typing import Any
 
 from assay.formats.fields import (
-    MISSING,
     FieldError,
+    decoded,
     documents,
     ident,
     kind,
-    maybe_json,
-    messages,
+    some_messages,
     text,
 )
 
@@ -53,39 +53,44 @@ ALIASES = {
 _LAST_TURN_ONLY = ("ground_truth", "expected_facts", "expected_doc_uris")
 
 
-def is_conversation(row: dict[str, Any]) -> bool:
+def _turn(base: dict[str, Any], conv_id: str, turn: int) -> dict[str, Any]:
+    return {**base, "id": f"{conv_id}#{turn}", "conversation_id": conv_id, "turn": turn}
+
+
+def matches(row: dict[str, Any]) -> bool:
+    """A conversation row: it has ``messages`` or ``conversation``."""
     return "messages" in row or "conversation" in row
 
 
-def conversation(row: dict[str, Any], norm: Any, index: int) -> list[dict[str, Any]]:
-    """The records of one conversation row, one per assistant turn."""
+def own_columns(row: dict[str, Any]) -> tuple[str, ...]:
+    """The columns :func:`to_fields` reads itself; the others are the row's shared ``base`` fields."""
+    return ("messages" if "messages" in row else "conversation", "conversation_id", "id")
+
+
+def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """The record fields of one conversation row, one dict per assistant turn.
+
+    ``base``: the canonical fields of the row's other columns (shared by the turns);
+    ``index``: the row's 0-based position in the data set (the default conversation id).
+    """
     conv_context = None
     if "messages" in row:
         raw, path = row["messages"], "messages"
-        skip = ("messages",)
     else:
-        conv, path = row["conversation"], "conversation"
-        if isinstance(conv, str):
-            parsed = maybe_json(conv, "{")
-            conv = conv if parsed is MISSING else parsed
+        conv, path = decoded(row["conversation"], "{"), "conversation"
         if not isinstance(conv, dict):
             raise FieldError(path, f"expected an object with 'messages', got {kind(conv)}")
         if conv.get("messages") is None:
             raise FieldError(path, "the conversation has no 'messages'")
         raw, path = conv["messages"], "conversation.messages"
         conv_context = conv.get("context")
-        skip = ("conversation",)
-    msgs = messages(raw, path)
-    if not msgs:
-        raise FieldError(path, "expected at least one chat message, got an empty list")
+    msgs = some_messages(raw, path)
 
-    rest = {k: v for k, v in row.items() if k not in skip}
-    cid, rid = rest.pop("conversation_id", None), rest.pop("id", None)
+    cid, rid = row.get("conversation_id"), row.get("id")
     conv_id = ident(cid, "conversation_id") if cid is not None else ident(rid, "id")
     if conv_id is None:
         conv_id = str(index)
-    base = norm.flat(rest) if rest else {}
-    base.pop("id", None)
+    base = {k: v for k, v in base.items() if k != "id"}
     last_only = {k: base.pop(k) for k in _LAST_TURN_ONLY if k in base}
     shared_docs = base.pop("contexts", None)
     if conv_context is not None:
@@ -107,9 +112,7 @@ def conversation(row: dict[str, Any], norm: Any, index: int) -> list[dict[str, A
         if not content and calls:
             pending_tools.extend(calls)
             continue
-        rec = dict(base)
-        turn = len(records)
-        rec["id"], rec["conversation_id"], rec["turn"] = f"{conv_id}#{turn}", conv_id, turn
+        rec = _turn(base, conv_id, len(records))
         if last_user is not None:
             rec["query"] = msgs[last_user].get("content")
             history = msgs[:last_user]
@@ -128,9 +131,7 @@ def conversation(row: dict[str, Any], norm: Any, index: int) -> list[dict[str, A
         records.append(rec)
         answered = True
     if last_user is not None and not answered:
-        rec = dict(base)
-        turn = len(records)
-        rec["id"], rec["conversation_id"], rec["turn"] = f"{conv_id}#{turn}", conv_id, turn
+        rec = _turn(base, conv_id, len(records))
         rec["query"] = msgs[last_user].get("content")
         if last_user:
             rec["history"] = msgs[:last_user]

@@ -1,5 +1,7 @@
-"""Databricks Agent Evaluation (``mlflow.evaluate(model_type="databricks-agent")``) and
-MLflow 3 ``mlflow.genai.evaluate`` evaluation sets.
+"""The Databricks Agent Evaluation input schema (the evaluation set of
+``mlflow.evaluate(model_type="databricks-agent")``) and MLflow 3's ``mlflow.genai.evaluate``
+evaluation sets. These are flat rows: this module gives their column names (:data:`ALIASES`,
+:data:`MULTI`) to the normaliser's flat-row reader, and the ``trace`` column's fill rule.
 
 Columns:
 
@@ -31,7 +33,8 @@ from typing import Any
 import orjson
 
 from assay.formats.fields import (
-    MISSING,
+    REQUEST,
+    decoded,
     doc_uris,
     documents,
     ident,
@@ -55,33 +58,31 @@ def request_id(request: Any) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _request(value: Any, path: str) -> dict[str, Any]:
-    q, hist = request_fields(value, path, strict=True)
-    out = {"query": q, "_request": value}
+def _query_fields(value: Any, path: str, strict: bool) -> dict[str, Any]:
+    q, hist = request_fields(value, path, strict=strict)
+    out = {"query": q, REQUEST: value}
     if hist:
         out["history"] = hist
     return out
 
 
-def _request_text_cell(value: Any, path: str) -> dict[str, Any]:
+def request(value: Any, path: str) -> dict[str, Any]:
+    """The ``request`` column: ``query`` (and ``history``), and the raw request under :data:`REQUEST`."""
+    return _query_fields(value, path, True)
+
+
+def request_text_cell(value: Any, path: str) -> dict[str, Any]:
     """``request`` from a CSV cell: JSON text of a chat request is read as the request."""
     if isinstance(value, str):
         parsed = maybe_json(value, "{")
         if isinstance(parsed, dict) and ("messages" in parsed or "query" in parsed):
             value = parsed
-    return _request(value, path)
+    return _query_fields(value, path, True)
 
 
-def _inputs(value: Any, path: str) -> dict[str, Any]:
-    if isinstance(value, str):
-        parsed = maybe_json(value, "{[")
-        if parsed is not MISSING:
-            value = parsed
-    q, hist = request_fields(value, path, strict=False)
-    out = {"query": q, "_request": value}
-    if hist:
-        out["history"] = hist
-    return out
+def inputs(value: Any, path: str) -> dict[str, Any]:
+    """MLflow 3's ``inputs`` column: like ``request``, but any other value is read loosely."""
+    return _query_fields(decoded(value, "{["), path, False)
 
 
 def response(value: Any, path: str) -> str | None:
@@ -98,7 +99,8 @@ def response_text_cell(value: Any, path: str) -> str | None:
     return response_text(value, path, strict=True)
 
 
-def _outputs(value: Any, path: str) -> str | None:
+def outputs(value: Any, path: str) -> str | None:
+    """MLflow 3's ``outputs`` column: any value that is not a known response shape as its compact JSON."""
     return response_text(value, path, strict=False)
 
 
@@ -108,18 +110,18 @@ ALIASES = {
     "expected_response": ("ground_truth", text),
     "retrieved_context": ("contexts", documents),
     "expected_retrieved_context": ("expected_doc_uris", doc_uris),
-    "outputs": ("response", _outputs),
+    "outputs": ("response", outputs),
 }
 
 #: source name -> (primary canonical field, converter returning several fields)
 MULTI = {
-    "request": ("query", _request),
-    "inputs": ("query", _inputs),
+    "request": ("query", request),
+    "inputs": ("query", inputs),
 }
 
 MULTI_TEXT_CELLS = {
-    "request": ("query", _request_text_cell),
-    "inputs": ("query", _inputs),
+    "request": ("query", request_text_cell),
+    "inputs": ("query", inputs),
 }
 
 #: fields a trace may fill when the row does not give them
@@ -137,4 +139,4 @@ def fill_from_trace(out: dict[str, Any], origin: dict[str, str], value: Any, row
     if "id" not in out and not row_has_request and "id" in fields:
         out["id"] = fields["id"]
         origin["id"] = "trace"
-    return fields.get("_request")
+    return fields.get(REQUEST)

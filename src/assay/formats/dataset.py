@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from assay.errors import InputError
-from assay.formats.fields import FieldError, kind
 from pydantic import ValidationError
 
-from assay.formats.normalize import ColumnMapping, Normalizer, translate
+from assay.errors import InputError
+from assay.formats.fields import FieldError, kind, translate
+from assay.formats.normalize import ColumnMapping, Normalizer
 from assay.formats.readers import (
     DataFrameSource,
     ListSource,

@@ -3,20 +3,29 @@
 Every converter takes the value and the *path* of the source field it came from (the
 user's own name, e.g. ``retrieved_context[2]``) so that an error names what the user
 wrote, not what assay calls it. Converters return plain dicts and lists; the
-:class:`~assay.records.Record` is built once per row by the dataset.
+:class:`~assay.records.Record` is built once per row (:func:`to_record`, or the dataset's
+own validation), and :func:`translate` words a pydantic error the same way.
 
 They do the type checks pydantic would do, up front and with readable messages, so the
 one validation error a user sees reads ``field 'contexts': expected a list of documents,
-got a string`` rather than a pydantic dump.
+got a string`` rather than a pydantic dump. Every list or object field has one shape —
+absent (``None``), the JSON text of the value (a CSV cell), or the value itself — read by
+one combinator, :func:`container`; :func:`each` adds a check of each list element.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import orjson
+from pydantic import ValidationError
+
+from assay.records import Record
 
 MISSING = object()
+
+#: key under which a request converter also returns the raw request (the source of a default id)
+REQUEST = "\x00request"
 
 
 class FieldError(Exception):
@@ -123,39 +132,148 @@ def content_text(content: Any, path: str) -> str | None:
     raise FieldError(path, f"expected text, got {kind(content)}")
 
 
+# --------------------------------------------------------------------------- the container combinator
+
+def container(value: Any, path: str, what: str, opening: str = "[", types: tuple[type, ...] = (list,)) -> Any:
+    """The one shape every list / object field shares: ``None`` stays ``None``; a string must be the
+    JSON text of the value (it starts with ``opening`` and parses); the value must be one of ``types``.
+
+    Otherwise a :class:`FieldError` ``expected <what>, got <kind>`` names ``path``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parsed = maybe_json(value, opening)
+        if parsed is MISSING:
+            raise FieldError(path, f"expected {what}, got a string")
+        value = parsed
+    if not isinstance(value, types):
+        raise FieldError(path, f"expected {what}, got {kind(value)}")
+    return value
+
+
+def each(value: Any, path: str, what: str, item: Callable[[Any, str, int], Any]) -> list[Any] | None:
+    """A list field: :func:`container`, then ``item(element, path, i)`` for each element.
+
+    ``item`` checks one element and returns it, or its canonical replacement (the list is
+    copied only when an element is replaced); an error names the element ``at(path, i)``,
+    built only when there is one.
+    """
+    value = container(value, path, what)
+    return None if value is None else items(value, path, item)
+
+
+def items(value: list[Any], path: str, item: Callable[[Any, str, int], Any]) -> list[Any]:
+    """:func:`each` for a value already known to be a list."""
+    out = value
+    for i, v in enumerate(value):
+        nv = item(v, path, i)
+        if nv is not v:
+            if out is value:
+                out = list(value)
+            out[i] = nv
+    return out
+
+
+def at(path: str, i: int) -> str:
+    """The path of a list's element: ``contexts[2]``."""
+    return f"{path}[{i}]"
+
+
+def decoded(value: Any, opening: str) -> Any:
+    """``value`` parsed if it is the JSON text of a list / object (see :func:`maybe_json`), else as it is."""
+    if isinstance(value, str):
+        parsed = maybe_json(value, opening)
+        if parsed is not MISSING:
+            return parsed
+    return value
+
+
+# --------------------------------------------------------------------------- list items
+
+def _string(v: Any, path: str, i: int) -> str:
+    if v.__class__ is not str:
+        raise FieldError(at(path, i), f"expected text, got {kind(v)}")
+    return v
+
+
+def _object(v: Any, path: str, i: int) -> dict[str, Any]:
+    if v.__class__ is not dict:
+        raise FieldError(at(path, i), f"expected an object, got {kind(v)}")
+    return v
+
+
+def _message(m: Any, path: str, i: int) -> dict[str, Any]:
+    if m.__class__ is not dict:
+        raise FieldError(at(path, i), "expected a chat message (an object with 'role' and 'content'), "
+                                      f"got {kind(m)}")
+    role = m.get("role")
+    if role.__class__ is not str:
+        if role is None:
+            raise FieldError(at(path, i), "the chat message has no 'role'")
+        raise FieldError(f"{at(path, i)}.role", f"expected text, got {kind(role)}")
+    c = m.get("content")
+    if c is not None and c.__class__ is not str:
+        m = {**m, "content": content_text(c, f"{at(path, i)}.content")}
+    tc = m.get("tool_calls")
+    if tc is not None and not isinstance(tc, list):
+        raise FieldError(f"{at(path, i)}.tool_calls", f"expected a list of tool calls, got {kind(tc)}")
+    return m
+
+
+def _doc_uri(d: Any, path: str, i: int) -> str:
+    if isinstance(d, dict):
+        uri = d.get("doc_uri")
+        if uri is None:
+            raise FieldError(at(path, i), "the document has no 'doc_uri'")
+        if not isinstance(uri, str):
+            raise FieldError(f"{at(path, i)}.doc_uri", f"expected text, got {kind(uri)}")
+        return uri
+    if isinstance(d, str):
+        return d
+    raise FieldError(at(path, i), f"expected a document with 'doc_uri', got {kind(d)}")
+
+
+_PLAIN_DOC_KEYS = frozenset(("content", "doc_uri", "title", "id"))
+_DOC_TEXT_KEYS = ("content", "doc_uri", "title")
+
+
+def _plain_document(d: Any, path: str, i: int) -> dict[str, Any]:
+    if d.__class__ is dict:
+        if d.keys() <= _PLAIN_DOC_KEYS:
+            v = d.get("id")
+            if v is None or v.__class__ is str:
+                return d  # already canonical; pydantic checks the value types
+        return _document(d, at(path, i), False)
+    return _document_item(d, path, i)
+
+
+def _retrieved_document(d: Any, path: str, i: int) -> dict[str, Any]:
+    if d.__class__ is dict:
+        return _document(d, at(path, i), True)
+    return _document_item(d, path, i)
+
+
+def _document_item(d: Any, path: str, i: int) -> dict[str, Any]:
+    if isinstance(d, str):
+        return {"content": d}
+    raise FieldError(at(path, i), "expected a document (an object with 'content' and/or 'doc_uri') "
+                                  f"or a string, got {kind(d)}")
+
+
 # --------------------------------------------------------------------------- messages
 
 def messages(value: Any, path: str) -> list[dict[str, Any]] | None:
     """A list of OpenAI-style chat messages, checked; content parts are joined into text."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parsed = maybe_json(value, "[")
-        if parsed is MISSING:
-            raise FieldError(path, "expected a list of chat messages, got a string")
-        value = parsed
-    if not isinstance(value, list):
-        raise FieldError(path, f"expected a list of chat messages, got {kind(value)}")
-    out = value
-    for i, m in enumerate(value):
-        if m.__class__ is not dict:
-            raise FieldError(f"{path}[{i}]", f"expected a chat message (an object with 'role' and 'content'), "
-                                             f"got {kind(m)}")
-        role = m.get("role")
-        if role.__class__ is not str:
-            if role is None:
-                raise FieldError(f"{path}[{i}]", "the chat message has no 'role'")
-            raise FieldError(f"{path}[{i}].role", f"expected text, got {kind(role)}")
-        c = m.get("content")
-        if c is not None and c.__class__ is not str:
-            c = content_text(c, f"{path}[{i}].content")
-            if out is value:
-                out = list(value)
-            out[i] = {**m, "content": c}
-        tc = m.get("tool_calls")
-        if tc is not None and not isinstance(tc, list):
-            raise FieldError(f"{path}[{i}].tool_calls", f"expected a list of tool calls, got {kind(tc)}")
-    return out
+    return each(value, path, "a list of chat messages", _message)
+
+
+def some_messages(value: Any, path: str) -> list[dict[str, Any]]:
+    """:func:`messages` that must give at least one message."""
+    msgs = messages(value, path)
+    if not msgs:
+        raise FieldError(path, "expected at least one chat message, got an empty list")
+    return msgs
 
 
 def split_messages(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]] | None]:
@@ -168,10 +286,6 @@ def split_messages(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[st
 
 # --------------------------------------------------------------------------- documents
 
-_PLAIN_DOC_KEYS = frozenset(("content", "doc_uri", "title", "id"))
-_DOC_TEXT_KEYS = ("content", "doc_uri", "title")
-
-
 def documents(value: Any, path: str, *, string_ok: bool = False, retriever: bool = False
               ) -> list[dict[str, Any]] | None:
     """A list of retrieved chunks as ``{content, doc_uri, title, id, ...}`` dicts.
@@ -182,47 +296,20 @@ def documents(value: Any, path: str, *, string_ok: bool = False, retriever: bool
     ``metadata.doc_uri`` / ``metadata.source`` (and, for ``retriever`` output, ``id``)
     the document URI.
     """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if string_ok:
-            s = value.lstrip()
-            if s.startswith("{") and "citations" in s:
-                parsed = maybe_json(s, "{")
-                if isinstance(parsed, dict) and "citations" in parsed:
-                    return documents(parsed, path, retriever=True)
-            return [{"content": value}]
-        parsed = maybe_json(value, "[")
-        if parsed is MISSING:
-            raise FieldError(path, "expected a list of documents, got a string")
-        value = parsed
+    if string_ok and isinstance(value, str):
+        s = value.lstrip()
+        if s.startswith("{") and "citations" in s:
+            parsed = maybe_json(s, "{")
+            if isinstance(parsed, dict) and "citations" in parsed:
+                return documents(parsed, path, retriever=True)
+        return [{"content": value}]
+    what = "text or a list of documents" if string_ok else "a list of documents"
+    value = container(value, path, what, "[", (list, dict))
     if isinstance(value, dict):
         if "citations" in value:
             return documents(value["citations"], f"{path}.citations", retriever=True)
         raise FieldError(path, "expected a list of documents, got an object")
-    if not isinstance(value, list):
-        what = "text or a list of documents" if string_ok else "a list of documents"
-        raise FieldError(path, f"expected {what}, got {kind(value)}")
-    out = value
-    for i, d in enumerate(value):
-        if d.__class__ is dict:
-            if d.keys() <= _PLAIN_DOC_KEYS and not retriever:
-                v = d.get("id")
-                if v is None or v.__class__ is str:
-                    continue  # already canonical; pydantic checks the value types
-            nd = _document(d, f"{path}[{i}]", retriever)
-        elif isinstance(d, str):
-            nd = {"content": d}
-        elif d is None:
-            raise FieldError(f"{path}[{i}]", "expected a document (an object with 'content' and/or 'doc_uri') "
-                                             "or a string, got null")
-        else:
-            raise FieldError(f"{path}[{i}]", "expected a document (an object with 'content' and/or 'doc_uri') "
-                                             f"or a string, got {kind(d)}")
-        if out is value:
-            out = list(value)
-        out[i] = nd
-    return out
+    return None if value is None else items(value, path, _retrieved_document if retriever else _plain_document)
 
 
 def _first_str(d: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -278,86 +365,29 @@ def _document(d: dict[str, Any], path: str, retriever: bool) -> dict[str, Any]:
 
 def doc_uris(value: Any, path: str) -> list[str] | None:
     """``expected_retrieved_context``: a list of ``{doc_uri}`` objects (or of URI strings)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parsed = maybe_json(value, "[")
-        if parsed is MISSING:
-            raise FieldError(path, "expected a list of documents with 'doc_uri', got a string")
-        value = parsed
-    if not isinstance(value, list):
-        raise FieldError(path, f"expected a list of documents with 'doc_uri', got {kind(value)}")
-    out = []
-    for i, d in enumerate(value):
-        if isinstance(d, dict):
-            uri = d.get("doc_uri")
-            if uri is None:
-                raise FieldError(f"{path}[{i}]", "the document has no 'doc_uri'")
-            if not isinstance(uri, str):
-                raise FieldError(f"{path}[{i}].doc_uri", f"expected text, got {kind(uri)}")
-            out.append(uri)
-        elif isinstance(d, str):
-            out.append(d)
-        else:
-            raise FieldError(f"{path}[{i}]", f"expected a document with 'doc_uri', got {kind(d)}")
-    return out
+    return each(value, path, "a list of documents with 'doc_uri'", _doc_uri)
 
 
 # --------------------------------------------------------------------------- lists & objects
 
 def str_list(value: Any, path: str) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parsed = maybe_json(value, "[")
-        if parsed is MISSING:
-            raise FieldError(path, "expected a list of strings, got a string")
-        value = parsed
-    if not isinstance(value, list):
-        raise FieldError(path, f"expected a list of strings, got {kind(value)}")
-    for i, v in enumerate(value):
-        if v.__class__ is not str:
-            raise FieldError(f"{path}[{i}]", f"expected text, got {kind(v)}")
-    return value
+    return each(value, path, "a list of strings", _string)
+
+
+_GUIDELINES = "a list of strings (or an object mapping names to lists of strings)"
 
 
 def guidelines(value: Any, path: str) -> list[str] | dict[str, list[str]] | None:
     """A list of guideline strings, or named lists of them (``{"tone": [...], ...}``)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parsed = maybe_json(value, "[{")
-        if parsed is MISSING:
-            raise FieldError(path, "expected a list of strings (or an object mapping names to lists of "
-                                   "strings), got a string")
-        value = parsed
-    if isinstance(value, list):
-        return str_list(value, path)
-    if isinstance(value, dict):
-        out = {}
-        for name, v in value.items():
-            if v is None:  # a Parquet struct column fills names absent from this row with null
-                continue
-            out[str(name)] = str_list(v, f"{path}.{name}")
-        return out
-    raise FieldError(path, "expected a list of strings (or an object mapping names to lists of strings), "
-                           f"got {kind(value)}")
+    value = container(value, path, _GUIDELINES, "[{", (list, dict))
+    if not isinstance(value, dict):
+        return items(value, path, _string)
+    # a Parquet struct column fills names absent from this row with null
+    return {str(name): str_list(v, f"{path}.{name}") for name, v in value.items() if v is not None}
 
 
 def obj_list(value: Any, path: str, what: str = "objects") -> list[dict[str, Any]] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parsed = maybe_json(value, "[")
-        if parsed is MISSING:
-            raise FieldError(path, f"expected a list of {what}, got a string")
-        value = parsed
-    if not isinstance(value, list):
-        raise FieldError(path, f"expected a list of {what}, got {kind(value)}")
-    for i, v in enumerate(value):
-        if v.__class__ is not dict:
-            raise FieldError(f"{path}[{i}]", f"expected an object, got {kind(v)}")
-    return value
+    return each(value, path, f"a list of {what}", _object)
 
 
 _USAGE_KEYS = {
@@ -369,15 +399,9 @@ _USAGE_KEYS = {
 
 def usage(value: Any, path: str) -> dict[str, Any] | None:
     """Token counts and latency; OpenAI's ``prompt_tokens``/``completion_tokens`` are accepted."""
+    value = container(value, path, "an object with token counts", "{", (dict,))
     if value is None:
         return None
-    if isinstance(value, str):
-        parsed = maybe_json(value, "{")
-        if parsed is MISSING:
-            raise FieldError(path, "expected an object with token counts, got a string")
-        value = parsed
-    if not isinstance(value, dict):
-        raise FieldError(path, f"expected an object with token counts, got {kind(value)}")
     out: dict[str, Any] = {}
     for k, v in value.items():
         name = _USAGE_KEYS.get(k)
@@ -399,6 +423,27 @@ _QUERY_KEYS = ("query", "question", "input", "prompt", "request", "user_input", 
 _ANSWER_KEYS = ("response", "answer", "output", "result", "text", "content", "completion")
 
 
+def _other_object(value: dict[str, Any], path: str, strict: bool, expected: str, keys: tuple[str, ...],
+                  inner: Callable[[Any], Any]) -> Any:
+    """An object of no known request / response shape: with ``strict`` an error; else its single
+    value (``inner`` reads a nested object or list), its first text field among ``keys``, or its
+    compact JSON."""
+    if strict:
+        names = ", ".join(list(map(str, value))[:5]) or "none"
+        raise FieldError(path, f"expected {expected}, got an object with keys {names}")
+    if len(value) == 1:
+        (only,) = value.values()
+        if only is None or only.__class__ is str:
+            return only
+        if isinstance(only, (dict, list)):
+            return inner(only)
+    for k in keys:
+        v = value.get(k)
+        if v.__class__ is str:
+            return v
+    return json_text(value)
+
+
 def request_fields(value: Any, path: str, *, strict: bool) -> tuple[str | None, list[dict[str, Any]] | None]:
     """(query, history) from a request in any of the Databricks / MLflow shapes.
 
@@ -413,9 +458,7 @@ def request_fields(value: Any, path: str, *, strict: bool) -> tuple[str | None, 
         return value, None
     if isinstance(value, dict):
         if "messages" in value:
-            msgs = messages(value["messages"], f"{path}.messages")
-            if not msgs:
-                raise FieldError(f"{path}.messages", "expected at least one chat message, got an empty list")
+            msgs = some_messages(value["messages"], f"{path}.messages")
             return split_messages(msgs)
         if "query" in value:
             q = value["query"]
@@ -425,21 +468,9 @@ def request_fields(value: Any, path: str, *, strict: bool) -> tuple[str | None, 
                 else:
                     q = q if isinstance(q, str) else json_text(q)
             return q, messages(value.get("history"), f"{path}.history") or None
-        if strict:
-            keys = ", ".join(list(map(str, value))[:5]) or "none"
-            raise FieldError(path, "expected text, {'messages': [...]} or {'query': ..., 'history': [...]}, "
-                                   f"got an object with keys {keys}")
-        if len(value) == 1:
-            (only,) = value.values()
-            if only is None or only.__class__ is str:
-                return only, None
-            if isinstance(only, (dict, list)):
-                return request_fields(only, path, strict=False)
-        for k in _QUERY_KEYS:
-            v = value.get(k)
-            if v.__class__ is str:
-                return v, None
-        return json_text(value), None
+        got = _other_object(value, path, strict, "text, {'messages': [...]} or {'query': ..., 'history': [...]}",
+                            _QUERY_KEYS, lambda only: request_fields(only, path, strict=False))
+        return got if isinstance(got, tuple) else (got, None)
     if isinstance(value, list):
         if value and all(isinstance(m, dict) and "role" in m for m in value):
             return split_messages(messages(value, path))
@@ -476,9 +507,7 @@ def response_text(value: Any, path: str, *, strict: bool) -> str | None:
                     return content_text(delta.get("content"), f"{path}.choices[0].delta.content")
             raise FieldError(f"{path}.choices[0]", "expected a chat completion choice with 'message'")
         if "messages" in value:
-            msgs = messages(value["messages"], f"{path}.messages")
-            if not msgs:
-                raise FieldError(f"{path}.messages", "expected at least one chat message, got an empty list")
+            msgs = some_messages(value["messages"], f"{path}.messages")
             return msgs[-1].get("content")
         if "content" in value:
             return content_text(value["content"], f"{path}.content")
@@ -489,21 +518,9 @@ def response_text(value: Any, path: str, *, strict: bool) -> str | None:
                      for part in item["content"] if isinstance(part, dict) and isinstance(part.get("text"), str)]
             if texts:
                 return "\n".join(texts)
-        if strict:
-            keys = ", ".join(list(map(str, value))[:5]) or "none"
-            raise FieldError(path, "expected text, a chat completion, {'messages': [...]} or {'content': ...}, "
-                                   f"got an object with keys {keys}")
-        if len(value) == 1:
-            (only,) = value.values()
-            if only is None or only.__class__ is str:
-                return only
-            if isinstance(only, (dict, list)):
-                return response_text(only, path, strict=False)
-        for k in _ANSWER_KEYS:
-            v = value.get(k)
-            if v.__class__ is str:
-                return v
-        return json_text(value)
+        return _other_object(value, path, strict,
+                             "text, a chat completion, {'messages': [...]} or {'content': ...}",
+                             _ANSWER_KEYS, lambda only: response_text(only, path, strict=False))
     if isinstance(value, list):
         if value and isinstance(value[-1], dict) and "role" in value[-1]:
             return content_text(value[-1].get("content"), f"{path}[{len(value) - 1}].content")
@@ -513,3 +530,51 @@ def response_text(value: Any, path: str, *, strict: bool) -> str | None:
     if strict:
         raise FieldError(path, f"expected text, got {kind(value)}")
     return json_text(value)
+
+
+# --------------------------------------------------------------------------- validation errors
+
+_EXPECT = {
+    "id": "an id (text)", "query": "text", "response": "text", "ground_truth": "text",
+    "history": "a list of chat messages", "contexts": "a list of documents",
+    "expected_facts": "a list of strings", "expected_doc_uris": "a list of strings",
+    "guidelines": "a list of strings (or an object mapping names to lists of strings)",
+    "tool_calls": "a list of tool calls", "tool_definitions": "a list of tool definitions",
+    "usage": "an object with token counts", "conversation_id": "an id (text)", "turn": "a whole number",
+}
+
+
+def translate(err: ValidationError, origin: Mapping[str, str] | None = None
+              ) -> tuple[str | None, str]:
+    """(field path, one-line message) for the first error of a pydantic validation."""
+    e = err.errors(include_url=False)[0]
+    loc = [p for p in e.get("loc", ()) if not (isinstance(p, str) and ("[" in p or p in ("list", "dict")))]
+    if not loc:
+        return None, "the row is not valid"
+    root = str(loc[0])
+    src = origin.get(root) if origin else None
+    path = (src or root) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+    got = kind(e.get("input"))
+    t = e.get("type", "")
+    if t == "missing":
+        return path, "a required value is missing"
+    if len(loc) == 1 and root in _EXPECT:
+        return path, f"expected {_EXPECT[root]}, got {got}"
+    if t.startswith("string"):
+        return path, f"expected text, got {got}"
+    if t.startswith("int") or t.startswith("float"):
+        return path, f"expected a number, got {got}"
+    if t.startswith("list"):
+        return path, f"expected a list, got {got}"
+    if t in ("model_type", "model_attributes_type", "dict_type"):
+        return path, f"expected an object, got {got}"
+    return path, f"invalid value ({got})"
+
+
+def to_record(fields: dict[str, Any], origin: Mapping[str, str] | None = None) -> Record:
+    """The :class:`Record` of one set of fields; a type error raises :class:`FieldError` naming the field."""
+    try:
+        return Record.model_validate(fields)
+    except ValidationError as e:
+        path, msg = translate(e, origin)
+        raise FieldError(path, msg) from None

@@ -1,6 +1,10 @@
-"""MLflow traces (JSON of schema v2 and v3) → one record per trace.
+"""MLflow trace v2/v3 JSON → one record per trace.
 
-Layouts read (both come from ``Trace.to_dict()`` / ``Trace.to_json()``):
+A whole-row shape adapter (:func:`matches`, :func:`own_columns`, :func:`to_fields`) for
+files of traces; :func:`trace_fields` also serves the Databricks ``trace`` column and
+:func:`trace_to_record` the trace a target returns.
+
+Layouts read (both are what MLflow's ``Trace.to_dict()`` / ``Trace.to_json()`` write):
 
 - **v2** (MLflow 2.x): ``info`` = ``{request_id, experiment_id, timestamp_ms,
   execution_time_ms, status, request_metadata, tags}``; ``data`` = ``{spans, request,
@@ -45,6 +49,7 @@ import orjson
 
 from assay.errors import InputError
 from assay.formats.fields import (
+    REQUEST,
     FieldError,
     doc_uris,
     documents,
@@ -54,6 +59,7 @@ from assay.formats.fields import (
     request_fields,
     response_text,
     str_list,
+    to_record,
 )
 from assay.records import Record
 
@@ -66,7 +72,7 @@ TRACE_USAGE = "mlflow.trace.tokenUsage"
 _LLM_TYPES = frozenset(("LLM", "CHAT_MODEL"))
 
 
-def is_trace(row: Any) -> bool:
+def matches(row: Any) -> bool:
     """True for an MLflow trace object: ``{"info": {...}, "data": {...}}``."""
     return isinstance(row, dict) and isinstance(row.get("info"), dict) and isinstance(row.get("data"), dict)
 
@@ -80,8 +86,9 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _nanos(value: Any) -> int | None:
-    if value is None or isinstance(value, bool):
+def _int(value: Any) -> int | None:
+    """A count or a time in ns: a whole number, a float (truncated) or digits; else None."""
+    if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
@@ -120,8 +127,8 @@ class _Span:
         parent = raw["parent_span_id"] if "parent_span_id" in raw else raw.get("parent_id")
         self.parent = parent if parent not in (None, "") else None
         self.name = raw.get("name")
-        self.start = _nanos(raw.get("start_time_unix_nano", raw.get("start_time", raw.get("start_time_ns"))))
-        self.end = _nanos(raw.get("end_time_unix_nano", raw.get("end_time", raw.get("end_time_ns"))))
+        self.start = _int(raw.get("start_time_unix_nano", raw.get("start_time", raw.get("start_time_ns"))))
+        self.end = _int(raw.get("end_time_unix_nano", raw.get("end_time", raw.get("end_time_ns"))))
         attrs = raw.get("attributes")
         if isinstance(attrs, list):
             attrs = {a.get("key"): _otlp_value(a.get("value")) for a in attrs if isinstance(a, dict)}
@@ -246,18 +253,6 @@ def _tool_calls(spans: list[_Span]) -> list[dict[str, Any]] | None:
                 break
         calls.append(call)
     return calls
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return int(v)
-    if isinstance(v, str) and v.isdigit():
-        return int(v)
-    return None
 
 
 def _span_usage(s: _Span) -> tuple[int | None, int | None, int | None] | None:
@@ -386,7 +381,7 @@ def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:
             fields["query"] = q
         if hist:
             fields["history"] = hist
-        fields["_request"] = inputs
+        fields[REQUEST] = inputs
     if outputs is not None:
         r = response_text(outputs, f"{path}.outputs", strict=False)
         if r is not None:
@@ -405,21 +400,25 @@ def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:
     return fields
 
 
-def trace_row(row: dict[str, Any], norm: Any) -> dict[str, Any]:
-    """A row that *is* a trace (a JSON/JSONL file of traces): one record."""
+def own_columns(row: dict[str, Any]) -> tuple[str, ...]:
+    """The columns :func:`to_fields` reads itself; the others are the row's ``base`` fields."""
+    return ("info", "data")
+
+
+def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> dict[str, Any]:
+    """The record fields of a row that *is* a trace (a JSON/JSONL file of traces).
+
+    ``base``: the canonical fields of the columns a user added next to the trace (e.g. an
+    ``expected_response``); they win over what the trace gives. ``index`` is not used (a
+    trace has its own id).
+    """
     fields = trace_fields(row, "trace")
-    fields.pop("_request", None)
-    info = row["info"]
-    state = info.get("state") or info.get("status")
-    rest = {k: v for k, v in row.items() if k not in ("info", "data")}
-    if rest:  # columns a user added next to the trace (e.g. an expected_response)
-        base = norm.flat(rest)
-        for k, v in fields.items():
-            base.setdefault(k, v)
-        fields = base
+    fields.pop(REQUEST, None)
+    if base:
+        fields = {**fields, **base}
+    state = row["info"].get("state") or row["info"].get("status")
     if isinstance(state, str):
-        extra = fields.get("extra")
-        fields["extra"] = {**(extra or {}), "trace_state": state}
+        fields["extra"] = {**(fields.get("extra") or {}), "trace_state": state}
     return fields
 
 
@@ -430,13 +429,7 @@ def trace_to_record(trace: Any) -> Record:
     """
     try:
         fields = trace_fields(load_trace(trace, "trace"), "trace")
+        fields.pop(REQUEST, None)
+        return to_record(fields)
     except FieldError as e:
         raise InputError(e.message, source="<trace>", field=e.field) from None
-    fields.pop("_request", None)
-    from assay.formats.normalize import records_of
-
-    try:
-        (record,) = records_of(fields)
-    except FieldError as e:
-        raise InputError(e.message, source="<trace>", field=e.field) from None
-    return record

@@ -1,16 +1,24 @@
-"""One source row (a dict) → canonical fields → :class:`Record` (SPEC §1).
+"""One source row (a dict) → canonical fields → :class:`Record`.
 
-Per row the shape is recognised from its keys, cheaply:
+The record fields are those of :class:`assay.records.Record`. Per row the shape is
+recognised from its keys, cheaply, by the whole-row shape adapters in :data:`SHAPES`:
 
-- ``messages`` / ``conversation`` → an Azure conversation (:mod:`.azure`), one record per
-  assistant turn;
-- ``info`` + ``data`` objects → an MLflow trace (:mod:`.mlflow_trace`);
-- anything else → a *flat* row, read key by key through one table that knows the canonical
-  names (priority 2), Azure's ``question``/``answer``/``context`` and Databricks'
-  ``request``/``request_id``/``retrieved_context``/``expected_*``/``inputs``/``outputs``
-  (priority 1), and the ``trace`` column (fills what is still missing). So a row may mix
-  vocabularies; when two columns give one field, the canonical one wins and the other is
-  kept in ``extra``. Columns with no meaning to assay go to ``Record.extra``.
+- ``messages`` / ``conversation`` → an Azure AI Evaluation conversation (:mod:`.azure`),
+  one record per assistant turn;
+- ``info`` + ``data`` objects → an MLflow trace (:mod:`.mlflow_trace`).
+
+A shape adapter is a module with ``matches(row)``, ``own_columns(row)`` (the columns it
+reads itself) and ``to_fields(row, base, index)``; ``base`` is this module's reading of
+the row's other columns as a flat row. Adapters never call back into the normaliser.
+
+Any other row is a *flat* row, read key by key through one table that knows the
+canonical names (priority 2), the Azure AI Evaluation names ``question``/``answer``/
+``context`` (:data:`.azure.ALIASES`) and the Databricks Agent Evaluation names
+``request``/``request_id``/``retrieved_context``/``expected_*``/``inputs``/``outputs``
+(:mod:`.databricks`, priority 1), and the ``trace`` column (fills what is still missing).
+So a row may mix vocabularies; when two columns give one field, the canonical one wins
+and the other is kept in ``extra``. Columns with no meaning to assay go to
+``Record.extra``.
 
 A ``None`` value in a known column means the field is absent.
 """
@@ -18,28 +26,31 @@ A ``None`` value in a known column means the field is absent.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
-
-from pydantic import ValidationError
+from typing import Any, Mapping
 
 from assay.errors import InputError
 from assay.formats import azure, databricks, mlflow_trace
 from assay.formats.fields import (
-    MISSING,
+    REQUEST,
     FieldError,
+    decoded,
     documents,
     guidelines,
     ident,
     integer,
     kind,
-    maybe_json,
     messages,
     obj_list,
     str_list,
     text,
     usage,
 )
-from assay.records import CANONICAL_FIELDS, Record
+from assay.records import CANONICAL_FIELDS
+
+__all__ = ["SHAPES", "Normalizer", "ColumnMapping", "MAPPABLE", "PRE_EXTRA"]
+
+#: the whole-row shapes, tried in order; a row that none matches is a flat row
+SHAPES = (azure, mlflow_trace)
 
 PRE_EXTRA = "\x00extra"  # key under which a mapped row carries columns displaced by the mapping
 
@@ -78,8 +89,8 @@ assert set(CANONICAL) == set(CANONICAL_FIELDS), "a Record field has no reader"
 
 
 #: converters that return a str value unchanged (so the table may skip calling them)
-_TEXT_FNS = (text, ident, databricks.response, databricks._outputs)
-_request = databricks.MULTI["request"][1]
+_TEXT_FNS = (text, ident, databricks.response, databricks.outputs)
+_request = databricks.request
 
 
 def _table(text_cells: bool) -> dict[str, tuple[Any, ...]]:
@@ -114,13 +125,14 @@ class Normalizer:
         self.origin: dict[str, str] = {}
 
     def row(self, row: dict[str, Any], index: int) -> dict[str, Any] | list[dict[str, Any]]:
-        if "messages" in row or "conversation" in row:
-            records = azure.conversation(row, self, index)
-            self.origin = {}
-            return records
-        if "info" in row and "data" in row and mlflow_trace.is_trace(row):
-            self.origin = {}
-            return mlflow_trace.trace_row(row, self)
+        """The fields of one record, or a list of them (a conversation gives one per turn)."""
+        for shape in SHAPES:
+            if shape.matches(row):
+                own = shape.own_columns(row)
+                rest = {k: v for k, v in row.items() if k not in own}
+                base = self.flat(rest) if rest else {}
+                self.origin = {}
+                return shape.to_fields(row, base, index)
         return self.flat(row)
 
     def flat(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -167,9 +179,9 @@ class Normalizer:
                     continue
                 got = fn(value, key)
                 if raw_request is None:
-                    raw_request = got.pop("_request")
+                    raw_request = got.pop(REQUEST)
                 else:
-                    got.pop("_request")
+                    got.pop(REQUEST)
                 for f, v in got.items():
                     c = origin.get(f)
                     if c is None or table[c][1] < p:
@@ -202,9 +214,7 @@ class Normalizer:
 def _expand_expectations(row: dict[str, Any]) -> dict[str, Any]:
     exp = row["expectations"]
     new = {k: v for k, v in row.items() if k != "expectations"}
-    if isinstance(exp, str):
-        parsed = maybe_json(exp, "{")
-        exp = exp if parsed is MISSING else parsed
+    exp = decoded(exp, "{")
     if not isinstance(exp, dict):
         if exp is not None:
             raise FieldError("expectations", f"expected an object of expected values, got {kind(exp)}")
@@ -300,54 +310,3 @@ class ColumnMapping:
         root = path[:cut]
         col = self.reverse.get(root)
         return path if col is None else col + path[cut:]
-
-
-# --------------------------------------------------------------------------- validation errors
-
-_EXPECT = {
-    "id": "an id (text)", "query": "text", "response": "text", "ground_truth": "text",
-    "history": "a list of chat messages", "contexts": "a list of documents",
-    "expected_facts": "a list of strings", "expected_doc_uris": "a list of strings",
-    "guidelines": "a list of strings (or an object mapping names to lists of strings)",
-    "tool_calls": "a list of tool calls", "tool_definitions": "a list of tool definitions",
-    "usage": "an object with token counts", "conversation_id": "an id (text)", "turn": "a whole number",
-}
-
-
-def translate(err: ValidationError, origin: Mapping[str, str] | None = None
-              ) -> tuple[str | None, str]:
-    """(field path, one-line message) for the first error of a pydantic validation."""
-    e = err.errors(include_url=False)[0]
-    loc = [p for p in e.get("loc", ()) if not (isinstance(p, str) and ("[" in p or p in ("list", "dict")))]
-    if not loc:
-        return None, "the row is not valid"
-    root = str(loc[0])
-    src = origin.get(root) if origin else None
-    path = (src or root) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
-    got = kind(e.get("input"))
-    t = e.get("type", "")
-    if t == "missing":
-        return path, "a required value is missing"
-    if len(loc) == 1 and root in _EXPECT:
-        return path, f"expected {_EXPECT[root]}, got {got}"
-    if t.startswith("string"):
-        return path, f"expected text, got {got}"
-    if t.startswith("int") or t.startswith("float"):
-        return path, f"expected a number, got {got}"
-    if t.startswith("list"):
-        return path, f"expected a list, got {got}"
-    if t in ("model_type", "model_attributes_type", "dict_type"):
-        return path, f"expected an object, got {got}"
-    return path, f"invalid value ({got})"
-
-
-def records_of(fields: dict[str, Any] | list[dict[str, Any]], origin: Mapping[str, Any] | None = None
-               ) -> Iterable[Record]:
-    """Records from one row's fields; raises FieldError naming the field on a type error."""
-    try:
-        if fields.__class__ is dict:
-            return (Record.model_validate(fields),)
-        return [Record.model_validate(f) for f in fields]
-    except ValidationError as e:
-        path, msg = translate(e, origin)
-        raise FieldError(path, msg) from None
