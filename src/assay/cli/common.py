@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import typer
 from rich.console import Console
@@ -72,3 +72,14 @@ def when(ts: float | None) -> str:
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else "—"
+
+
+@contextmanager
+def progress_bar(label: str, total: int | None, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (off when ``quiet`` or not a terminal); yields ``advance(n)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)

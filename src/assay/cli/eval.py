@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, count_rows, err, fmt, load_target, out, pairs
+from assay.cli.common import STORE_OPT, count_rows, fmt, load_target, out, pairs, progress_bar
 
 app = typer.Typer()
 
@@ -94,23 +94,18 @@ def eval_cmd(
     defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from assay.engine.evaluate import evaluate
 
     mapping = pairs(map_, "--map")
     thresholds = pairs(threshold, "--threshold")
     tgt = load_target(target) if target else None
     total = count_rows(data)
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                  disable=quiet or not err.is_terminal, transient=True) as bar:
-        task = bar.add_task("evaluating", total=total)
+    with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
                           name=name, store=store, resume=resume_from or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
-                          progress=lambda n: bar.advance(task, n))
+                          progress=advance)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {out_dir}/")

@@ -1,17 +1,16 @@
-"""``assay simulate``: adversarial, jailbreak and user simulations .
+"""``assay simulate``: adversarial, jailbreak and user simulations.
 
 Problems with the user's input raise :class:`~assay.errors.AssayError`: one line, exit 2.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Optional
 
 import typer
 
-from assay.cli.common import err, load_target, out
+from assay.cli.common import load_target, out, progress_bar
 from assay.errors import AssayError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -20,6 +19,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 TARGET_HELP = "The app: module:function (sync or async), or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."
 MODEL_HELP = ("The simulating model: embedded (default), openai:MODEL, azure:DEPLOYMENT, "
               "http://HOST:PORT/v1#MODEL or local:/path.gguf.")
+TARGET_OPT = typer.Option(..., "--target", help=TARGET_HELP)
+SEED_OPT = typer.Option(0, "--seed", help="Seed of every choice: same seed, same set.")
+CONCURRENCY_OPT = typer.Option(4, "--concurrency", "-c", help="Conversations at once.")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+CATEGORY_OPT = typer.Option(None, "--category", help="Harm categories, comma-separated (default: all four).")
+ATTACKER_OPT = typer.Option(None, "--attacker", "--model", help=MODEL_HELP)
+TEMPLATES_OPT = typer.Option(None, "--templates", help="An attack template file (default: the built-in set).")
 
 
 def _read(path: Path, what: str) -> str:
@@ -29,16 +35,6 @@ def _read(path: Path, what: str) -> str:
         raise AssayError(f"{what} {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise AssayError(f"{what} {path}: cannot read it ({exc})") from None
-
-
-@contextmanager
-def _progress(total: int, quiet: bool) -> Iterator[Callable[[int], None]]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal, transient=True) as bar:
-        task = bar.add_task("simulating", total=total)
-        yield lambda n: bar.advance(task, n)
 
 
 def _report(result: Any) -> None:
@@ -55,17 +51,17 @@ def _check_count(n: int, what: str) -> None:
 
 @app.command("adversarial")
 def adversarial_cmd(
-    target: str = typer.Option(..., "--target", help=TARGET_HELP),
+    target: str = TARGET_OPT,
     out_path: Path = typer.Option(..., "--out", "-o", help="The evaluation set to write (JSONL)."),
     scenario: str = typer.Option("adv_qa", "--scenario", "-s", help="Scenario(s), comma-separated: adv_qa, adv_conversation, adv_summarization, adv_search, adv_rewrite, adv_content_gen_ungrounded, adv_content_gen_grounded, adv_protected_material."),
-    category: Optional[str] = typer.Option(None, "--category", help="Harm categories, comma-separated (default: all four)."),
+    category: Optional[str] = CATEGORY_OPT,
     max_: int = typer.Option(8, "--max", "-n", help="Conversations to simulate."),
     turns: Optional[int] = typer.Option(None, "--turns", help="User turns per conversation (default: the scenario's)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every choice: same seed, same set."),
-    attacker: Optional[str] = typer.Option(None, "--attacker", "--model", help=MODEL_HELP),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Conversations at once."),
-    templates: Optional[Path] = typer.Option(None, "--templates", help="An attack template file (default: the built-in set)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    seed: int = SEED_OPT,
+    attacker: Optional[str] = ATTACKER_OPT,
+    concurrency: int = CONCURRENCY_OPT,
+    templates: Optional[Path] = TEMPLATES_OPT,
+    quiet: bool = QUIET_OPT,
 ) -> None:
     """Attack the app with templated adversarial prompts (scenarios x harm categories)."""
     from assay.simulate.adversarial import simulate_adversarial
@@ -75,7 +71,7 @@ def adversarial_cmd(
     if turns is not None:
         _check_count(turns, "--turns")
     fn = load_target(target)
-    with _progress(max_, quiet) as advance:
+    with progress_bar("simulating", max_, quiet) as advance:
         res = simulate_adversarial(fn, scenario=scenario, categories=category, max_conversations=max_, turns=turns,
                                    seed=seed, attacker=attacker, out=out_path, concurrency=concurrency,
                                    progress=advance, templates=templates)
@@ -84,19 +80,19 @@ def adversarial_cmd(
 
 @app.command("jailbreak")
 def jailbreak_cmd(
-    target: str = typer.Option(..., "--target", help=TARGET_HELP),
+    target: str = TARGET_OPT,
     out_dir: Path = typer.Option(..., "--out", "-o", help="The folder to write baseline.jsonl and jailbreak.jsonl to."),
     kind: str = typer.Option("upia", "--kind", help="upia: a jailbreak prefix in the first turn; xpia: an instruction hidden in a context document."),
     scenario: str = typer.Option("adv_conversation", "--scenario", "-s", help="Scenario(s) for upia, comma-separated."),
-    category: Optional[str] = typer.Option(None, "--category", help="Harm categories, comma-separated (default: all four)."),
+    category: Optional[str] = CATEGORY_OPT,
     max_: int = typer.Option(8, "--max", "-n", help="Paired prompts to simulate (each is played twice)."),
     turns: Optional[int] = typer.Option(None, "--turns", help="User turns per conversation (default: the scenario's; 1 for xpia)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every choice: same seed, same set."),
-    attacker: Optional[str] = typer.Option(None, "--attacker", "--model", help=MODEL_HELP),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Conversations at once."),
-    templates: Optional[Path] = typer.Option(None, "--templates", help="An attack template file (default: the built-in set)."),
+    seed: int = SEED_OPT,
+    attacker: Optional[str] = ATTACKER_OPT,
+    concurrency: int = CONCURRENCY_OPT,
+    templates: Optional[Path] = TEMPLATES_OPT,
     jailbreaks: Optional[Path] = typer.Option(None, "--jailbreaks", help="A jailbreak set file (default: the built-in set)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = QUIET_OPT,
 ) -> None:
     """Paired attack sets with and without a jailbreak (then: assay eval OUT --metrics safety)."""
     from assay.simulate.jailbreak import KINDS, simulate_jailbreak
@@ -108,7 +104,7 @@ def jailbreak_cmd(
     if turns is not None:
         _check_count(turns, "--turns")
     fn = load_target(target)
-    with _progress(2 * max_, quiet) as advance:
+    with progress_bar("simulating", 2 * max_, quiet) as advance:
         res = simulate_jailbreak(fn, kind=kind, scenario=scenario, categories=category, max_conversations=max_,
                                  turns=turns, seed=seed, attacker=attacker, out=out_dir, concurrency=concurrency,
                                  progress=advance, templates=templates, jailbreaks=jailbreaks)
@@ -118,16 +114,16 @@ def jailbreak_cmd(
 
 @app.command("users")
 def users_cmd(
-    target: str = typer.Option(..., "--target", help=TARGET_HELP),
+    target: str = TARGET_OPT,
     out_path: Path = typer.Option(..., "--out", "-o", help="The evaluation set to write (JSONL)."),
     text: Optional[Path] = typer.Option(None, "--text", help="A text the users ask about (e.g. docs/faq.md)."),
     tasks: Optional[Path] = typer.Option(None, "--tasks", help="A file of tasks, one a line (# comments)."),
     max_: Optional[int] = typer.Option(None, "--max", "-n", help="Conversations (default: one per task, else 5)."),
     turns: int = typer.Option(4, "--turns", help="User turns per conversation."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every choice: same seed, same set."),
+    seed: int = SEED_OPT,
     model: Optional[str] = typer.Option(None, "--model", "--attacker", help=MODEL_HELP),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Conversations at once."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    concurrency: int = CONCURRENCY_OPT,
+    quiet: bool = QUIET_OPT,
 ) -> None:
     """Ordinary users, played by a model, in multi-turn conversations with the app."""
     from assay.simulate.users import read_tasks, simulate_users
@@ -144,7 +140,7 @@ def users_cmd(
     _check_count(concurrency, "--concurrency")
     fn = load_target(target)
     n = max_ or (len(task_list) if task_list else 5)
-    with _progress(n, quiet) as advance:
+    with progress_bar("simulating", n, quiet) as advance:
         res = simulate_users(fn, text=body, tasks=task_list, max_conversations=max_, turns=turns, seed=seed,
                              model=model, out=out_path, concurrency=concurrency, progress=advance)
     _report(res)
