@@ -14,7 +14,7 @@ import time
 import pytest
 
 import assay
-from assay.engine import evaluate as engine
+from assay.engine import run as engine
 from assay.errors import AssayError
 from assay.store import Store
 

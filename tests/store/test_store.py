@@ -244,7 +244,7 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
         finally:
             st._insert_scores = real
 
-    from assay.engine import evaluate as engine
+    from assay.engine import run as engine
 
     monkeypatch.setattr(engine, "CHUNK", 10)
     monkeypatch.setattr(st, "write_rows", failing_write)
