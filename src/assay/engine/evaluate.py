@@ -10,11 +10,12 @@ together, adds the run-level aggregations the metrics register
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from assay.engine.plan import PLAN_WINDOW, Plan, make_plan, plan
 from assay.engine.run import ChunkRunner, StoreRun, accumulators, judge_stats, judge_usage, open_run, run_config
@@ -25,9 +26,55 @@ from assay.results import EvalResult
 from assay.results.summary import RunSummary
 from assay.version import __version__
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 __all__ = ["JUDGE_ENV", "PLAN_WINDOW", "evaluate", "evaluate_async", "plan", "resolve_judge", "run_sync"]
 
 
+PARAMETERS = """
+Parameters (every one but ``data`` by keyword):
+
+* ``data``: the rows: a path (JSONL, JSON, CSV, Parquet, or a folder of them), a pandas
+  DataFrame, or a list of dicts or Records.
+* ``target``: the application under test, called for each row to fill in its response
+  (a callable, sync or async, or an endpoint URL); None scores the responses in ``data``.
+* ``metrics``: metric names, a list or a comma-separated string; ``"auto"`` (the default)
+  runs every metric whose inputs are present.
+* ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
+* ``mapping``: ``{record field: column}`` for data whose columns have other names.
+* ``out``: a folder for ``rows.jsonl`` (rows streamed as scored) and ``summary.json``;
+  None keeps the rows in memory.
+* ``on_bad_row``: ``"fail"`` (stop at the first row that cannot be read) or ``"skip"``
+  (leave it out; it is listed in ``run["bad_rows"]``).
+* ``concurrency``: the limit on target and judge calls in flight (default: the judge
+  backend's, and at least 16 for targets).
+* ``family``: ``"azure"`` or ``"databricks"``: the metric family ``auto`` picks from.
+* ``options``: run options passed to the metrics (``defect_threshold``, prices ...).
+* ``judge``: the judge model: a spec string, a ChatModel, or None (``$ASSAY_JUDGE``, else
+  the embedded default, when a metric needs one).
+* ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
+  default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
+  available, and scores inline otherwise; ``workers=1`` always scores inline.
+* ``progress``: called with the number of rows just finished.
+* ``name``: a name for the run in the store.
+* ``store``: where the run is saved: a path or SQLAlchemy URL, a Store, or None for the
+  default of :func:`assay.store.open_store`; False saves nothing.
+* ``resume``: True continues the latest unfinished run over the same data with the same
+  configuration, ``"RUN"`` (an id or name) that run: its stored rows are kept, not scored
+  again.
+
+Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
+``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
+"""
+
+
+def documented(fn: F) -> F:
+    """Append the parameters of :func:`evaluate` to ``fn``'s docstring."""
+    fn.__doc__ = inspect.cleandoc(fn.__doc__ or "").rstrip() + "\n\n" + PARAMETERS.strip() + "\n"
+    return fn
+
+
+@documented
 def evaluate(
     data: Any = None,
     *,
@@ -50,42 +97,7 @@ def evaluate(
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
     Synchronous wrapper over :func:`evaluate_async`; works inside a running event loop
-    (a notebook) by running in a worker thread.
-
-    Parameters (every one but ``data`` by keyword):
-
-    * ``data``: the rows: a path (JSONL, JSON, CSV, Parquet, or a folder of them), a pandas
-      DataFrame, or a list of dicts or Records.
-    * ``target``: the application under test, called for each row to fill in its response
-      (a callable, sync or async, or an endpoint URL); None scores the responses in ``data``.
-    * ``metrics``: metric names, a list or a comma-separated string; ``"auto"`` (the default)
-      runs every metric whose inputs are present.
-    * ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
-    * ``mapping``: ``{record field: column}`` for data whose columns have other names.
-    * ``out``: a folder for ``rows.jsonl`` (rows streamed as scored) and ``summary.json``;
-      None keeps the rows in memory.
-    * ``on_bad_row``: ``"fail"`` (stop at the first row that cannot be read) or ``"skip"``
-      (leave it out; it is listed in ``run["bad_rows"]``).
-    * ``concurrency``: the limit on target and judge calls in flight (default: the judge
-      backend's, and at least 16 for targets).
-    * ``family``: ``"azure"`` or ``"databricks"``: the metric family ``auto`` picks from.
-    * ``options``: run options passed to the metrics (``defect_threshold``, prices ...).
-    * ``judge``: the judge model: a spec string, a ChatModel, or None (``$ASSAY_JUDGE``, else
-      the embedded default, when a metric needs one).
-    * ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
-      default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
-      available, and scores inline otherwise; ``workers=1`` always scores inline.
-    * ``progress``: called with the number of rows just finished.
-    * ``name``: a name for the run in the store.
-    * ``store``: where the run is saved: a path or SQLAlchemy URL, a Store, or None for the
-      default of :func:`assay.store.open_store`; False saves nothing.
-    * ``resume``: True continues the latest unfinished run over the same data with the same
-      configuration, ``"RUN"`` (an id or name) that run: its stored rows are kept, not scored
-      again.
-
-    Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
-    ``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
-    """
+    (a notebook) by running in a worker thread."""
     return run_sync(lambda: evaluate_async(
         data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping, out=out,
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
@@ -146,6 +158,7 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
     return build_judge(embedded_judge(), concurrency=concurrency), "embedded default"
 
 
+@documented
 async def evaluate_async(
     data: Any = None,
     *,
@@ -165,42 +178,7 @@ async def evaluate_async(
     store: Any = None,
     resume: bool | str = False,
 ) -> EvalResult:
-    """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`.
-
-    Parameters (every one but ``data`` by keyword):
-
-    * ``data``: the rows: a path (JSONL, JSON, CSV, Parquet, or a folder of them), a pandas
-      DataFrame, or a list of dicts or Records.
-    * ``target``: the application under test, called for each row to fill in its response
-      (a callable, sync or async, or an endpoint URL); None scores the responses in ``data``.
-    * ``metrics``: metric names, a list or a comma-separated string; ``"auto"`` (the default)
-      runs every metric whose inputs are present.
-    * ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
-    * ``mapping``: ``{record field: column}`` for data whose columns have other names.
-    * ``out``: a folder for ``rows.jsonl`` (rows streamed as scored) and ``summary.json``;
-      None keeps the rows in memory.
-    * ``on_bad_row``: ``"fail"`` (stop at the first row that cannot be read) or ``"skip"``
-      (leave it out; it is listed in ``run["bad_rows"]``).
-    * ``concurrency``: the limit on target and judge calls in flight (default: the judge
-      backend's, and at least 16 for targets).
-    * ``family``: ``"azure"`` or ``"databricks"``: the metric family ``auto`` picks from.
-    * ``options``: run options passed to the metrics (``defect_threshold``, prices ...).
-    * ``judge``: the judge model: a spec string, a ChatModel, or None (``$ASSAY_JUDGE``, else
-      the embedded default, when a metric needs one).
-    * ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
-      default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
-      available, and scores inline otherwise; ``workers=1`` always scores inline.
-    * ``progress``: called with the number of rows just finished.
-    * ``name``: a name for the run in the store.
-    * ``store``: where the run is saved: a path or SQLAlchemy URL, a Store, or None for the
-      default of :func:`assay.store.open_store`; False saves nothing.
-    * ``resume``: True continues the latest unfinished run over the same data with the same
-      configuration, ``"RUN"`` (an id or name) that run: its stored rows are kept, not scored
-      again.
-
-    Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
-    ``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
-    """
+    """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
                   on_bad_row=on_bad_row, family=family)
