@@ -154,3 +154,20 @@ def test_the_engine_imports_no_simulator():
             "assay.evaluate([{'response': 'a', 'ground_truth': 'a'}], metrics='exact_match', store=False); "
             "bad = [m for m in sys.modules if m.startswith('assay.simulate')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_large_runs_score_in_worker_processes_by_default():
+    import multiprocessing as mp
+
+    from assay.engine.run import worker_count
+    from assay.metrics.base import resolve
+
+    sync = resolve(["f1_score"])
+    assert worker_count(None, sync, PLAN_WINDOW - 1) == 1
+    assert worker_count(None, [], PLAN_WINDOW) == 1
+    assert worker_count(1, sync, PLAN_WINDOW) == 1
+    if "fork" in mp.get_all_start_methods():
+        import os
+        assert worker_count(None, sync, PLAN_WINDOW) == max(1, min(os.cpu_count() or 1, 8))
+    with pytest.raises(AssayError, match="at least 1"):
+        worker_count(0, sync, 10)
