@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -74,6 +75,18 @@ def output_keys(layout: Sequence[tuple[str, Sequence[str]]]) -> dict[tuple[str, 
     return {(m, o): tuple(f"outputs.{m}.{o}{s}" for s in SUFFIXES) for m, outs in layout for o in outs}
 
 
+@dataclass(slots=True)
+class StoredRow:
+    """One scored row as the engine hands it to the store (and the store gives it back)."""
+
+    idx: int
+    row_id: str | None
+    conversation_id: str | None
+    target_error: bool
+    inputs: dict[str, Any]
+    scores: dict[str, dict[str, Score]]
+
+
 class RowSink:
     """Where scored rows go: kept in memory, or streamed to ``<out>/rows.jsonl``; and,
     when the run is saved, committed to the store chunk by chunk (:meth:`commit`)."""
@@ -101,8 +114,6 @@ class RowSink:
             record: Record | None = None, target_error: bool = False, stored: bool = False) -> None:
         """One row. ``stored``: the row came back from the store (a resumed run)."""
         if self.store is not None and not stored:
-            from assay.store import StoredRow
-
             self._pending.append(StoredRow(idx, record.id if record else None,
                                            record.conversation_id if record else None,
                                            target_error, dict(inputs), scores))
