@@ -14,7 +14,7 @@ import time
 import pytest
 
 import assay
-from assay.engine import evaluate as engine
+from assay.engine import run as engine_run
 from assay.errors import AssayError
 from assay.store import Store
 
@@ -38,7 +38,7 @@ def _comparable(res):
 
 
 def test_ctrl_c_then_resume_gives_the_uninterrupted_result(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "CHUNK", 8)
+    monkeypatch.setattr(engine_run, "CHUNK", 8)
     st = Store(str(tmp_path / "s.db"))
     metrics = "f1_score,test_resume_explodes"
     full = assay.evaluate(ROWS, metrics=metrics, store=st, name="full", workers=1)
@@ -59,7 +59,7 @@ def test_ctrl_c_then_resume_gives_the_uninterrupted_result(tmp_path, monkeypatch
 
 
 def test_resume_refuses_other_data_or_options(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "CHUNK", 8)
+    monkeypatch.setattr(engine_run, "CHUNK", 8)
     st = Store(str(tmp_path / "s.db"))
     _BOOM["at"] = 20
     with pytest.raises(KeyboardInterrupt):

@@ -184,3 +184,15 @@ def test_the_cli_summary_prints_the_jailbreak_rate(tmp_path, fake_harm_metrics, 
     text = capsys.readouterr().out
     assert "jailbreak defect rate (severity >= 4 only with the injection)" in text
     assert "violence: 1.000 (1 pair: 1 jailbreak only" in text
+
+
+def test_the_figures_live_with_the_safety_metrics_and_are_re_exported():
+    import assay.simulate as sim
+    import assay.simulate.jailbreak as simjb
+    from assay.metrics.aggregations import RUN_AGGREGATIONS
+    from assay.metrics.safety import jailbreak as jb
+
+    for name in ("add_jailbreak_figures", "attach_jailbreak_defect_rate", "format_jailbreak", "jailbreak_defect_rate",
+                 "jailbreak_figures"):
+        assert getattr(simjb, name) is getattr(jb, name) is getattr(sim, name)
+    assert RUN_AGGREGATIONS["jailbreak"] is jb.add_jailbreak_figures

@@ -244,9 +244,9 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
         finally:
             st._insert_scores = real
 
-    from assay.engine import evaluate as engine
+    from assay.engine import run as engine_run
 
-    monkeypatch.setattr(engine, "CHUNK", 10)
+    monkeypatch.setattr(engine_run, "CHUNK", 10)
     monkeypatch.setattr(st, "write_rows", failing_write)
     with pytest.raises(AssayError, match=r"cannot write run \w+ to the store .*--resume"):
         assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", workers=1)

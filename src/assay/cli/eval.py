@@ -51,7 +51,7 @@ def print_summary(result: Any) -> None:
     if len(r["bad_rows"]) > 20:
         out.print(f"  [yellow]… and {len(r['bad_rows']) - 20} more bad rows[/yellow]")
     if r.get("jailbreak"):
-        from assay.simulate.jailbreak import format_jailbreak
+        from assay.metrics.safety.jailbreak import format_jailbreak
 
         for line in format_jailbreak(r["jailbreak"]):
             out.print(line, highlight=False)

@@ -1,4 +1,5 @@
-"""Per-output aggregates (SPEC §4), accumulated row by row so a run can stream.
+"""Per-output aggregates (the figures azure-ai-evaluation and Databricks Agent Evaluation report
+per metric), accumulated row by row so a run can stream.
 
 For each metric output: mean, median, p90, pass rate (passes / (passes + fails); errors
 and skips never count as fails), defect rate for harms (share of scored rows at or above

@@ -1,17 +1,20 @@
 """The result of a run: rows (``inputs.*``, ``outputs.<metric>.*``) plus aggregates.
 
-Each metric output ``o`` of metric ``m`` gives eight row columns (SPEC §3):
+Each metric output ``o`` of metric ``m`` gives eight row columns (the layout of
+azure-ai-evaluation's ``evaluate()`` result rows):
 ``outputs.m.o`` (the value), ``o_score``, ``o_passed``, ``o_result``, ``o_reason``,
 ``o_status``, ``o_threshold``, ``o_properties``.
 
 When the run has an output directory, rows are streamed to ``rows.jsonl`` there as
-they are scored and read back only when asked for, so memory stays flat.
+they are scored and read back only when asked for, so memory stays flat. The run's
+summary (:class:`~assay.results.summary.RunSummary`) is written beside them as ``summary.json``.
 """
 
 from __future__ import annotations
 
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -19,6 +22,7 @@ import orjson
 
 from assay.metrics.base import Score
 from assay.records import CANONICAL_FIELDS, Record
+from assay.results.summary import RunSummary
 
 ROWS_FILE = "rows.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -71,6 +75,18 @@ def output_keys(layout: Sequence[tuple[str, Sequence[str]]]) -> dict[tuple[str, 
     return {(m, o): tuple(f"outputs.{m}.{o}{s}" for s in SUFFIXES) for m, outs in layout for o in outs}
 
 
+@dataclass(slots=True)
+class StoredRow:
+    """One scored row as the engine hands it to the store (and the store gives it back)."""
+
+    idx: int
+    row_id: str | None
+    conversation_id: str | None
+    target_error: bool
+    inputs: dict[str, Any]
+    scores: dict[str, dict[str, Score]]
+
+
 class RowSink:
     """Where scored rows go: kept in memory, or streamed to ``<out>/rows.jsonl``; and,
     when the run is saved, committed to the store chunk by chunk (:meth:`commit`)."""
@@ -98,8 +114,6 @@ class RowSink:
             record: Record | None = None, target_error: bool = False, stored: bool = False) -> None:
         """One row. ``stored``: the row came back from the store (a resumed run)."""
         if self.store is not None and not stored:
-            from assay.store import StoredRow
-
             self._pending.append(StoredRow(idx, record.id if record else None,
                                            record.conversation_id if record else None,
                                            target_error, dict(inputs), scores))
@@ -108,6 +122,14 @@ class RowSink:
             self._fh.write(orjson.dumps(row, default=_default, option=_OPTS))
         else:
             self.rows.append(row)  # type: ignore[union-attr]
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """The rows added so far: from memory, or read back from ``rows.jsonl`` (after
+        :meth:`close`, or :meth:`commit`, every row added is there)."""
+        if self.rows is not None:
+            yield from self.rows
+        elif self.out is not None:
+            yield from read_rows(self.out / ROWS_FILE)
 
     def commit(self) -> None:
         """Make the rows added so far durable: flushed to the file, committed to the store."""
@@ -144,6 +166,14 @@ class RowSink:
         return res
 
 
+def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The rows of a ``rows.jsonl`` file, one dict a line."""
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                yield orjson.loads(line)
+
+
 class EvalResult:
     """Rows and aggregates of one run.
 
@@ -171,9 +201,7 @@ class EvalResult:
             yield from self._row_source()
             return
         assert self.rows_path is not None
-        with open(self.rows_path, "rb") as fh:
-            for line in fh:
-                yield orjson.loads(line)
+        yield from read_rows(self.rows_path)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -234,6 +262,25 @@ class EvalResult:
     def write_summary(self, path: Path) -> None:
         path.write_bytes(orjson.dumps({"metrics": self.metrics, "run": self.run},
                                       default=_default, option=orjson.OPT_INDENT_2))
+
+    def save_summary(self) -> None:
+        """Rewrite ``summary.json`` beside ``rows.jsonl`` when the run has an output folder."""
+        if self.rows_path is not None:
+            self.write_summary(Path(self.rows_path).with_name(SUMMARY_FILE))
+
+    @property
+    def summary(self) -> RunSummary:
+        """``run`` as a :class:`~assay.results.summary.RunSummary`."""
+        return RunSummary.load(self.run)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "EvalResult":
+        """A run written to a folder (``evaluate(out=folder)``): its ``summary.json``, with
+        rows streamed from its ``rows.jsonl``. Summaries of this version and earlier ones open."""
+        folder = Path(folder)
+        data = orjson.loads((folder / SUMMARY_FILE).read_bytes())
+        run = RunSummary.load(data.get("run") or {}).as_dict()
+        return cls(metrics=data.get("metrics") or {}, run=run, rows_path=folder / ROWS_FILE)
 
     # -- the Databricks view ---------------------------------------------------------------
     def databricks(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Databricks Agent Evaluation names for assay's results (SPEC §3).
+"""Databricks Agent Evaluation names for assay's results (the column and metric names of
+Databricks' ``mlflow.evaluate(model_type="databricks-agent")`` output).
 
 Judges with a yes/no rating become ``<prefix>/llm_judged/<judge>/rating`` and
 ``/rationale``; ground-truth retrieval metrics ``retrieval/ground_truth/<name>``; the

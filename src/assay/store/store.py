@@ -16,7 +16,6 @@ import os
 import sys
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -28,6 +27,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, Prog
 
 from assay.errors import AssayError
 from assay.metrics.base import Score
+from assay.results import StoredRow
 from assay.store import schema as S
 
 DEFAULT_PATH = Path(".assay") / "assay.db"
@@ -82,18 +82,6 @@ def _safe_url(url: str) -> str:
 
 class _BeingCreated(Exception):
     """The store's tables exist but its version is not written yet: another process is creating it."""
-
-
-@dataclass(slots=True)
-class StoredRow:
-    """One scored row as the engine hands it to the store."""
-
-    idx: int
-    row_id: str | None
-    conversation_id: str | None
-    target_error: bool
-    inputs: dict[str, Any]
-    scores: dict[str, dict[str, Score]]
 
 
 class Store:

@@ -1,0 +1,304 @@
+"""The second stage of a run: score a :class:`~assay.engine.plan.Plan` chunk by chunk.
+
+Rows stream through in chunks of ``CHUNK``, so a million-row file is never held in memory
+when the result is written to ``out``. Synchronous (classic) metrics run inline, or in worker
+processes for large runs; async metrics (judges) and target calls share one concurrency
+limit. Each chunk is committed to the store as one transaction once its rows are written, so
+an interrupted run resumes from its last whole chunk (:func:`open_run`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from assay.engine.aggregate import Accumulator, defect_settings
+from assay.engine.plan import PLAN_WINDOW, Plan
+from assay.engine.target import TargetError
+from assay.errors import AssayError
+from assay.metrics.base import EvalContext, Metric, Score
+from assay.records import Record
+from assay.results import EvalResult, RowSink, row_inputs
+
+CHUNK = 512          # rows scored together
+MAX_WORKERS = 8      # worker processes by default, at most
+
+
+# -- synchronous metrics, inline or in worker processes -------------------------------------------
+
+def score_rows(metrics: Sequence[Metric], thresholds: Mapping[str, float], ctx: EvalContext,
+               records: Sequence[Record]) -> list[dict[str, dict[str, Score]]]:
+    """Synchronous metrics over some records: ``[{metric: {output: Score}}]`` per record."""
+    return [{m.name: m.score_sync(r, ctx, thresholds.get(m.name)) for m in metrics} for r in records]
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(names: list[str], thresholds: dict[str, float], options: dict[str, Any]) -> None:
+    from assay.metrics.base import REGISTRY, load_builtin_metrics
+
+    load_builtin_metrics()
+    _WORKER.update(metrics=[REGISTRY[n] for n in names], thresholds=thresholds,
+                   ctx=EvalContext(options=options))
+
+
+def _score_in_worker(records: list[Record]) -> list[dict[str, dict[str, Score]]]:
+    return score_rows(_WORKER["metrics"], _WORKER["thresholds"], _WORKER["ctx"], records)
+
+
+def worker_count(workers: int | None, sync_metrics: list[Metric], head_rows: int) -> int:
+    """Processes for the synchronous metrics: ``workers`` when given (1 without ``fork``), else
+    every core (up to ``MAX_WORKERS``) for runs of at least ``PLAN_WINDOW`` rows, else 1."""
+    if workers is not None:
+        if workers < 1:
+            raise AssayError(f"workers must be at least 1, got {workers}")
+        return workers if sync_metrics and "fork" in mp.get_all_start_methods() else 1
+    if not sync_metrics or head_rows < PLAN_WINDOW or "fork" not in mp.get_all_start_methods():
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+def make_pool(n: int, metrics: list[Metric], thresholds: dict[str, float], ctx: EvalContext) -> ProcessPoolExecutor:
+    """``n`` worker processes that score ``metrics`` (forked: they inherit every registered
+    metric, the user's own included)."""
+    return ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork"), initializer=_init_worker,
+                               initargs=([m.name for m in metrics], thresholds, dict(ctx.options)))
+
+
+def chunks(it: Iterator[Record], size: int) -> Iterator[list[Record]]:
+    """``it`` in lists of ``size`` (the last one shorter)."""
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+# -- the run in the store -------------------------------------------------------------------------
+
+@dataclass
+class StoreRun:
+    """Where a run is saved: the store (None when saving is off), the run's id, how many rows
+    a resumed run already has, and whether one was resumed."""
+
+    store: Any = None
+    run_id: str | None = None
+    done: int = 0
+    resumed: bool = False
+
+
+def run_config(plan: Plan, judge_model: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The configuration a run is saved with; a resumed run must have the same."""
+    return {"metrics": [m.name for m in plan.metrics], "thresholds": plan.thresholds,
+            "mapping": dict(plan.mapping or {}), "family": plan.family,
+            "target": plan.target.name if plan.target else None, "on_bad_row": plan.on_bad_row,
+            "judge": getattr(judge_model, "name", None), "options": dict(options or {}),
+            "layout": [[m.name, list(m.outputs)] for m in plan.metrics]}
+
+
+def open_run(store: Any, resume: bool | str, name: str | None, data: Any, source: str,
+             config: dict[str, Any], judge_model: Any) -> StoreRun:
+    """Start the run in the store, or reopen the unfinished one to resume (``resume=True``: the
+    latest over the same data and configuration; ``resume="RUN"``: that one)."""
+    from assay.store import open_store
+    from assay.store.fingerprint import config_hash, data_fingerprint
+
+    st = open_store(store)
+    if st is None:
+        if resume:
+            raise AssayError("resume needs the store, but saving runs is turned off ($ASSAY_STORE=off)")
+        return StoreRun()
+    fp = data_fingerprint(data)
+    chash = config_hash(config)
+    prior = None
+    if isinstance(resume, str) and resume:
+        prior = st.get_run(resume)
+        if prior["status"] == "completed":
+            raise AssayError(f"run {prior['id']} is already complete; nothing to resume")
+        if prior["data_fingerprint"] != fp or prior["config_hash"] != chash:
+            what = "data" if prior["data_fingerprint"] != fp else "configuration (metrics, thresholds, mapping, judge ...)"
+            raise AssayError(f"run {prior['id']} was made with different {what}; it can only be resumed "
+                             "with the same data and options")
+    elif resume:
+        if fp is None:
+            raise AssayError("resume needs data given as a file, folder, DataFrame or list, so that it can "
+                             "check the data is the same")
+        prior = st.find_resumable(fp, chash, name)
+    if prior is not None:
+        st.reopen_run(prior["id"])
+        return StoreRun(st, prior["id"], int(prior["rows_done"]), True)
+    run_id = st.start_run(name=name, source=source, fingerprint=fp, config=config, config_hash=chash,
+                          metrics=config["metrics"], judge=getattr(judge_model, "name", None))
+    return StoreRun(st, run_id, 0, False)
+
+
+# -- judge accounting -----------------------------------------------------------------------------
+
+def judge_stats(model: Any, since: Any = None) -> dict[str, int] | None:
+    """The judge's call counts (a snapshot), or with ``since`` (an earlier snapshot) this run's share."""
+    stats = getattr(model, "stats", None)
+    if stats is None:
+        return None
+    if hasattr(stats, "since"):
+        return stats.since(since)
+    return {k: getattr(stats, k) for k in ("calls", "cache_hits", "shared", "errors")}
+
+
+def judge_usage(model: Any, since: Any, options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """This run's judge usage: calls, cache hits, errors, tokens and cost (``assay.models.pricing``)."""
+    if model is None:
+        return None
+    from assay.models.pricing import judge_usage as usage
+
+    return usage(model, since, options)
+
+
+# -- the chunk pipeline ---------------------------------------------------------------------------
+
+def accumulators(metrics: list[Metric], options: Mapping[str, Any]) -> dict[tuple[str, str], Accumulator]:
+    """One aggregate accumulator per metric output, with the metric's defect settings."""
+    return {(m.name, o): Accumulator(metric=m.name, output=o, higher_is_better=m.higher_is_better,
+                                     **defect_settings(m, options))
+            for m in metrics for o in m.outputs}
+
+
+class ChunkRunner:
+    """Scores a plan's records chunk by chunk and hands every row to the sink and the aggregates.
+
+    Chunks are scored ahead (in worker processes, or while target and judge calls wait) and
+    consumed in input order, so rows are written in the order they were read. A row's target
+    error or metric error is recorded as such, never as a fail.
+    """
+
+    def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
+                 out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None):
+        self.plan, self.ctx, self.accs, self.saved = plan, ctx, accs, saved
+        # One limit on target and judge calls in flight: the one given, else the judge backend's
+        # default, and at least 16 for targets.
+        judge_limit = getattr(getattr(ctx.judge, "limiter", None), "concurrency", 0)
+        self.sem = asyncio.Semaphore(concurrency or max(16, judge_limit))
+        self.sink = RowSink(out, plan.layout, store=saved.store, run_id=saved.run_id)
+        self.counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
+        self.n_workers = worker_count(workers, plan.sync_metrics, len(plan.head))
+        self.pool: ProcessPoolExecutor | None = None
+
+    async def _call_target(self, r: Record) -> Record | TargetError:
+        async with self.sem:
+            try:
+                return await self.plan.target.call(r)  # type: ignore[union-attr]
+            except TargetError as exc:
+                return exc
+
+    async def _score_async(self, m: Metric, r: Record) -> dict[str, Score]:
+        async with self.sem:
+            return await m.score(r, self.ctx, self.plan.thresholds.get(m.name))
+
+    async def score_chunk(self, chunk: list[Record]) -> tuple[list, list]:
+        """The chunk's records (a target's reply filled in, or its TargetError) and their scores."""
+        plan = self.plan
+        filled: list[Record | TargetError] = list(chunk)
+        if plan.target is not None:
+            filled = list(await asyncio.gather(*(self._call_target(r) for r in chunk)))
+        ok = [r for r in filled if not isinstance(r, TargetError)]
+        if self.pool is not None:
+            scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
+        else:
+            scored = score_rows(plan.sync_metrics, plan.thresholds, self.ctx, ok)
+        it = iter(scored)
+        per_row = [{m.name: m.error_all(str(r)) for m in plan.metrics} if isinstance(r, TargetError) else next(it)
+                   for r in filled]
+        if plan.async_metrics:
+            jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
+                    for m in plan.async_metrics]
+            results = await asyncio.gather(*(self._score_async(m, filled[i]) for i, m in jobs))  # type: ignore[arg-type]
+            for (i, m), res in zip(jobs, results):
+                per_row[i][m.name] = res
+        return filled, per_row
+
+    def tally(self, scores: dict[str, dict[str, Score]], conv: str | None, target_error: bool) -> None:
+        had_error = False
+        for mname, outs in scores.items():
+            for oname, s in outs.items():
+                self.accs[(mname, oname)].add(s, conv)
+                if s.status == "error":
+                    had_error = True
+        self.counts["target_errors"] += target_error
+        self.counts["evaluated"] += 1
+        self.counts["errored"] += had_error
+
+    def consume(self, chunk: list[Record], filled: list, per_row: list) -> None:
+        """Tally and write one scored chunk, then commit it (one store transaction)."""
+        for src, r, scores in zip(chunk, filled, per_row):
+            failed = isinstance(r, TargetError)
+            if failed:
+                r = src
+            self.tally(scores, src.conversation_id, failed)
+            self.sink.add(row_inputs(r), scores, idx=self.counts["evaluated"] - 1, record=r, target_error=failed)
+        self.sink.commit()
+
+    def replay_stored(self) -> None:
+        """A resumed run: its stored rows count as they did, and are not scored again."""
+        st, done = self.saved.store, self.saved.done
+        for row in st.iter_scored(self.saved.run_id, stop=done):
+            self.tally(row.scores, row.conversation_id, row.target_error)
+            self.sink.add(row.inputs, row.scores, stored=True)
+
+    async def run(self, progress: Callable[[int], None] | None = None) -> None:
+        """Score every record not yet stored. The store records an unfinished run's status
+        (``interrupted`` or ``failed``, with the error) before the exception goes on."""
+        saved = self.saved
+        if saved.done:
+            self.replay_stored()
+            if progress is not None:
+                progress(saved.done)
+        if self.n_workers > 1:
+            self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx)
+        depth = max(2, self.n_workers + 1)
+        pending: deque[tuple[list[Record], asyncio.Future]] = deque()
+        status, error = "failed", None
+        try:
+            for chunk in chunks(self.plan.records(saved.done), CHUNK):
+                pending.append((chunk, asyncio.ensure_future(self.score_chunk(chunk))))
+                if len(pending) >= depth:
+                    await self._next(pending, progress)
+            while pending:
+                await self._next(pending, progress)
+            status = "completed"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            status, error = "interrupted", "interrupted"
+            raise
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            for _, fut in pending:
+                fut.cancel()
+            try:
+                self.sink.close()   # the last store write; if it fails, the run stays resumable
+            finally:
+                if self.pool is not None:
+                    self.pool.shutdown(wait=False, cancel_futures=True)
+                if saved.store is not None and status != "completed":
+                    saved.store.finish_run(saved.run_id, status, error=error)
+
+    async def _next(self, pending: deque, progress: Callable[[int], None] | None) -> None:
+        """Wait for the oldest chunk in flight and consume it."""
+        chunk, fut = pending.popleft()
+        self.consume(chunk, *(await fut))
+        if progress is not None:
+            progress(len(chunk))
+
+    def aggregates(self) -> dict[str, dict[str, Any]]:
+        """``{output: aggregate}`` over every row scored (and replayed)."""
+        return {o: a.result() for (_, o), a in self.accs.items()}
+
+    def result(self, aggregates: dict[str, dict[str, Any]], run: dict[str, Any]) -> EvalResult:
+        return self.sink.result(aggregates, run)
