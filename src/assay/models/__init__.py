@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from assay.models.ask import ScoredAnswer, ask_score
 from assay.models.base import ChatModel, EmbeddingModel, Generation, ModelCallError, TokenUsage
 from assay.models.cache import CallCache, call_key, default_cache_path, open_cache
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
@@ -55,6 +54,11 @@ __all__ = [
     "ACCEPTED_FORMS", "CallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
     "LimitedModel", "Limiter", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
     "TokenUsage", "build_judge", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
-    "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat", "ScoredAnswer",
-    "ask_score", "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
+    "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat",
+    "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
 ]
+
+# next-token distributions (ChatModel.distribution)
+from assay.models.base import distribution_generation, gives_distributions, read_distribution  # noqa: E402
+
+__all__ += ["distribution_generation", "gives_distributions", "read_distribution"]

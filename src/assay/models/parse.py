@@ -176,7 +176,7 @@ def _parse(text: Any, sc: Scale, skeys: tuple[str, ...], rkeys: tuple[str, ...])
         t = t[:MAX_CHARS // 2] + "\n...\n" + t[-MAX_CHARS // 2:]
 
     # 1. JSON
-    for obj in _json_candidates(t):
+    for obj in json_candidates(t):
         if isinstance(obj, Mapping):
             r = _from_mapping(obj, sc, skeys, rkeys)
             if r is not None:
@@ -242,7 +242,10 @@ def _from_mapping(obj: Mapping[str, Any], sc: Scale, skeys: tuple[str, ...],
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", re.S)
 
 
-def _json_candidates(t: str) -> Iterable[Any]:
+def json_candidates(t: str) -> Iterable[Any]:
+    """The JSON values a model's answer holds, most likely first: fenced blocks, the whole text,
+    then every balanced ``{...}``/``[...]`` span (trailing commas and single quotes tolerated).
+    ``t`` must not be empty."""
     seen = set()
     blocks = [m.group(1).strip() for m in _FENCE.finditer(t)]
     if t[0] in "{[" or t[0].isdigit() or t in ("true", "false"):
@@ -265,6 +268,22 @@ def _json_candidates(t: str) -> Iterable[Any]:
             o = _loads(span)
             if o is not _FAIL:
                 yield o
+
+
+def json_key(text: str, key: str) -> Any:
+    """The value of ``key`` (case-insensitive) in the first JSON object of ``text`` that has it,
+    a JSON list found first, or None."""
+    try:
+        for obj in json_candidates((text or "").strip() or " "):
+            if isinstance(obj, Mapping):
+                low = {str(k).lower(): val for k, val in obj.items()}
+                if key in low:
+                    return low[key]
+            elif isinstance(obj, list):
+                return obj
+    except Exception:
+        return None
+    return None
 
 
 _FAIL = object()
