@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from assay.judges import judge as _judge
+from assay import judges as _judge
 from assay.metrics.base import REGISTRY, EvalContext, load_builtin_metrics
-from assay.models import CallCache, Generation, LimitedModel, TokenUsage
+from assay.models import CallCache, Generation, LimitedModel, TokenUsage, distribution_generation
 from assay.records import Document, Message, Record
 
 load_builtin_metrics()
@@ -432,9 +432,10 @@ class ProbJudge:
         self.dist_calls: list[tuple[list, list, str]] = []
         self.gen_calls = 0
 
-    async def candidate_distribution(self, messages, candidates, *, assistant_prefix=None):
+    async def distribution(self, messages, candidates, *, assistant_prefix=None):
         self.dist_calls.append((messages, list(candidates), assistant_prefix))
-        return {c: self.dist.get(c, 0.0) for c in candidates}, 0.9, 321
+        return distribution_generation({c: self.dist.get(c, 0.0) for c in candidates}, 0.9, prompt_tokens=321,
+                                       model=self.name)
 
     async def generate(self, messages, **kw):
         self.gen_calls += 1

@@ -10,7 +10,7 @@ import pytest
 
 from assay.errors import AssayError
 from assay.models import (CallCache, Generation, LimitedModel, Limiter, OpenAICompat, RetryPolicy, TokenUsage,
-                          build_judge, judge_usage, lookup_price, parse_price)
+                          build_judge, distribution_generation, judge_usage, lookup_price, parse_price)
 from assay.models.pricing import judge_price
 
 MSG = [{"role": "user", "content": "Rate this."}]
@@ -32,10 +32,11 @@ class DistBackend:
         self.dist_calls = 0
         self.gen_calls = 0
 
-    async def candidate_distribution(self, messages, candidates, *, assistant_prefix=None):
+    async def distribution(self, messages, candidates, *, assistant_prefix=None):
         self.dist_calls += 1
         await asyncio.sleep(0.01)
-        return {c: 1.0 / len(candidates) for c in candidates}, 0.8, 250
+        return distribution_generation({c: 1.0 / len(candidates) for c in candidates}, 0.8, prompt_tokens=250,
+                                       model=self.name)
 
     async def generate(self, messages, **kw):
         self.gen_calls += 1
