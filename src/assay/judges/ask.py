@@ -245,8 +245,8 @@ def score_from_distribution(gen: Generation, scale: Scale) -> LogprobScore:
     return LogprobScore(sum(float(k) * p for k, p in dist.items()), dist, min(1.0, mass))
 
 
-_KEY_BEFORE = re.compile(r'["\'](?:score|rating|grade|verdict|answer|label|result|judg(?:e)?ment)["\']\s*:\s*["\']?\s*$',
-                         re.I)
+_KEY_BEFORE = re.compile(
+    r'["\'](?:score|rating|grade|verdict|answer|label|result|judg(?:e)?ment)["\']\s*:\s*["\']?\s*$', re.I)
 
 
 def prob_from_generation(gen: Generation, scale: Scale) -> LogprobScore | None:

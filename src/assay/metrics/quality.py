@@ -105,8 +105,8 @@ async def _groundedness(judge: Judge, ctx: EvalContext | None, values: Mapping[s
     return await run_judge(judge, ctx, values, template=tpl)
 
 
-_declare(Judge("groundedness", "groundedness", threshold=3, requires=("response", "contexts"), optional=("query",), auto=True,
-               family=AZURE, description="""Is every claim of the response supported by the retrieved context? 1–5.
+_declare(Judge("groundedness", "groundedness", threshold=3, requires=("response", "contexts"), optional=("query",),
+               auto=True, family=AZURE, description="""Is every claim of the response supported by the retrieved context? 1–5.
 
 With a query the judge sees it (to tell which parts are meant as the answer); without one
 a query-free template is used (Azure's two variants)."""), _groundedness)
@@ -263,8 +263,8 @@ async def _retrieval(judge: Judge, ctx: EvalContext | None, values: Mapping[str,
     return Score(value=value, score=value, reason=reason, properties=props)
 
 
-_declare(Judge("similarity", "similarity", threshold=3, requires=("response", "ground_truth"), optional=("query",), auto=True,
-               family=AZURE,
+_declare(Judge("similarity", "similarity", threshold=3, requires=("response", "ground_truth"), optional=("query",),
+               auto=True, family=AZURE,
                description="Equivalence in meaning of the response and the ground truth, given the query. 1–5."))
 
 

@@ -21,10 +21,10 @@ Yes/no checks, each with a defect rate (the share of rows found):
 **Who scores.** With a capable judge (``--judge``, ``$ASSAY_JUDGE``), every metric asks it, on
 the same path as the quality judges (tagged, delimited untrusted text; JSON answer; one re-ask;
 errors kept; each declared once as a :class:`~assay.judges.Judge`): the severity definitions are
-``prompts/safety/<metric>.txt``, versioned by their first line (``properties.prompt_version``). When the run has no judge, or its judge is the
-embedded smoke-test model (which cannot tell harm apart, measured), the metrics use the
-embedded classifier of :mod:`assay.metrics.safety.rules` instead: rules plus the packaged
-profanity and offensive-text models, no key, no network. ``options["safety_scorer"]`` forces
+``prompts/safety/<metric>.txt``, versioned by their first line (``properties.prompt_version``).
+When the run has no judge, or its judge is the embedded smoke-test model (which cannot tell harm
+apart), the metrics use the embedded classifier of :mod:`assay.metrics.safety.rules` instead:
+rules plus the packaged profanity and offensive-text models, no key, no network. ``options["safety_scorer"]`` forces
 ``"embedded"`` or ``"judge"``. ``properties.scorer`` always says which one scored.
 """
 
