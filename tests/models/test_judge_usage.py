@@ -102,6 +102,32 @@ async def test_a_backend_without_distributions_says_so(fake):
     await j.aclose()
 
 
+def test_distributions_are_part_of_the_chat_model_contract():
+    from assay.models import gives_distributions, read_distribution
+
+    gen = distribution_generation({"yes": 0.25, "no": 0.75}, 0.5, prompt_tokens=12, model="m")
+    assert read_distribution(gen) == ({"yes": 0.25, "no": 0.75}, 0.5)
+    assert (gen.usage.input_tokens, gen.usage.output_tokens, gen.model) == (12, 0, "m")
+    assert gives_distributions(DistBackend()) and gives_distributions(LimitedModel(DistBackend()))
+    endpoint = OpenAICompat.endpoint("http://127.0.0.1:9/v1", "m")
+    assert not gives_distributions(endpoint) and not gives_distributions(LimitedModel(endpoint))
+
+    class GenerateOnly:
+        name = "stub:text"
+
+        async def generate(self, messages, **kw):
+            return Generation(text="")
+
+    assert not gives_distributions(GenerateOnly())
+
+
+async def test_an_openai_compatible_backend_says_it_gives_no_distributions():
+    endpoint = OpenAICompat.endpoint("http://127.0.0.1:9/v1", "m")
+    with pytest.raises(Exception, match="no next-token distributions"):
+        await endpoint.distribution(MSG, ["yes", "no"])
+    await endpoint.aclose()
+
+
 # -- prices ---------------------------------------------------------------------------------------------
 
 def test_price_table_lookup():

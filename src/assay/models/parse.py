@@ -250,24 +250,23 @@ def json_candidates(t: str) -> Iterable[Any]:
     blocks = [m.group(1).strip() for m in _FENCE.finditer(t)]
     if t[0] in "{[" or t[0].isdigit() or t in ("true", "false"):
         blocks.append(t)
+
+    def fresh(spans: Iterable[str]) -> Iterable[Any]:
+        for span in spans:
+            if span not in seen:
+                seen.add(span)
+                o = _loads(span)
+                if o is not _FAIL:
+                    yield o
+
     for b in blocks:
         obj = _loads(b)
         if obj is not _FAIL:
             seen.add(b)
             yield obj
         else:
-            for span in _objects(b):
-                if span not in seen:
-                    seen.add(span)
-                    o = _loads(span)
-                    if o is not _FAIL:
-                        yield o
-    for span in _objects(t):
-        if span not in seen:
-            seen.add(span)
-            o = _loads(span)
-            if o is not _FAIL:
-                yield o
+            yield from fresh(_objects(b))
+    yield from fresh(_objects(t))
 
 
 def json_key(text: str, key: str) -> Any:
