@@ -1,7 +1,7 @@
 """One policy for every model call of a run: concurrency, rate, retries, timeout, cache.
 
-:class:`Limiter` is shared by all metrics and rows of a run (SPEC §7, §8: no
-``evaluators × workers`` blow-up):
+:class:`Limiter` is shared by all metrics and rows of a run, so that the calls in flight are
+bounded once for the run, not once per metric and worker (no ``evaluators × workers`` blow-up):
 
 * a global concurrency limit (an adjustable semaphore; defaults sized per backend);
 * an adaptive rate limit: token buckets for requests and tokens per minute. On a 429
@@ -14,7 +14,8 @@
 * a per-call timeout.
 
 :class:`LimitedModel` applies a limiter and a :class:`~assay.models.cache.CallCache` to
-any :class:`~assay.models.base.ChatModel`: a cache hit returns at once with
+any :class:`~assay.models.base.ChatModel`, to its generated answers and its next-token
+distributions alike (the only wrapper that does): a cache hit returns at once with
 ``cached=True``; identical calls in flight at the same time are made once.
 """
 

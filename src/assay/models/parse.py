@@ -1,4 +1,4 @@
-"""Judge text -> score, never raising (SPEC §7: the judge never crashes a run).
+"""Judge text -> score, never raising (a judge's unreadable answer never crashes a run).
 
 :func:`parse_score` tries, in order:
 
@@ -12,7 +12,8 @@
 
 Every candidate is checked against the :class:`Scale` (``1-5`` integer, ``0-7``,
 ``yes/no``, a float range). The result is ``(value, reason, ok)``: on ``ok=False`` the
-caller re-asks once, then records status ``error`` with the raw text kept.
+caller (:mod:`assay.judges.ask`) re-asks once, then records status ``error`` with the raw text
+kept. :func:`json_candidates` and :func:`json_key` are the tolerant JSON finder it uses.
 
 :func:`score_from_logprobs` turns first-token log-probabilities over the scale's tokens
 into an expected score (or P(yes)), which ranks even when a small judge's parsed scores
