@@ -13,9 +13,11 @@ from assay.results import EvalResult  # noqa: E402
 from assay.errors import AssayError, InputError  # noqa: E402
 from assay.formats import open_dataset as load  # noqa: E402
 from assay.metrics.base import REGISTRY, EvalContext, Metric, Score, metric  # noqa: E402
+from assay.metrics.custom import guidelines_judge, judge  # noqa: E402
 from assay.records import Document, Message, Record, Usage  # noqa: E402
 
 __all__ = [
     "evaluate", "evaluate_async", "EvalResult", "AssayError", "InputError", "load",
-    "metric", "Metric", "Score", "EvalContext", "REGISTRY", "Record", "Message", "Document", "Usage",
+    "metric", "judge", "guidelines_judge", "Metric", "Score", "EvalContext", "REGISTRY", "Record", "Message",
+    "Document", "Usage",
 ]

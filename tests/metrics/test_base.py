@@ -80,3 +80,12 @@ def test_auto_planning_follows_the_fields_present():
     assert "document_recall" in got and "f1_score" not in got
     assert {m.name for m in plan_auto({"query", "response", "ground_truth"}, family="databricks")} >= {"token_count"}
     assert "f1_score" not in {m.name for m in plan_auto({"response", "ground_truth"}, family="databricks")}
+
+
+def test_scores_live_at_the_bottom_and_are_re_exported():
+    import assay
+    from assay import scores
+    from assay.metrics import base
+
+    assert base.Score is scores.Score is assay.Score and base.EvalContext is scores.EvalContext
+    assert base.SCORE_KEYS == scores.SCORE_KEYS

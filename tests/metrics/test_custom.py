@@ -150,3 +150,35 @@ async def test_custom_judge_through_evaluate(fake, judge, registered):
     assert [r["outputs.helpful_t.helpful_t"] for r in res.rows] == [4, 4]
     assert res.metrics["helpful_t"]["mean"] == 4.0
     assert json.loads(json.dumps(res.rows[0]["outputs.helpful_t.helpful_t_properties"]))["output_tokens"] == 10
+
+
+# -- one declaration, one registration -------------------------------------------------------------
+
+async def test_register_judge_turns_one_declaration_into_a_metric(fake, judge, registered):
+    from assay.judges import Judge, parse_prompt
+    from assay.metrics.judged import register_judge
+
+    decl = Judge("cites_decl_t", parse_prompt("Does {{response}} cite {{contexts}}?"), scale="yes/no",
+                 requires=("response", "contexts"), optional=("query",), family=("databricks",),
+                 description="Does the response cite the context?\n\nMore words.")
+    m = register_judge(decl)
+    registered.append("cites_decl_t")
+    assert REGISTRY["cites_decl_t"] is m
+    assert (m.kind, m.requires, m.optional, m.scale, m.threshold, m.family, m.description) == (
+        "judge", ("response", "contexts"), ("query",), "yes/no", 0.5, ("databricks",),
+        "Does the response cite the context?")
+    fake.push({"content": '{"reason": "it does", "rating": "yes"}'})
+    s = (await run("cites_decl_t", ROW, judge))["cites_decl_t"]
+    assert (s.value, s.score, s.passed, s.reason) == ("yes", 1.0, True, "it does")
+    assert "<context>\n[1] Parcel 42" in user_text(fake.chat_requests[0])
+
+
+def test_user_judges_are_public_and_built_ins_are_declared_once():
+    from assay.metrics.quality import JUDGES
+    from assay.metrics.safety.harms import JUDGES as SAFETY
+
+    assert assay.judge is custom.judge and assay.guidelines_judge is custom.guidelines_judge
+    for decl in (*JUDGES.values(), *SAFETY.values()):
+        m = REGISTRY[decl.name]
+        assert (m.kind, m.scale, m.threshold, m.family) == (decl.kind, decl.metric_scale, decl.default_threshold,
+                                                            decl.family)

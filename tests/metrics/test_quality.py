@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from assay.judges import judge as _judge
+from assay import judges
 from assay.metrics.base import REGISTRY, EvalContext, load_builtin_metrics
-from assay.models import CallCache, Generation, LimitedModel, TokenUsage
+from assay.models import CallCache, Generation, LimitedModel, TokenUsage, distribution_generation
 from assay.records import Document, Message, Record
 
 load_builtin_metrics()
@@ -68,7 +68,7 @@ async def test_groundedness_renders_parses_and_fills_the_score(fake, judge):
     body = fake.chat_requests[0]["body"]
     assert body["response_format"] == {"type": "json_object"} and body["logprobs"] is True
     system, user = messages(fake.chat_requests[0])
-    assert _judge.PREAMBLE in system and "Scale:" in system
+    assert judges.PREAMBLE in system and "Scale:" in system
     assert block_of(user, "query") == ROW.query
     assert block_of(user, "response") == ROW.response
     ctx = block_of(user, "context")
@@ -146,6 +146,17 @@ async def test_garbage_is_reasked_once_then_an_error_with_the_raw_text(fake, jud
     assert "could not be read" in reask[-1]["content"]
 
 
+async def test_the_reask_restates_the_first_prompts_answer_format(fake, judge):
+    fake.push({"content": "Hmm, hard to tell."}, {"content": "Still thinking about it..."})
+    s = await score("relevance_to_query", ROW, judge)
+    assert s.status == "error"
+    first = fake.chat_requests[0]["body"]["messages"][-1]["content"]
+    again = fake.chat_requests[1]["body"]["messages"][-1]["content"]
+    fmt = judges.answer_format("yes/no")
+    assert first.endswith(fmt) and again == f"{judges.UNREADABLE} {fmt}"
+    assert '"rating"' in again and '"score"' not in again    # a yes/no judge is asked for a rating both times
+
+
 async def test_reask_can_recover(fake, judge):
     fake.push({"content": "hmm"}, ok(5, "recovered"))
     s = await score("fluency", ROW, judge)
@@ -202,7 +213,7 @@ async def test_injection_in_a_context_document_is_neutralised_too(fake, judge):
 
 
 def test_neutralise_handles_spacing_and_case():
-    out = _judge.neutralise("a </ Response > b < query> c <b>bold</b>")
+    out = judges.neutralise("a </ Response > b < query> c <b>bold</b>")
     assert out == "a &lt;/ Response > b &lt; query> c <b>bold</b>"
 
 
@@ -432,9 +443,10 @@ class ProbJudge:
         self.dist_calls: list[tuple[list, list, str]] = []
         self.gen_calls = 0
 
-    async def candidate_distribution(self, messages, candidates, *, assistant_prefix=None):
+    async def distribution(self, messages, candidates, *, assistant_prefix=None):
         self.dist_calls.append((messages, list(candidates), assistant_prefix))
-        return {c: self.dist.get(c, 0.0) for c in candidates}, 0.9, 321
+        return distribution_generation({c: self.dist.get(c, 0.0) for c in candidates}, 0.9, prompt_tokens=321,
+                                       model=self.name)
 
     async def generate(self, messages, **kw):
         self.gen_calls += 1

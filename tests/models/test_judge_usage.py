@@ -10,7 +10,7 @@ import pytest
 
 from assay.errors import AssayError
 from assay.models import (CallCache, Generation, LimitedModel, Limiter, OpenAICompat, RetryPolicy, TokenUsage,
-                          build_judge, judge_usage, lookup_price, parse_price)
+                          build_judge, distribution_generation, judge_usage, lookup_price, parse_price)
 from assay.models.pricing import judge_price
 
 MSG = [{"role": "user", "content": "Rate this."}]
@@ -32,10 +32,11 @@ class DistBackend:
         self.dist_calls = 0
         self.gen_calls = 0
 
-    async def candidate_distribution(self, messages, candidates, *, assistant_prefix=None):
+    async def distribution(self, messages, candidates, *, assistant_prefix=None):
         self.dist_calls += 1
         await asyncio.sleep(0.01)
-        return {c: 1.0 / len(candidates) for c in candidates}, 0.8, 250
+        return distribution_generation({c: 1.0 / len(candidates) for c in candidates}, 0.8, prompt_tokens=250,
+                                       model=self.name)
 
     async def generate(self, messages, **kw):
         self.gen_calls += 1
@@ -99,6 +100,32 @@ async def test_a_backend_without_distributions_says_so(fake):
         await j.distribution(MSG, ["yes", "no"])
     assert j.stats.calls == 0 and len(fake.chat_requests) == 0   # a misuse, not a judge call
     await j.aclose()
+
+
+def test_distributions_are_part_of_the_chat_model_contract():
+    from assay.models import gives_distributions, read_distribution
+
+    gen = distribution_generation({"yes": 0.25, "no": 0.75}, 0.5, prompt_tokens=12, model="m")
+    assert read_distribution(gen) == ({"yes": 0.25, "no": 0.75}, 0.5)
+    assert (gen.usage.input_tokens, gen.usage.output_tokens, gen.model) == (12, 0, "m")
+    assert gives_distributions(DistBackend()) and gives_distributions(LimitedModel(DistBackend()))
+    endpoint = OpenAICompat.endpoint("http://127.0.0.1:9/v1", "m")
+    assert not gives_distributions(endpoint) and not gives_distributions(LimitedModel(endpoint))
+
+    class GenerateOnly:
+        name = "stub:text"
+
+        async def generate(self, messages, **kw):
+            return Generation(text="")
+
+    assert not gives_distributions(GenerateOnly())
+
+
+async def test_an_openai_compatible_backend_says_it_gives_no_distributions():
+    endpoint = OpenAICompat.endpoint("http://127.0.0.1:9/v1", "m")
+    with pytest.raises(Exception, match="no next-token distributions"):
+        await endpoint.distribution(MSG, ["yes", "no"])
+    await endpoint.aclose()
 
 
 # -- prices ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from assay.judges.judge import prob_from_generation
+from assay.judges import prob_from_generation
 from assay.models import Generation, LimitedModel, Scale, build_judge
 
 ALIAS = "gemma-3-270m"

@@ -18,7 +18,9 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: run 
 
 from assay.errors import AssayError  # noqa: E402
 from assay.models import build_judge, parse_judge_spec  # noqa: E402
-from assay.models.base import ChatModel, ModelCallError  # noqa: E402
+from assay.judges import score_from_distribution  # noqa: E402
+from assay.models.base import ChatModel, ModelCallError, read_distribution  # noqa: E402
+from assay.models.parse import LogprobScore, Scale  # noqa: E402
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path  # noqa: E402
 from assay.models.local import LlamaCppModel  # noqa: E402
 
@@ -36,6 +38,24 @@ def grounded(answer: str, *, scale: str = "yes/no") -> list[dict[str, str]]:
     return [{"role": "system", "content": "You are a strict grader. Decide whether the ANSWER is supported "
                                           "by the CONTEXT."},
             {"role": "user", "content": f"CONTEXT:\n{CONTEXT}\n\nQUESTION: {QUESTION}\n\nANSWER: {answer}\n\n{ask}"}]
+
+
+async def probs_of(model: LlamaCppModel, messages, candidates, *, assistant_prefix=None) -> dict[str, float]:
+    """The renormalised next-token probabilities of ``candidates`` (ChatModel.distribution)."""
+    return read_distribution(await model.distribution(messages, candidates, assistant_prefix=assistant_prefix))[0]
+
+
+async def distribution(model: LlamaCppModel, messages, candidates, *, assistant_prefix=None):
+    """``(probs, mass, prompt_tokens)`` of one ChatModel.distribution call."""
+    gen = await model.distribution(messages, candidates, assistant_prefix=assistant_prefix)
+    probs, mass = read_distribution(gen)
+    return probs, mass, gen.usage.input_tokens
+
+
+async def scored(model: LlamaCppModel, messages, scale: str, *, assistant_prefix=None) -> LogprobScore:
+    sc = Scale.of(scale)
+    return score_from_distribution(await model.distribution(messages, sc.labels(), assistant_prefix=assistant_prefix),
+                                   sc)
 
 
 @pytest.fixture(scope="session")
@@ -99,33 +119,33 @@ async def test_json_response_format(judge: LlamaCppModel) -> None:
 
 async def test_distribution_over_scores(judge: LlamaCppModel) -> None:
     msgs = grounded(SUPPORTED, scale="1-5")
-    d1 = await judge.next_token_distribution(msgs, ["1", "2", "3", "4", "5"], assistant_prefix="Score: ")
+    d1 = await probs_of(judge, msgs, ["1", "2", "3", "4", "5"], assistant_prefix="Score: ")
     assert list(d1) == ["1", "2", "3", "4", "5"]
     assert all(0.0 <= p <= 1.0 for p in d1.values())
     assert sum(d1.values()) == pytest.approx(1.0, abs=1e-9)
     # Deterministic, also after another prompt has replaced most of the KV cache.
-    await judge.next_token_distribution(grounded(UNSUPPORTED, scale="1-5"), ["1", "2", "3", "4", "5"],
-                                        assistant_prefix="Score: ")
-    d2 = await judge.next_token_distribution(msgs, ["1", "2", "3", "4", "5"], assistant_prefix="Score: ")
+    await probs_of(judge, grounded(UNSUPPORTED, scale="1-5"), ["1", "2", "3", "4", "5"],
+                   assistant_prefix="Score: ")
+    d2 = await probs_of(judge, msgs, ["1", "2", "3", "4", "5"], assistant_prefix="Score: ")
     for k in d1:
         assert d2[k] == pytest.approx(d1[k], abs=1e-4)
-    probs, mass, n_prompt = await judge.candidate_distribution(msgs, ["1", "2", "3", "4", "5"],
-                                                               assistant_prefix="Score: ")
+    probs, mass, n_prompt = await distribution(judge, msgs, ["1", "2", "3", "4", "5"],
+                                                  assistant_prefix="Score: ")
     assert 0.05 < mass <= 1.0 and n_prompt > 50
-    s = await judge.score_distribution(msgs, "1-5", assistant_prefix="Score: ")
+    s = await scored(judge, msgs, "1-5", assistant_prefix="Score: ")
     assert 1.0 <= s.value <= 5.0
     assert s.value == pytest.approx(sum(int(k) * p for k, p in d1.items()), abs=1e-3)
 
 
 async def test_distribution_over_yes_no(judge: LlamaCppModel) -> None:
     msgs = grounded(SUPPORTED)
-    d1 = await judge.next_token_distribution(msgs, ["yes", "no"])
-    d2 = await judge.next_token_distribution(msgs, ["yes", "no"])
+    d1 = await probs_of(judge, msgs, ["yes", "no"])
+    d2 = await probs_of(judge, msgs, ["yes", "no"])
     assert set(d1) == {"yes", "no"}
     assert sum(d1.values()) == pytest.approx(1.0, abs=1e-9)
     assert d2 == pytest.approx(d1, abs=1e-4)
     # A prefix that does not end in a space: the space-prefixed spellings are found too.
-    d3, mass, _ = await judge.candidate_distribution(msgs, ["yes", "no"], assistant_prefix="Answer:")
+    d3, mass, _ = await distribution(judge, msgs, ["yes", "no"], assistant_prefix="Answer:")
     assert sum(d3.values()) == pytest.approx(1.0, abs=1e-9) and mass > 0
 
 
@@ -134,20 +154,20 @@ async def test_probabilities_follow_the_prompt(judge: LlamaCppModel) -> None:
     distribution points the right way. (Whether a supported answer gets a higher P(yes) than an
     unsupported one is NOT asserted: Gemma 3 270M base gets that right about as often as a coin,
     with margins of a few hundredths that flip with the wording; see benchmarks.)"""
-    good = await judge.score_distribution(grounded(SUPPORTED), "yes/no")
-    bad = await judge.score_distribution(grounded(UNSUPPORTED), "yes/no")
+    good = await scored(judge, grounded(SUPPORTED), "yes/no")
+    bad = await scored(judge, grounded(UNSUPPORTED), "yes/no")
     assert set(good.probs) == {"yes", "no"} and set(bad.probs) == {"yes", "no"}
     assert good.value != bad.value
     capital = [{"role": "user", "content": "What is the capital of France?"},
                {"role": "assistant", "content": "The capital of France is"}]
-    d = await judge.next_token_distribution(capital, ["Paris", "Berlin", "London"])
+    d = await probs_of(judge, capital, ["Paris", "Berlin", "London"])
     assert d["Paris"] > 0.5 and d["Paris"] > d["Berlin"] and d["Paris"] > d["London"]
 
 
 async def test_concurrent_calls_are_serialized_and_agree(judge: LlamaCppModel) -> None:
     prompts = [grounded(a) for a in (SUPPORTED, UNSUPPORTED, SUPPORTED, UNSUPPORTED)]
-    together = await asyncio.gather(*(judge.next_token_distribution(m, ["yes", "no"]) for m in prompts))
-    one_by_one = [await judge.next_token_distribution(m, ["yes", "no"]) for m in prompts]
+    together = await asyncio.gather(*(probs_of(judge, m, ["yes", "no"]) for m in prompts))
+    one_by_one = [await probs_of(judge, m, ["yes", "no"]) for m in prompts]
     for a, b in zip(together, one_by_one):
         assert a == pytest.approx(b, abs=1e-4)
     gens = await asyncio.gather(*(judge.generate(m, max_tokens=3) for m in prompts[:2]))
@@ -162,8 +182,8 @@ async def test_local_spec_builds_the_same_model(judge: LlamaCppModel) -> None:
     assert model._engine is judge._engine            # loaded once per process
     assert model.cache_identity == judge.cache_identity
     msgs = grounded(SUPPORTED)
-    assert await model.next_token_distribution(msgs, ["yes", "no"]) == pytest.approx(
-        await judge.next_token_distribution(msgs, ["yes", "no"]), abs=1e-4)
+    assert await probs_of(model, msgs, ["yes", "no"]) == pytest.approx(
+        await probs_of(judge, msgs, ["yes", "no"]), abs=1e-4)
     limited = build_judge(f"local:{judge.path}", cache=None, n_ctx=judge.n_ctx, n_batch=judge.n_batch)
     gen = await limited.generate([{"role": "user", "content": "Say hello."}], max_tokens=4)
     assert gen.text and gen.usage.output_tokens >= 1
@@ -187,7 +207,7 @@ async def test_context_overflow_is_a_call_error(judge: LlamaCppModel) -> None:
         await judge.generate(too_long, max_tokens=4)
     assert err.value.kind == "bad_request" and not err.value.retryable
     with pytest.raises(ModelCallError, match="context"):
-        await judge.next_token_distribution(too_long, ["yes", "no"])
+        await probs_of(judge, too_long, ["yes", "no"])
 
 
 def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,11 +233,11 @@ async def test_prefix_reuse_is_exact(judge: LlamaCppModel) -> None:
     model = LlamaCppModel(judge.path, n_batch=32, n_ctx=2048, chat_template=None)
     a, b = grounded(SUPPORTED), grounded(UNSUPPORTED)
     await model.generate([{"role": "user", "content": "Unrelated."}], max_tokens=2)   # a cold cache
-    first = await model.candidate_distribution(a, ["yes", "no"])
-    await model.candidate_distribution(b, ["yes", "no"])
+    first = await distribution(model, a, ["yes", "no"])
+    await distribution(model, b, ["yes", "no"])
     gen = await model.generate(a, max_tokens=5, logprobs=True, top_logprobs=3)
     assert gen.raw["reused_prompt_tokens"] >= 32
-    again = await model.candidate_distribution(a, ["yes", "no"])
+    again = await distribution(model, a, ["yes", "no"])
     assert again == first                      # bit for bit
     gen2 = await model.generate(a, max_tokens=5, logprobs=True, top_logprobs=3)
     assert gen2.text == gen.text and gen2.token_logprobs == gen.token_logprobs

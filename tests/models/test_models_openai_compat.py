@@ -7,8 +7,9 @@ import pickle
 import pytest
 
 from assay.errors import AssayError
+from assay.judges import ask_score
 from assay.models import (ACCEPTED_FORMS, LimitedModel, Limiter, ModelCallError, OpenAICompat, RetryPolicy,
-                          ask_score, build_judge, parse_judge_spec)
+                          build_judge, parse_judge_spec)
 from assay.models.openai_compat import is_reasoning_model, parse_retry_after
 
 MSG = [{"role": "system", "content": "You are a judge. Answer in JSON."},

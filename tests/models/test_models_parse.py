@@ -134,3 +134,11 @@ def test_score_from_the_score_position_inside_json():
     assert r.value == pytest.approx(3.7)
     assert score_from_token_logprobs([("x", {"x": 0.0})], "1-5") is None
     assert score_from_token_logprobs(None, "1-5") is None
+
+
+def test_json_key_finds_a_key_in_the_first_object_that_has_it():
+    from assay.models.parse import json_key
+
+    assert json_key('noise {"a": 1} then ```json\n{"Intents": ["x", "y"]}\n```', "intents") == ["x", "y"]
+    assert json_key('{"intrusion": true, "rating": "no"}', "intrusion") is True
+    assert json_key("no json here", "intents") is None and json_key("", "intents") is None

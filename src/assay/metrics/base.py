@@ -1,4 +1,4 @@
-"""The metric contract: :class:`Score`, :class:`Metric`, the registry and ``auto`` planning.
+"""The metric contract: :class:`Metric`, the registry and ``auto`` planning.
 
 A metric is one function registered with :func:`metric`. Its parameters name the
 record fields it reads (``response``, ``ground_truth``, ``contexts`` ...); parameters
@@ -7,90 +7,26 @@ the :class:`EvalContext` instead (judge model, options). The function returns a
 number, a :class:`Score`, or a mapping ``output name -> number | Score`` for metrics
 with several outputs (ROUGE's precision, recall and F1). It may be ``async``.
 
-Pass/fail always compares floats: ``score >= threshold`` when higher is better,
-``score <= threshold`` otherwise (SPEC §8: never ``int(score)``).
+:class:`Score` and :class:`EvalContext` live in :mod:`assay.scores` (below the judges, which
+build scores too) and are re-exported here.
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
-import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from assay.errors import AssayError
 from assay.records import CANONICAL_FIELDS, Record
+from assay.scores import SCORE_KEYS, EvalContext, Result, Score, Status  # noqa: F401  (re-exported)
 
-Status = Literal["completed", "skipped", "error"]
-Result = Literal["pass", "fail", "unknown", "not_applicable"]
 Kind = Literal["classic", "judge", "safety", "custom"]
-
-SCORE_KEYS = ("value", "score", "passed", "result", "reason", "status", "threshold", "properties")
-
-
-@dataclass(slots=True)
-class Score:
-    """One metric output for one row: the 8-key schema of SPEC §3."""
-
-    value: Any = None
-    score: float | None = None
-    passed: bool | None = None
-    result: Result = "unknown"
-    reason: str | None = None
-    status: Status = "completed"
-    threshold: float | None = None
-    properties: dict[str, Any] = field(default_factory=dict)
-
-    def __reduce__(self):
-        # Positional and flat: scores cross process boundaries by the thousand.
-        return (Score, (self.value, self.score, self.passed, self.result, self.reason, self.status,
-                        self.threshold, self.properties))
-
-    @classmethod
-    def skipped(cls, reason: str) -> "Score":
-        return cls(result="not_applicable", reason=reason, status="skipped")
-
-    @classmethod
-    def error(cls, reason: str, **properties: Any) -> "Score":
-        return cls(result="unknown", reason=reason, status="error", properties=properties)
-
-    def judged(self, threshold: float | None, higher_is_better: bool) -> "Score":
-        """Fill ``score``, ``threshold``, ``passed`` and ``result`` from ``value``."""
-        if self.status != "completed":
-            return self
-        if self.score is None and isinstance(self.value, (int, float)) and not isinstance(self.value, bool):
-            self.score = float(self.value)
-        if self.threshold is None:
-            self.threshold = threshold
-        if self.passed is None and self.score is not None and self.threshold is not None:
-            if math.isnan(self.score):
-                self.passed = None
-            elif higher_is_better:
-                self.passed = self.score >= float(self.threshold)
-            else:
-                self.passed = self.score <= float(self.threshold)
-        if self.result == "unknown":
-            if self.passed is True:
-                self.result = "pass"
-            elif self.passed is False:
-                self.result = "fail"
-            elif self.threshold is None:
-                self.result = "not_applicable"
-        return self
-
 
 # A requirement is a field name, or a tuple of alternatives of which one is enough.
 Requirement = str | tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class EvalContext:
-    """What a metric may use besides the record: the judge model and run options."""
-
-    judge: Any = None
-    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 **A judge from a template** — :func:`judge`::
 
-    from assay.metrics.custom import judge
+    import assay
 
-    judge("politeness", prompt=\"\"\"
+    assay.judge("politeness", prompt=\"\"\"
     [system]
     Rate how polite the response is. 5: courteous throughout; 3: neutral; 1: rude or dismissive.
     [user]
@@ -22,8 +22,8 @@ each of ``inputs`` appended.
 
 **A judge from guidelines** — :func:`guidelines_judge`::
 
-    guidelines_judge("house_style", guidelines=["Answer in English.", "Never mention competitors."])
-    guidelines_judge("policy", guidelines={"tone": ["Be polite."], "scope": ["Only discuss billing."]})
+    assay.guidelines_judge("house_style", guidelines=["Answer in English.", "Never mention competitors."])
+    assay.guidelines_judge("policy", guidelines={"tone": ["Be polite."], "scope": ["Only discuss billing."]})
 
 yes/no; named lists are judged one call each and give one output per name
 (``policy/tone``, ``policy/scope``) beside the overall ``policy``.
@@ -36,23 +36,26 @@ parameters name record fields, those without a default are required, and a param
     def mentions_source(response: str, contexts: list) -> float:
         return float(any(d.doc_uri and d.doc_uri in response for d in contexts))
 
-Every one of these registers in the same registry as the built-ins: name it in
+Every one of these registers in the same registry as the built-ins (the judges through
+:func:`~assay.metrics.judged.register_judge`, as the built-in judges do): name it in
 ``metrics=[...]`` / ``--metrics``.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from assay.judges.judge import Judge, Prompt, parse_prompt, run_judge
-from assay.metrics.base import REGISTRY, EvalContext, Metric, Score, metric
+from assay.judges import Judge, Prompt, parse_prompt
+from assay.metrics.base import EvalContext, Metric, Score, metric
+from assay.metrics.judged import register_judge
 from assay.models.parse import Scale
 from assay.records import CANONICAL_FIELDS
 
 __all__ = ["judge", "guidelines_judge", "metric"]
+
+DEFAULT_FAMILY = ("azure", "databricks")
 
 
 def _prompt(prompt: "str | os.PathLike[str] | Prompt") -> Prompt:
@@ -71,21 +74,10 @@ def _check_fields(name: str, fields: Sequence[str], what: str) -> None:
                          f"(fields: {', '.join(CANONICAL_FIELDS)})")
 
 
-def _register(name: str, fn: Any, names: Sequence[str], required: Sequence[str], **kw: Any) -> Metric:
-    params = [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD) for f in required]
-    params += [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
-               for f in names if f not in required]
-    params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, default=None))
-    fn.__signature__ = inspect.Signature(params)
-    fn.__name__ = fn.__qualname__ = name
-    metric(name, **kw)(fn)
-    return REGISTRY[name]
-
-
 def judge(name: str, prompt: "str | os.PathLike[str] | Prompt", *, scale: str = "1-5",
           threshold: float | None = None, inputs: Sequence[str] | None = None,
           optional: Sequence[str] = (), higher_is_better: bool = True, auto: bool = False,
-          family: Sequence[str] = ("azure", "databricks"), description: str | None = None,
+          family: Sequence[str] = DEFAULT_FAMILY, description: str | None = None,
           max_tokens: int = 600) -> Metric:
     """Register an LLM judge from a prompt template (text or a file path) and return its metric.
 
@@ -110,28 +102,22 @@ def judge(name: str, prompt: "str | os.PathLike[str] | Prompt", *, scale: str = 
                          "({{response}}) or in inputs=[...]")
     if not placeholders:
         p = Prompt(p.system, p.user + "\n\n" + "\n\n".join(f"{{{{{f}}}}}" for f in req + opt))
-    spec = Judge(name, p, scale=str(scale), threshold=threshold, higher_is_better=higher_is_better,
-                 max_tokens=max_tokens)
-    names = req + opt
-
-    async def fn(*args: Any, ctx: EvalContext | None = None) -> Score:
-        return await run_judge(spec, ctx, dict(zip(names, args)))
-
-    fn.__doc__ = description or f"Custom judge {name!r} ({sc})."
-    return _register(name, fn, names, req, kind="custom", threshold=spec.default_threshold, scale=str(sc),
-                     higher_is_better=higher_is_better, auto=auto, family=tuple(family))
+    return register_judge(Judge(
+        name, p, scale=str(scale), reports=str(sc), threshold=threshold, higher_is_better=higher_is_better,
+        max_tokens=max_tokens, requires=tuple(req), optional=tuple(opt), kind="custom", auto=auto,
+        family=tuple(family), description=description or f"Custom judge {name!r} ({sc})."))
 
 
 def guidelines_judge(name: str, guidelines: "Sequence[str] | Mapping[str, Sequence[str]]", *,
                      threshold: float = 0.5, auto: bool = False,
-                     family: Sequence[str] = ("azure", "databricks"), description: str | None = None) -> Metric:
+                     family: Sequence[str] = DEFAULT_FAMILY, description: str | None = None) -> Metric:
     """Register a yes/no judge of whether the response follows ``guidelines`` (plain sentences).
 
     A list: one output ``name``. Named lists: one judgment per name, outputs ``name/<key>`` for
     each and ``name`` (``yes`` only when every set is followed). Reads ``response`` (required)
     and ``query`` (when present).
     """
-    from assay.metrics.quality import assess_guidelines
+    from assay.metrics.quality import GUIDELINE_ADHERENCE, assess_guidelines
 
     if isinstance(guidelines, str):
         guidelines = [guidelines]
@@ -146,8 +132,8 @@ def guidelines_judge(name: str, guidelines: "Sequence[str] | Mapping[str, Sequen
             raise ValueError(f"guidelines judge {name!r}: no guidelines given")
         outputs = (name,)
 
-    async def fn(response: str, query: str | None = None, *, ctx: EvalContext | None = None) -> Any:
-        overall, per = await assess_guidelines(ctx, fixed, response, query)
+    async def scorer(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Any:
+        overall, per = await assess_guidelines(ctx, fixed, values["response"], values.get("query"))
         if not isinstance(fixed, dict):
             return overall
         out = {name: overall}
@@ -156,6 +142,8 @@ def guidelines_judge(name: str, guidelines: "Sequence[str] | Mapping[str, Sequen
                                                 if overall.status == "error" else Score.skipped(overall.reason or ""))
         return out
 
-    fn.__doc__ = description or f"Guidelines judge {name!r}: does the response follow the given guidelines?"
-    return _register(name, fn, ["response", "query"], ["response"], kind="custom", threshold=threshold,
-                     scale="yes/no", auto=auto, family=tuple(family), outputs=outputs)
+    return register_judge(Judge(
+        name, GUIDELINE_ADHERENCE.template, scale="yes/no", threshold=threshold, requires=("response",),
+        optional=("query",), kind="custom", auto=auto, family=tuple(family), outputs=outputs,
+        description=description or f"Guidelines judge {name!r}: does the response follow the given guidelines?"),
+        scorer)

@@ -1,9 +1,10 @@
-"""AI-assisted (LLM-judged) quality metrics, SPEC §3: the Azure-style 1–5 judges and the
-Databricks-style yes/no judges.
+"""AI-assisted (LLM-judged) quality metrics: the 1–5 judges of azure-ai-evaluation's AI-assisted
+quality evaluators and the yes/no judges of Databricks' built-in LLM judges.
 
-Each metric is a template under ``metrics/prompts/`` plus a few lines: the shared machinery
-(rendering with delimited untrusted text, JSON answers, one re-ask, probability scoring,
-properties) is in :mod:`assay.judges.judge`. Every judge needs ``ctx.judge`` (a
+Each metric is a template under ``metrics/prompts/`` plus one :class:`~assay.judges.Judge`
+declaration, registered by :func:`~assay.metrics.judged.register_judge`; metrics made of
+several judgments add a scorer. The shared machinery (rendering with delimited untrusted text,
+JSON answers, one re-ask, probability scoring, properties) is in :mod:`assay.judges`. Every judge needs ``ctx.judge`` (a
 :class:`~assay.models.base.ChatModel`); without one it returns status ``error`` ("no judge
 model configured"), never raises.
 
@@ -39,7 +40,7 @@ With ground truth (or expected facts) in the data, ``auto`` runs ``correctness``
 ``context_sufficiency`` instead of ``relevance_to_query`` and ``chunk_relevance``.
 
 On a smoke-test judge (the embedded tiny model) scores come from next-token probabilities
-(see :mod:`assay.judges.judge`); multi-judgment metrics then average P(yes) instead of
+(see :mod:`assay.judges.ask`); multi-judgment metrics then average P(yes) instead of
 counting yes answers, and ``retrieval`` does not ask the tiny model to split intents.
 """
 
@@ -47,54 +48,34 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from assay.judges.judge import (NO_JUDGE, Judge, Verdict, ask, load_prompt, merge, render, run_judge,
-                                  generate_json, scoring_mode)
-from assay.metrics.base import REGISTRY, EvalContext, Score, metric
-from assay.records import Document, Guidelines, Message, Record
+from assay.judges import (NO_JUDGE, Judge, Verdict, ask_json, ask_many, load_prompt, merge, render, run_judge,
+                          scoring_mode)
+from assay.metrics.base import EvalContext, Score, metric, plan_auto
+from assay.metrics.judged import judged, register_judge
+from assay.records import CANONICAL_FIELDS, Document, Guidelines, Message, Record
 
 __all__ = [
-    "groundedness", "groundedness_pro", "relevance", "coherence", "fluency", "retrieval", "similarity",
-    "relevance_to_query", "databricks_groundedness", "correctness", "context_sufficiency", "chunk_relevance",
-    "guideline_adherence", "overall_assessment", "assess_guidelines", "JUDGES", "OVERALL_ORDER", "SUGGESTED_ACTIONS",
-    "split_sentences",
+    "assess_guidelines", "JUDGES", "OVERALL_ORDER", "SUGGESTED_ACTIONS", "split_sentences", "overall_assessment",
 ]
 
-AZURE = ("azure",)
+AZURE = ("azure",)           # 1–5 judges, threshold 3 (an int, as results have always shown it)
 DATABRICKS = ("databricks",)
 GROUND_TRUTH = ("ground_truth", "expected_facts")
 
-# name -> Judge (template, scale, default threshold): the data the metrics below run on.
-JUDGES: dict[str, Judge] = {j.name: j for j in (
-    Judge("groundedness", "groundedness"),
-    Judge("groundedness_pro", "groundedness_pro_sentence", scale="yes/no", max_tokens=300),
-    Judge("relevance", "relevance"),
-    Judge("coherence", "coherence"),
-    Judge("fluency", "fluency"),
-    Judge("retrieval", "retrieval_intent", scale="yes/no", max_tokens=300),
-    Judge("similarity", "similarity"),
-    Judge("relevance_to_query", "relevance_to_query", scale="yes/no"),
-    Judge("databricks_groundedness", "databricks_groundedness", scale="yes/no"),
-    Judge("correctness", "correctness", scale="yes/no"),
-    Judge("context_sufficiency", "context_sufficiency", scale="yes/no"),
-    Judge("chunk_relevance", "chunk_relevance", scale="yes/no", max_tokens=300),
-    Judge("guideline_adherence", "guideline_adherence", scale="yes/no"),
-)}
+# name -> Judge: every LLM-judged quality metric, declared once (and registered as it is declared).
+JUDGES: dict[str, Judge] = {}
+
+
+def _declare(judge: Judge, scorer: Any = None) -> Judge:
+    JUDGES[judge.name] = judge
+    register_judge(judge, scorer)
+    return judge
 
 
 def _judge_of(ctx: EvalContext | None) -> Any:
     return getattr(ctx, "judge", None) if ctx is not None else None
-
-
-async def _ask_many(ctx: EvalContext | None, judge: Judge, values: Sequence[dict[str, Any]],
-                    template: str | None = None) -> list[Verdict]:
-    """One judgment per set of values, concurrently (the judge's limiter bounds them)."""
-    model = _judge_of(ctx)
-    prompt = load_prompt(template or judge.template)  # type: ignore[arg-type]
-    return list(await asyncio.gather(*(
-        ask(model, render(prompt, v, judge.scale_obj), judge.scale_obj, ctx=ctx, max_tokens=judge.max_tokens)
-        for v in values)))
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -110,21 +91,25 @@ def _short(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _prob_yes(v: Verdict) -> dict[str, float]:
+    return {"prob_yes": round(v.prob.value, 6)} if v.prob is not None else {}
+
+
 # ---------------------------------------------------------------------------------------
 # Azure style
 
 
-@metric("groundedness", kind="judge", threshold=3, scale="1-5", auto=True, family=AZURE)
-async def groundedness(response: str, contexts: list[Document], query: str | None = None,
-                       ctx: EvalContext = None) -> Score:
-    """Is every claim of the response supported by the retrieved context? 1–5.
-
-    With a query the judge sees it (to tell which parts are meant as the answer); without one
-    a query-free template is used (Azure's two variants).
-    """
+async def _groundedness(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
+    query = values.get("query")
     tpl = "groundedness" if query and query.strip() else "groundedness_no_query"
-    return await run_judge(JUDGES["groundedness"], ctx,
-                           {"query": query, "response": response, "contexts": contexts}, template=tpl)
+    return await run_judge(judge, ctx, values, template=tpl)
+
+
+_declare(Judge("groundedness", "groundedness", threshold=3, requires=("response", "contexts"), optional=("query",),
+               auto=True, family=AZURE, description="""Is every claim of the response supported by the retrieved context? 1–5.
+
+With a query the judge sees it (to tell which parts are meant as the answer); without one
+a query-free template is used (Azure's two variants)."""), _groundedness)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|\n+")
@@ -141,79 +126,70 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-@metric("groundedness_pro", kind="judge", threshold=1.0, scale="0-1", family=AZURE)
-async def groundedness_pro(response: str, contexts: list[Document], query: str | None = None,
-                           ctx: EvalContext = None) -> Score:
-    """Share of the response's sentences that the context supports (one yes/no per sentence).
+@judged(Judge("groundedness_pro", "groundedness_pro_sentence", scale="yes/no", reports="0-1", threshold=1.0,
+              max_tokens=300, requires=("response", "contexts"), optional=("query",), family=AZURE,
+              description="""Share of the response's sentences that the context supports (one yes/no per sentence).
 
-    ``value`` = supported / judged sentences, threshold 1.0 (pass only when every sentence is
-    supported, like Azure's groundedness-pro label). The unsupported sentences are listed in
-    the reason and in ``properties.unsupported_sentences``. On a probability-scored judge
-    ``score`` is the mean P(yes).
-    """
+``value`` = supported / judged sentences, threshold 1.0 (pass only when every sentence is
+supported, like Azure's groundedness-pro label). The unsupported sentences are listed in
+the reason and in ``properties.unsupported_sentences``. On a probability-scored judge
+``score`` is the mean P(yes)."""))
+async def _groundedness_pro(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
     model = _judge_of(ctx)
     if model is None:
         return Score.error(NO_JUDGE)
+    response = values["response"]
     sentences = split_sentences(response)
     if not sentences:
         return Score.skipped("the response has no sentence to check")
-    verdicts = await _ask_many(ctx, JUDGES["groundedness_pro"], [
-        {"query": query, "contexts": contexts, "response": response, "sentence": s} for s in sentences])
+    verdicts = await ask_many(ctx, judge, [{**values, "sentence": s} for s in sentences])
     props = merge(verdicts, model=model)
     per = [{"sentence": s, "rating": v.value if v.ok else None, "reason": v.reason if v.ok else v.error,
-            **({"prob_yes": round(v.prob.value, 6)} if v.prob is not None else {})}
-           for s, v in zip(sentences, verdicts)]
+            **_prob_yes(v)} for s, v in zip(sentences, verdicts)]
     props["sentences"] = per
-    judged = [(s, v) for s, v in zip(sentences, verdicts) if v.ok]
-    if not judged:
+    judged_ = [(s, v) for s, v in zip(sentences, verdicts) if v.ok]
+    if not judged_:
         return Score.error(_first_error(verdicts), **props)
-    unsupported = [s for s, v in judged if v.value == "no"]
-    frac = (len(judged) - len(unsupported)) / len(judged)
-    score = _mean([v.score for _, v in judged]) if props["scoring"] == "probability" else frac
-    props.update(unsupported_sentences=unsupported, n_sentences=len(sentences), n_judged=len(judged),
+    unsupported = [s for s, v in judged_ if v.value == "no"]
+    frac = (len(judged_) - len(unsupported)) / len(judged_)
+    score = _mean([v.score for _, v in judged_]) if props["scoring"] == "probability" else frac
+    props.update(unsupported_sentences=unsupported, n_sentences=len(sentences), n_judged=len(judged_),
                  label=not unsupported)
-    if all(v.prob is not None for _, v in judged):
-        props["prob_score"] = _mean([v.prob.value for _, v in judged])  # type: ignore[union-attr]
+    if all(v.prob is not None for _, v in judged_):
+        props["prob_score"] = _mean([v.prob.value for _, v in judged_])  # type: ignore[union-attr]
     if unsupported:
         listed = "; ".join(f'"{_short(s, 160)}"' for s in unsupported)
-        reason = f"{len(unsupported)} of {len(judged)} sentences are not supported by the context: {listed}"
+        reason = f"{len(unsupported)} of {len(judged_)} sentences are not supported by the context: {listed}"
     else:
-        reason = f"all {len(judged)} sentences are supported by the context"
-    if len(judged) < len(sentences):
-        reason += f" ({len(sentences) - len(judged)} sentence(s) could not be judged)"
+        reason = f"all {len(judged_)} sentences are supported by the context"
+    if len(judged_) < len(sentences):
+        reason += f" ({len(sentences) - len(judged_)} sentence(s) could not be judged)"
     return Score(value=frac, score=score, reason=reason, properties=props)
 
 
-# auto_requires: `auto` runs relevance on RAG rows and the retrieval score on conversations (SPEC §2).
-@metric("relevance", kind="judge", threshold=3, scale="1-5", auto=True, family=AZURE, auto_requires=("contexts",))
-async def relevance(query: str, response: str, history: list[Message] | None = None,
-                    contexts: list[Document] | None = None, ground_truth: str | None = None,
-                    ctx: EvalContext = None) -> Score:
-    """Does the response address the query? 1–5.
-
-    A single question: the query and the response. A conversation turn (``history`` present):
-    against the ground truth when the row has one, else against what the history and the
-    retrieved documents call for.
-    """
-    if history:
-        tpl = "relevance_ground_truth" if ground_truth else "relevance_conversation"
+async def _relevance(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
+    if values.get("history"):
+        tpl = "relevance_ground_truth" if values.get("ground_truth") else "relevance_conversation"
     else:
         tpl = "relevance"
-    return await run_judge(JUDGES["relevance"], ctx, {
-        "query": query, "response": response, "history": history, "contexts": contexts,
-        "ground_truth": ground_truth}, template=tpl)
+    return await run_judge(judge, ctx, values, template=tpl)
 
 
-@metric("coherence", kind="judge", threshold=3, scale="1-5", auto=True, family=AZURE)
-async def coherence(query: str, response: str, ctx: EvalContext = None) -> Score:
-    """Are the response's ideas organised so that a reader can follow them? 1–5."""
-    return await run_judge(JUDGES["coherence"], ctx, {"query": query, "response": response})
+# auto_requires: `auto` runs relevance on RAG rows and the retrieval score on conversations, as
+# azure-ai-evaluation's RAG and conversation evaluator sets do.
+_declare(Judge("relevance", "relevance", threshold=3, requires=("query", "response"),
+               optional=("history", "contexts", "ground_truth"), auto=True, family=AZURE,
+               auto_requires=("contexts",), description="""Does the response address the query? 1–5.
 
+A single question: the query and the response. A conversation turn (``history`` present):
+against the ground truth when the row has one, else against what the history and the
+retrieved documents call for."""), _relevance)
 
-@metric("fluency", kind="judge", threshold=3, scale="1-5", auto=True, family=AZURE)
-async def fluency(response: str, ctx: EvalContext = None) -> Score:
-    """Grammar, word choice and readability of the response alone. 1–5."""
-    return await run_judge(JUDGES["fluency"], ctx, {"response": response})
+_declare(Judge("coherence", "coherence", threshold=3, requires=("query", "response"), auto=True, family=AZURE,
+               description="Are the response's ideas organised so that a reader can follow them? 1–5."))
+
+_declare(Judge("fluency", "fluency", threshold=3, requires=("response",), auto=True, family=AZURE,
+               description="Grammar, word choice and readability of the response alone. 1–5."))
 
 
 MAX_INTENTS = 10
@@ -233,121 +209,104 @@ def _intent_list(raw: Any) -> list[str]:
     return out[:MAX_INTENTS]
 
 
-@metric("retrieval", kind="judge", threshold=3, scale="1-5", auto=True, family=AZURE, auto_requires=("history",))
-async def retrieval(query: str, contexts: list[Document], history: list[Message] | None = None,
-                    ctx: EvalContext = None) -> Score:
-    """Retrieval score: ``1 + 4·f²``, ``f`` = share of the query's intents the documents answer.
+@judged(Judge("retrieval", "retrieval_intent", scale="yes/no", reports="1-5", threshold=3, max_tokens=300,
+              requires=("query", "contexts"), optional=("history",), auto=True, family=AZURE,
+              auto_requires=("history",),
+              description="""Retrieval score: ``1 + 4·f²``, ``f`` = share of the query's intents the documents answer.
 
-    One call splits the query into intents; one yes/no call per intent asks whether the
-    retrieved documents hold what it needs. ``f`` is the share of ``yes`` (the mean P(yes) on a
-    probability-scored judge), squared to penalise misses, mapped to [1, 5]: all answered 5.0,
-    half 2.0, none 1.0. When the intent list is unreadable, or the judge is a smoke-test judge,
-    the whole query is the one intent (``properties.intents_source`` says which).
-    """
+One call splits the query into intents; one yes/no call per intent asks whether the
+retrieved documents hold what it needs. ``f`` is the share of ``yes`` (the mean P(yes) on a
+probability-scored judge), squared to penalise misses, mapped to [1, 5]: all answered 5.0,
+half 2.0, none 1.0. When the intent list is unreadable, or the judge is a smoke-test judge,
+the whole query is the one intent (``properties.intents_source`` says which)."""))
+async def _retrieval(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
     model = _judge_of(ctx)
     if model is None:
         return Score.error(NO_JUDGE)
+    query, contexts = values["query"], values["contexts"]
     verdicts: list[Verdict] = []
     if scoring_mode(ctx, model) == "probability":
         intents, source = [query], "query (smoke-test judge: intents not split)"
     else:
-        msgs = render(load_prompt("retrieval_intents"), {"query": query, "history": history}, output="")
-        raw, iv = await generate_json(model, msgs, key="intents",
-                                      max_tokens=int(ctx.options.get("judge_max_tokens") or 400))
+        msgs = render(load_prompt("retrieval_intents"), {"query": query, "history": values.get("history")},
+                      output="")
+        raw, iv = await ask_json(model, msgs, key="intents",
+                                 max_tokens=int(ctx.options.get("judge_max_tokens") or 400))  # type: ignore[union-attr]
         verdicts.append(iv)
         intents = _intent_list(raw)
         source = "judge"
         if not intents:
             intents, source = [query], f"query (no readable intent list: {iv.error or 'empty list'})"
-    answers = await _ask_many(ctx, JUDGES["retrieval"], [{"intent": i, "contexts": contexts} for i in intents])
+    answers = await ask_many(ctx, judge, [{"intent": i, "contexts": contexts} for i in intents])
     props = merge(verdicts + answers, model=model)
     props["scoring"] = answers[0].scoring if answers else props["scoring"]
     props["intents"] = [{"intent": i, "rating": v.value if v.ok else None,
-                         "reason": v.reason if v.ok else v.error,
-                         **({"prob_yes": round(v.prob.value, 6)} if v.prob is not None else {})}
+                         "reason": v.reason if v.ok else v.error, **_prob_yes(v)}
                         for i, v in zip(intents, answers)]
     props["intents_source"] = source
     if verdicts and verdicts[0].texts:
         props["intents_raw_output"] = verdicts[0].texts[-1]
-    judged = [v for v in answers if v.ok]
-    if not judged:
+    ok = [v for v in answers if v.ok]
+    if not ok:
         return Score.error(_first_error(answers), **props)
-    f = _mean([float(v.score) for v in judged])  # type: ignore[arg-type]
+    f = _mean([float(v.score) for v in ok])  # type: ignore[arg-type]
     value = 1.0 + 4.0 * f * f
     props["fraction_answered"] = f
-    if all(v.prob is not None for v in judged):
-        pf = _mean([v.prob.value for v in judged])  # type: ignore[union-attr]
+    if all(v.prob is not None for v in ok):
+        pf = _mean([v.prob.value for v in ok])  # type: ignore[union-attr]
         props["prob_score"] = 1.0 + 4.0 * pf * pf
-    n_yes = sum(1 for v in judged if v.value == "yes")
+    n_yes = sum(1 for v in ok if v.value == "yes")
     missed = [i for i, v in zip(intents, answers) if v.ok and v.value == "no"]
-    reason = f"the documents answer {n_yes} of {len(judged)} intent(s)"
+    reason = f"the documents answer {n_yes} of {len(ok)} intent(s)"
     if missed:
         reason += "; not answered: " + "; ".join(f'"{_short(m, 120)}"' for m in missed)
     return Score(value=value, score=value, reason=reason, properties=props)
 
 
-@metric("similarity", kind="judge", threshold=3, scale="1-5", auto=True, family=AZURE)
-async def similarity(response: str, ground_truth: str, query: str | None = None,
-                     ctx: EvalContext = None) -> Score:
-    """Equivalence in meaning of the response and the ground truth, given the query. 1–5."""
-    return await run_judge(JUDGES["similarity"], ctx,
-                           {"query": query, "response": response, "ground_truth": ground_truth})
+_declare(Judge("similarity", "similarity", threshold=3, requires=("response", "ground_truth"), optional=("query",),
+               auto=True, family=AZURE,
+               description="Equivalence in meaning of the response and the ground truth, given the query. 1–5."))
 
 
 # ---------------------------------------------------------------------------------------
 # Databricks style
 
+_declare(Judge("relevance_to_query", "relevance_to_query", scale="yes/no", requires=("query", "response"), auto=True,
+               family=DATABRICKS, auto_unless=GROUND_TRUTH,
+               description="Is the response relevant to the request? yes/no."))
 
-@metric("relevance_to_query", kind="judge", threshold=0.5, scale="yes/no", auto=True, family=DATABRICKS,
-        auto_unless=GROUND_TRUTH)
-async def relevance_to_query(query: str, response: str, ctx: EvalContext = None) -> Score:
-    """Is the response relevant to the request? yes/no."""
-    return await run_judge(JUDGES["relevance_to_query"], ctx, {"query": query, "response": response})
+_declare(Judge("databricks_groundedness", "databricks_groundedness", scale="yes/no",
+               requires=("response", "contexts"), optional=("query",), auto=True, family=DATABRICKS,
+               description="""Is everything the response states supported by the retrieved context? yes/no.
 
+Databricks' ``groundedness`` judge, named apart from the Azure-style 1–5 ``groundedness``."""))
 
-@metric("databricks_groundedness", kind="judge", threshold=0.5, scale="yes/no", auto=True, family=DATABRICKS)
-async def databricks_groundedness(response: str, contexts: list[Document], query: str | None = None,
-                                  ctx: EvalContext = None) -> Score:
-    """Is everything the response states supported by the retrieved context? yes/no.
+_declare(Judge("correctness", "correctness", scale="yes/no", requires=("response", GROUND_TRUTH),
+               optional=("query", "ground_truth", "expected_facts"), auto=True, family=DATABRICKS,
+               description="Does the response convey the expected answer / every expected fact, contradicting "
+                           "none? yes/no."))
 
-    Databricks' ``groundedness`` judge, named apart from the Azure-style 1–5 ``groundedness``.
-    """
-    return await run_judge(JUDGES["databricks_groundedness"], ctx,
-                           {"query": query, "response": response, "contexts": contexts})
-
-
-@metric("correctness", kind="judge", threshold=0.5, scale="yes/no", auto=True, family=DATABRICKS,
-        requires=("response", GROUND_TRUTH))
-async def correctness(response: str, query: str | None = None, ground_truth: str | None = None,
-                      expected_facts: list[str] | None = None, ctx: EvalContext = None) -> Score:
-    """Does the response convey the expected answer / every expected fact, contradicting none? yes/no."""
-    return await run_judge(JUDGES["correctness"], ctx, {
-        "query": query, "response": response, "ground_truth": ground_truth, "expected_facts": expected_facts})
+_declare(Judge("context_sufficiency", "context_sufficiency", scale="yes/no",
+               requires=("query", "contexts", GROUND_TRUTH), optional=("ground_truth", "expected_facts"), auto=True,
+               family=DATABRICKS,
+               description="Does the retrieved context hold everything the expected answer needs? yes/no."))
 
 
-@metric("context_sufficiency", kind="judge", threshold=0.5, scale="yes/no", auto=True, family=DATABRICKS,
-        requires=("query", "contexts", GROUND_TRUTH))
-async def context_sufficiency(query: str, contexts: list[Document], ground_truth: str | None = None,
-                              expected_facts: list[str] | None = None, ctx: EvalContext = None) -> Score:
-    """Does the retrieved context hold everything the expected answer needs? yes/no."""
-    return await run_judge(JUDGES["context_sufficiency"], ctx, {
-        "query": query, "contexts": contexts, "ground_truth": ground_truth, "expected_facts": expected_facts})
+@judged(Judge("chunk_relevance", "chunk_relevance", scale="yes/no", reports="0-1", max_tokens=300,
+              requires=("query", "contexts"), auto=True, family=DATABRICKS, auto_unless=GROUND_TRUTH,
+              outputs=("chunk_relevance_precision",),
+              description="""Precision of the retrieved chunks: relevant chunks / judged chunks (one yes/no per chunk).
 
-
-@metric("chunk_relevance", kind="judge", threshold=0.5, scale="0-1", auto=True, family=DATABRICKS,
-        auto_unless=GROUND_TRUTH, outputs=("chunk_relevance_precision",))
-async def chunk_relevance(query: str, contexts: list[Document], ctx: EvalContext = None) -> dict[str, Score]:
-    """Precision of the retrieved chunks: relevant chunks / judged chunks (one yes/no per chunk).
-
-    A chunk without content counts as not relevant without a judge call; a chunk whose
-    judgment errored is left out of the denominator (``properties.n_errored``).
-    """
+A chunk without content counts as not relevant without a judge call; a chunk whose
+judgment errored is left out of the denominator (``properties.n_errored``)."""))
+async def _chunk_relevance(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> dict[str, Score]:
     name = "chunk_relevance_precision"
     model = _judge_of(ctx)
     if model is None:
         return {name: Score.error(NO_JUDGE)}
+    query, contexts = values["query"], values["contexts"]
     live = [(i, d) for i, d in enumerate(contexts) if d.content and d.content.strip()]
-    verdicts = await _ask_many(ctx, JUDGES["chunk_relevance"], [{"query": query, "chunk": d} for _, d in live])
+    verdicts = await ask_many(ctx, judge, [{"query": query, "chunk": d} for _, d in live])
     by_index = {i: v for (i, _), v in zip(live, verdicts)}
     props = merge(verdicts, model=model)
     chunks = []
@@ -364,26 +323,35 @@ async def chunk_relevance(query: str, contexts: list[Document], ctx: EvalContext
             entry.update(rating=None, reason=v.error)
             errored += 1
         else:
-            entry.update(rating=v.value, reason=v.reason)
-            if v.prob is not None:
-                entry["prob_yes"] = round(v.prob.value, 6)
+            entry.update(rating=v.value, reason=v.reason, **_prob_yes(v))
             scores.append(float(v.score))  # type: ignore[arg-type]
             relevant += v.value == "yes"
         chunks.append(entry)
     props.update(chunks=chunks, n_chunks=len(contexts), n_relevant=relevant, n_errored=errored)
     if not scores:
         return {name: Score.error(_first_error(verdicts), **props)}
-    judged = len(scores)
-    precision = relevant / judged
+    n_judged = len(scores)
+    precision = relevant / n_judged
     score = _mean(scores) if props["scoring"] == "probability" else precision
     ok = [v for v in verdicts if v.ok]
     if ok and all(v.prob is not None for v in ok):
         empty = len(contexts) - len(live)
         props["prob_score"] = sum(v.prob.value for v in ok) / (len(ok) + empty)  # type: ignore[union-attr]
-    reason = f"{relevant} of {judged} judged chunk(s) are relevant to the request"
+    reason = f"{relevant} of {n_judged} judged chunk(s) are relevant to the request"
     if errored:
         reason += f" ({errored} could not be judged)"
     return {name: Score(value=precision, score=score, reason=reason, properties=props)}
+
+
+GUIDELINE_ADHERENCE = Judge(
+    "guideline_adherence", "guideline_adherence", scale="yes/no", requires=("response", "guidelines"),
+    optional=("query",), auto=True, family=DATABRICKS, description="""Does the response follow the guidelines? yes/no.
+
+A list of guidelines is judged in one call. Named lists (``{"tone": [...], "scope":
+[...]}``) are judged one call per name; the output is ``yes`` only when every named set is
+followed, its score the lowest of theirs, and each name's rating and reason are in
+``properties.guidelines`` (the names come from the data, so they are not separate
+outputs; a custom :func:`assay.guidelines_judge` with named lists has one output per name).""")
 
 
 async def assess_guidelines(ctx: EvalContext | None, guidelines: Guidelines, response: str,
@@ -394,50 +362,40 @@ async def assess_guidelines(ctx: EvalContext | None, guidelines: Guidelines, res
     model = _judge_of(ctx)
     if model is None:
         return Score.error(NO_JUDGE), {}
-    judge = JUDGES["guideline_adherence"]
+    judge = GUIDELINE_ADHERENCE
     if not isinstance(guidelines, dict):
         return await run_judge(judge, ctx, {"guidelines": list(guidelines), "query": query,
                                             "response": response}), {}
     names = [n for n, g in guidelines.items() if g]
     if not names:
         return Score.skipped("missing input: guidelines (every named list is empty)"), {}
-    verdicts = await _ask_many(ctx, judge, [{"guidelines": list(guidelines[n]), "query": query,
-                                             "response": response} for n in names])
+    verdicts = await ask_many(ctx, judge, [{"guidelines": list(guidelines[n]), "query": query,
+                                            "response": response} for n in names])
     per = {n: v.to_score() for n, v in zip(names, verdicts)}
     props = merge(verdicts, model=model)
     props["guidelines"] = {n: {"rating": v.value if v.ok else None, "score": v.score if v.ok else None,
-                               "reason": v.reason if v.ok else v.error,
-                               **({"prob_yes": round(v.prob.value, 6)} if v.prob is not None else {})}
+                               "reason": v.reason if v.ok else v.error, **_prob_yes(v)}
                            for n, v in zip(names, verdicts)}
     failed = [(n, v) for n, v in zip(names, verdicts) if v.ok and v.value == "no"]
     errors = [(n, v) for n, v in zip(names, verdicts) if not v.ok]
     if errors and not failed:
         n, v = errors[0]
         return Score.error(f"guidelines {n!r}: {v.error}", **props), per
-    judged = [v for v in verdicts if v.ok]
-    score = min(float(v.score) for v in judged)  # type: ignore[arg-type]
+    ok = [v for v in verdicts if v.ok]
+    score = min(float(v.score) for v in ok)  # type: ignore[arg-type]
     if failed:
         reason = "; ".join(f"{n}: {v.reason or 'not followed'}" for n, v in failed)
         return Score(value="no", score=score, reason=f"not followed — {reason}", properties=props), per
-    return Score(value="yes", score=score, reason=f"all {len(judged)} named guideline set(s) are followed",
+    return Score(value="yes", score=score, reason=f"all {len(ok)} named guideline set(s) are followed",
                  properties=props), per
 
 
-@metric("guideline_adherence", kind="judge", threshold=0.5, scale="yes/no", auto=True, family=DATABRICKS)
-async def guideline_adherence(response: str, guidelines: Guidelines, query: str | None = None,
-                              ctx: EvalContext = None) -> Score:
-    """Does the response follow the guidelines? yes/no.
-
-    A list of guidelines is judged in one call. Named lists (``{"tone": [...], "scope":
-    [...]}``) are judged one call per name; the output is ``yes`` only when every named set is
-    followed, its score the lowest of theirs, and each name's rating and reason are in
-    ``properties.guidelines`` (the names come from the data, so they are not separate
-    outputs; a custom :func:`assay.metrics.custom.guidelines_judge` with named lists has one
-    output per name).
-    """
-    overall, _ = await assess_guidelines(ctx, guidelines, response, query)
+async def _guideline_adherence(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
+    overall, _ = await assess_guidelines(ctx, values["guidelines"], values["response"], values.get("query"))
     return overall
 
+
+_declare(GUIDELINE_ADHERENCE, _guideline_adherence)
 
 # ---------------------------------------------------------------------------------------
 # Overall assessment
@@ -490,12 +448,9 @@ async def overall_assessment(query: str, response: str, contexts: list[Document]
         return Score.error(NO_JUDGE)
     rec = Record(query=query, response=response, contexts=contexts, ground_truth=ground_truth,
                  expected_facts=expected_facts, guidelines=guidelines, history=history)
-    chosen = []
-    for name in OVERALL_ORDER:
-        m = REGISTRY.get(name)
-        if m is None or m.missing(rec) or any(rec.has(f) for f in m.auto_unless):
-            continue
-        chosen.append(m)
+    # the judges `auto` would plan for this row (inputs present, no `auto_unless` field), in order
+    planned = {m.name: m for m in plan_auto({f for f in CANONICAL_FIELDS if rec.has(f)})}
+    chosen = [planned[n] for n in OVERALL_ORDER if n in planned]
     results = await asyncio.gather(*(m.score(rec, ctx) for m in chosen))
     judged: dict[str, Score] = {}
     for m, res in zip(chosen, results):

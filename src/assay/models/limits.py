@@ -1,7 +1,7 @@
 """One policy for every model call of a run: concurrency, rate, retries, timeout, cache.
 
-:class:`Limiter` is shared by all metrics and rows of a run (SPEC §7, §8: no
-``evaluators × workers`` blow-up):
+:class:`Limiter` is shared by all metrics and rows of a run, so that the calls in flight are
+bounded once for the run, not once per metric and worker (no ``evaluators × workers`` blow-up):
 
 * a global concurrency limit (an adjustable semaphore; defaults sized per backend);
 * an adaptive rate limit: token buckets for requests and tokens per minute. On a 429
@@ -14,7 +14,8 @@
 * a per-call timeout.
 
 :class:`LimitedModel` applies a limiter and a :class:`~assay.models.cache.CallCache` to
-any :class:`~assay.models.base.ChatModel`: a cache hit returns at once with
+any :class:`~assay.models.base.ChatModel`, to its generated answers and its next-token
+distributions alike (the only wrapper that does): a cache hit returns at once with
 ``cached=True``; identical calls in flight at the same time are made once.
 """
 
@@ -31,11 +32,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
-import orjson
-
 from assay.errors import AssayError
-from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, cache_identity,
-                               estimate_tokens)
+from assay.models.base import (NO_DISTRIBUTIONS, ChatModel, Generation, Messages, ModelCallError, cache_identity,
+                               estimate_tokens, gives_distributions)
 
 log = logging.getLogger("assay.models")
 T = TypeVar("T")
@@ -408,6 +407,9 @@ class LimitedModel:
         self.cache_identity = cache_identity(model)
         self.stats = CallStats()
         self.price = price
+        # what the judges read about the model: a smoke-test judge and its note (the embedded model)
+        self.smoke_test = getattr(model, "smoke_test", False) is True
+        self.note = getattr(model, "note", None)
         self._pending: dict[str, asyncio.Future[Generation]] = {}
 
     def __repr__(self) -> str:
@@ -433,41 +435,21 @@ class LimitedModel:
     @property
     def gives_distributions(self) -> bool:
         """True when the backend can give its next-token distribution (a local model)."""
-        return any(callable(getattr(self.model, a, None)) for a in ("candidate_distribution", "score_distribution"))
+        return gives_distributions(self.model)
 
     async def distribution(self, messages: Messages, candidates: Sequence[str], *,
                            assistant_prefix: str | None = None) -> Generation:
-        """The backend's next-token distribution over ``candidates`` after ``messages`` (and
-        ``assistant_prefix``), under the same limiter, cache and counts as :meth:`generate`.
-
-        Returned as a :class:`Generation` whose ``text`` is ``{"probs": {candidate: p}, "mass": m}``
-        (JSON; ``probs`` renormalised over the candidates, ``mass`` what they had before) and
-        whose usage is the prompt tokens evaluated (0 output tokens: nothing is generated)."""
+        """The backend's :meth:`~assay.models.base.ChatModel.distribution` over ``candidates``
+        after ``messages`` (and ``assistant_prefix``), under the same limiter, cache and counts
+        as :meth:`generate`: a :func:`~assay.models.base.distribution_generation` whose usage is
+        the prompt tokens evaluated (0 output tokens: nothing is generated)."""
         backend = self.model
         cands = [str(c) for c in candidates]
         if not self.gives_distributions:
-            raise ModelCallError(f"{self.name} gives no next-token distributions; score parsed answers instead",
-                                 kind="bad_request")
+            raise ModelCallError(f"{self.name} {NO_DISTRIBUTIONS}", kind="bad_request")
 
-        async def call() -> Generation:
-            t0 = time.perf_counter()
-            fn = getattr(backend, "candidate_distribution", None)
-            n_prompt = 0
-            if callable(fn):
-                probs, mass, n_prompt = await fn(messages, cands, assistant_prefix=assistant_prefix)
-            else:
-                from assay.models.parse import Scale
-                yesno = {c.strip().lower() for c in cands} <= {"yes", "no"}
-                lo_hi = None if yesno else f"{min(int(c) for c in cands)}-{max(int(c) for c in cands)}"
-                ls = await backend.score_distribution(messages, Scale.of("yes/no" if yesno else lo_hi),  # type: ignore[attr-defined]
-                                                      assistant_prefix=assistant_prefix)
-                probs = {str(k): v for k, v in ls.probs.items()}
-                mass = ls.mass
-            body = orjson.dumps({"probs": {str(k): float(v) for k, v in probs.items()},
-                                 "mass": float(mass)}).decode()
-            return Generation(text=body, usage=TokenUsage(int(n_prompt or 0), 0),
-                              latency_s=time.perf_counter() - t0, model=getattr(backend, "name", ""),
-                              raw={"kind": "next_token_distribution"})
+        def call() -> Awaitable[Generation]:
+            return backend.distribution(messages, cands, assistant_prefix=assistant_prefix)
 
         # The parameters are those the judge metrics have always keyed these calls with, so that
         # distributions cached by an earlier version still answer.

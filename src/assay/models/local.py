@@ -16,11 +16,10 @@ distribution over a judge's answer tokens.
   JSON grammar. ``logprobs=True, top_logprobs=k`` return, for every generated position, the
   top ``k`` next tokens of the full vocabulary with their log-probabilities (read from the
   logits, no ``logits_all`` needed).
-* **Scoring from token probabilities.** :meth:`LlamaCppModel.next_token_distribution` evaluates
-  the prompt once (no sampling) and returns ``P(candidate)`` renormalised over the candidates
-  ("1".."5", "yes"/"no"); :meth:`LlamaCppModel.score_distribution` turns that into a
-  :class:`~assay.models.parse.LogprobScore` (expected score or P(yes), and the probability
-  mass the model put on the candidates at all). Candidate tokens are found by tokenizing
+* **Scoring from token probabilities.** :meth:`LlamaCppModel.distribution` evaluates the
+  prompt once (no sampling) and returns ``P(candidate)`` renormalised over the candidates
+  ("1".."5", "yes"/"no") and the probability mass the model put on the candidates at all; the
+  judges (:mod:`assay.judges.ask`) turn that into an expected score or P(yes). Candidate tokens are found by tokenizing
   ``prompt + candidate`` for each candidate and its variants (bare and space-prefixed, and
   Yes/yes case variants) and taking the token where those sequences part: this holds for
   SentencePiece vocabularies (Gemma, Llama 2) and byte-level BPE ones (where " 5" is two tokens,
@@ -52,8 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from assay.errors import AssayError
-from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
-from assay.models.parse import LogprobScore, Scale
+from assay.models.base import Generation, Messages, ModelCallError, TokenUsage, distribution_generation
 
 T = TypeVar("T")
 log = logging.getLogger("assay.models.local")
@@ -650,21 +648,19 @@ class LlamaCppModel:
             finish_reason=finish, token_logprobs=per_pos if k else None)
 
     # -- scoring from token probabilities ----------------------------------------------------------
-    async def next_token_distribution(self, messages: Messages, candidates: Sequence[str], *,
-                                      assistant_prefix: str | None = None) -> dict[str, float]:
-        """P(each candidate is the answer), renormalised over ``candidates`` (sums to 1).
+    gives_distributions = True
+
+    async def distribution(self, messages: Messages, candidates: Sequence[str], *,
+                           assistant_prefix: str | None = None) -> Generation:
+        """P(each candidate is the answer), renormalised over ``candidates``, as a
+        :func:`~assay.models.base.distribution_generation` (read it with
+        :func:`~assay.models.base.read_distribution`): ``probs`` sum to 1, ``mass`` is the total
+        probability the model put on the candidates' tokens before renormalising (low: the model
+        wanted to say something else), usage the prompt tokens evaluated.
 
         One forward pass over the prompt, no sampling. ``assistant_prefix`` (e.g. ``"Score: "``)
         starts the answer so that the next token is the candidate; a trailing assistant message
-        does the same. See :meth:`candidate_distribution` for the mass on the candidates."""
-        probs, _mass, _n = await self.candidate_distribution(messages, candidates, assistant_prefix=assistant_prefix)
-        return probs
-
-    async def candidate_distribution(self, messages: Messages, candidates: Sequence[str], *,
-                                     assistant_prefix: str | None = None) -> tuple[dict[str, float], float, int]:
-        """``(probs, mass, prompt_tokens)``: ``probs`` as in :meth:`next_token_distribution`;
-        ``mass`` the total probability the model put on the candidates' tokens before
-        renormalising (low: the model wanted to say something else)."""
+        does the same."""
         cands = [str(c) for c in candidates]
         if len(set(cands)) != len(cands) or not cands or any(not c.strip() for c in cands):
             raise ValueError(f"candidates must be distinct, non-blank strings: {cands!r}")
@@ -676,25 +672,10 @@ class LlamaCppModel:
                 msgs[-1] = last
             else:
                 msgs.append({"role": "assistant", "content": assistant_prefix})
-        return await self._run(lambda eng, cancel: self._distribution(eng, msgs, cands))
-
-    async def score_distribution(self, messages: Messages, scale: "Scale | str" = "1-5", *,
-                                 assistant_prefix: str | None = None) -> LogprobScore:
-        """Expected score (int scales) or P(yes) (yes/no) from the next-token distribution
-        over the scale's labels, as a :class:`~assay.models.parse.LogprobScore`."""
-        sc = Scale.of(scale)
-        labels = sc.labels()
-        if not labels:
-            raise ValueError(f"scale {sc} has no answer tokens to score (use an int or yes/no scale)")
-        probs, mass, _ = await self.candidate_distribution(messages, labels, assistant_prefix=assistant_prefix)
-        vals = {sc.token_value(lab): p for lab, p in probs.items()}
-        if sc.kind == "yesno":
-            value = vals.get("yes", 0.0)
-            dist: dict[Any, float] = {"yes": vals.get("yes", 0.0), "no": vals.get("no", 0.0)}
-        else:
-            value = sum(float(v) * p for v, p in vals.items())
-            dist = dict(sorted(vals.items()))
-        return LogprobScore(value, dist, min(1.0, mass))
+        t0 = time.perf_counter()
+        probs, mass, n_prompt = await self._run(lambda eng, cancel: self._distribution(eng, msgs, cands))
+        return distribution_generation(probs, mass, prompt_tokens=n_prompt, latency_s=time.perf_counter() - t0,
+                                       model=self.name)
 
     def _distribution(self, eng: _Engine, messages: Messages, cands: list[str]) -> tuple[dict[str, float], float, int]:
         import numpy as np

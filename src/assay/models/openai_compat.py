@@ -39,13 +39,13 @@ import re
 import sys
 import time
 import urllib.parse
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import orjson
 
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
-from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
+from assay.models.base import NO_DISTRIBUTIONS, Generation, Messages, ModelCallError, TokenUsage
 
 log = logging.getLogger("assay.models")
 
@@ -358,6 +358,16 @@ class OpenAICompat:
             if "logprobs" in body:
                 self.logprobs_supported = True
         return self._generation(data, latency)
+
+    # A chat-completions endpoint returns the top log-probabilities of what it generates (the judges
+    # read them from Generation.token_logprobs), but it cannot continue a prefilled answer, so it
+    # cannot give the next-token distribution at a chosen position.
+    gives_distributions = False
+
+    async def distribution(self, messages: Messages, candidates: Sequence[str], *,
+                           assistant_prefix: str | None = None) -> Generation:
+        """Not available over chat completions: raises :class:`ModelCallError` (``bad_request``)."""
+        raise ModelCallError(f"{self.name} {NO_DISTRIBUTIONS}", kind="bad_request")
 
     def _drop_rejected(self, body: dict[str, Any], exc: ModelCallError) -> list[str]:
         text = f"{exc} {exc.body or ''}".lower()

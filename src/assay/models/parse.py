@@ -1,4 +1,4 @@
-"""Judge text -> score, never raising (SPEC §7: the judge never crashes a run).
+"""Judge text -> score, never raising (a judge's unreadable answer never crashes a run).
 
 :func:`parse_score` tries, in order:
 
@@ -12,7 +12,8 @@
 
 Every candidate is checked against the :class:`Scale` (``1-5`` integer, ``0-7``,
 ``yes/no``, a float range). The result is ``(value, reason, ok)``: on ``ok=False`` the
-caller re-asks once, then records status ``error`` with the raw text kept.
+caller (:mod:`assay.judges.ask`) re-asks once, then records status ``error`` with the raw text
+kept. :func:`json_candidates` and :func:`json_key` are the tolerant JSON finder it uses.
 
 :func:`score_from_logprobs` turns first-token log-probabilities over the scale's tokens
 into an expected score (or P(yes)), which ranks even when a small judge's parsed scores
@@ -176,7 +177,7 @@ def _parse(text: Any, sc: Scale, skeys: tuple[str, ...], rkeys: tuple[str, ...])
         t = t[:MAX_CHARS // 2] + "\n...\n" + t[-MAX_CHARS // 2:]
 
     # 1. JSON
-    for obj in _json_candidates(t):
+    for obj in json_candidates(t):
         if isinstance(obj, Mapping):
             r = _from_mapping(obj, sc, skeys, rkeys)
             if r is not None:
@@ -242,29 +243,47 @@ def _from_mapping(obj: Mapping[str, Any], sc: Scale, skeys: tuple[str, ...],
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", re.S)
 
 
-def _json_candidates(t: str) -> Iterable[Any]:
+def json_candidates(t: str) -> Iterable[Any]:
+    """The JSON values a model's answer holds, most likely first: fenced blocks, the whole text,
+    then every balanced ``{...}``/``[...]`` span (trailing commas and single quotes tolerated).
+    ``t`` must not be empty."""
     seen = set()
     blocks = [m.group(1).strip() for m in _FENCE.finditer(t)]
     if t[0] in "{[" or t[0].isdigit() or t in ("true", "false"):
         blocks.append(t)
+
+    def fresh(spans: Iterable[str]) -> Iterable[Any]:
+        for span in spans:
+            if span not in seen:
+                seen.add(span)
+                o = _loads(span)
+                if o is not _FAIL:
+                    yield o
+
     for b in blocks:
         obj = _loads(b)
         if obj is not _FAIL:
             seen.add(b)
             yield obj
         else:
-            for span in _objects(b):
-                if span not in seen:
-                    seen.add(span)
-                    o = _loads(span)
-                    if o is not _FAIL:
-                        yield o
-    for span in _objects(t):
-        if span not in seen:
-            seen.add(span)
-            o = _loads(span)
-            if o is not _FAIL:
-                yield o
+            yield from fresh(_objects(b))
+    yield from fresh(_objects(t))
+
+
+def json_key(text: str, key: str) -> Any:
+    """The value of ``key`` (case-insensitive) in the first JSON object of ``text`` that has it,
+    a JSON list found first, or None."""
+    try:
+        for obj in json_candidates((text or "").strip() or " "):
+            if isinstance(obj, Mapping):
+                low = {str(k).lower(): val for k, val in obj.items()}
+                if key in low:
+                    return low[key]
+            elif isinstance(obj, list):
+                return obj
+    except Exception:
+        return None
+    return None
 
 
 _FAIL = object()
