@@ -18,6 +18,7 @@ A run-level aggregation is called as ``fn(run, aggregates, rows, options)``:
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Iterable, Mapping
 
 Rows = Callable[[], Iterable[Mapping[str, Any]]]
@@ -37,9 +38,15 @@ def register_run_aggregation(name: str, fn: RunAggregation | None = None) -> Any
     return add if fn is None else add(fn)
 
 
+# Modules that register the built-in run-level aggregations, imported by name (as plugins are,
+# so that this registry never imports the modules that register with it).
+BUILTIN_MODULES = ("assay.metrics.safety.jailbreak",)
+
+
 def load_run_aggregations() -> None:
     """Import the modules that register the built-in run-level aggregations."""
-    from assay.metrics.safety import jailbreak  # noqa: F401
+    for name in BUILTIN_MODULES:
+        importlib.import_module(name)
 
 
 def apply_run_aggregations(run: dict[str, Any], aggregates: Mapping[str, Any], rows: Rows,
