@@ -45,10 +45,6 @@ from assay.formats.fields import (
 )
 from assay.formats.mlflow_trace import load_trace, trace_fields
 
-#: keys of an MLflow 3 ``expectations`` object that are evaluation-set columns
-EXPECTATION_KEYS = ("expected_response", "expected_facts", "guidelines", "expected_retrieved_context")
-
-
 def request_id(request: Any) -> str:
     """The default row id: SHA-256 hex of the raw request (sorted-key compact JSON if not a string)."""
     if isinstance(request, str):

@@ -59,14 +59,6 @@ def _package() -> Any:
         raise AssayError(f"{INSTALL_HINT} ({exc})") from exc
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def embedded_model_path() -> Path:
     """The path of the embedded judge's GGUF, joined from the package's chunks on first use.
 
