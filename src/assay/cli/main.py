@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from assay.cli import bench as bench_commands
 from assay.cli import eval as eval_commands
 from assay.cli import simulate as simulate_commands
 from assay.cli import store as store_commands
@@ -20,6 +21,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 for group in (eval_commands.app, store_commands.app, ui_commands.app):
     app.registered_commands.extend(group.registered_commands)
 app.add_typer(simulate_commands.app, name="simulate")
+app.add_typer(bench_commands.app, name="bench")
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Model benchmarks: serving performance (``perf``) and cost (``cost``). See docs/bench.md."""
