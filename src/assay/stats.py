@@ -42,3 +42,55 @@ def confidence_interval(v: np.ndarray, seed: int = 0) -> tuple[float, float, str
     m = float(v.mean())
     half = 1.96 * float(v.std(ddof=1)) / np.sqrt(n)
     return m - half, m + half, "normal"
+
+
+QUANTILE_RESAMPLES = 1_000
+QUANTILE_BUDGET = 20_000_000   # values drawn over all resamples, at most
+
+
+def quantile_intervals(v: np.ndarray, qs: list[float], *, groups: np.ndarray | None = None,
+                       seed: int = 0) -> tuple[np.ndarray, str]:
+    """95% percentile-bootstrap intervals of the ``qs`` percentiles (0-100) of ``v``: an array of
+    shape ``(len(qs), 2)`` and the method.
+
+    With ``groups`` (one label per value, e.g. the request each inter-token gap came from) the
+    resampling draws whole groups (a cluster bootstrap), since values within a group are not
+    independent. The number of resamples shrinks (to no fewer than 100) so that no more than
+    ``QUANTILE_BUDGET`` values are drawn; the method names how many were used.
+    """
+    v = np.asarray(v, dtype=np.float64)
+    n = len(v)
+    if n == 0:
+        return np.full((len(qs), 2), np.nan), "no values"
+    if n == 1:
+        return np.full((len(qs), 2), v[0]), "single value"
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        b = int(min(QUANTILE_RESAMPLES, max(100, QUANTILE_BUDGET // n)))
+        stats = np.empty((b, len(qs)))
+        step = max(1, 2_000_000 // n)
+        for start in range(0, b, step):
+            k = min(step, b - start)
+            stats[start:start + k] = np.percentile(v[rng.integers(0, n, size=(k, n))], qs, axis=1).T
+        return np.percentile(stats, [2.5, 97.5], axis=0).T, f"bootstrap ({b} resamples)"
+    order = np.argsort(groups, kind="stable")
+    v, groups = v[order], np.asarray(groups)[order]
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    ends = np.r_[starts[1:], n]
+    g = len(starts)
+    b = int(min(QUANTILE_RESAMPLES, max(100, QUANTILE_BUDGET // n)))
+    stats = np.empty((b, len(qs)))
+    for r in range(b):
+        pick = rng.integers(0, g, size=g)
+        idx = np.concatenate([np.arange(starts[j], ends[j]) for j in pick]) if g < 64 else \
+            _ranges(starts[pick], ends[pick])
+        stats[r] = np.percentile(v[idx], qs)
+    return np.percentile(stats, [2.5, 97.5], axis=0).T, f"cluster bootstrap ({b} resamples of {g} groups)"
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, e)`` for each pair, vectorised."""
+    lens = ends - starts
+    total = int(lens.sum())
+    offsets = np.repeat(starts - np.r_[0, np.cumsum(lens)[:-1]], lens)
+    return np.arange(total) + offsets

@@ -308,6 +308,22 @@ class OpenAICompat:
                 h["Authorization"] = f"Bearer {self._key.value}"
         return url, h
 
+    def route(self, api: str = "chat") -> tuple[str, dict[str, str]]:
+        """The URL and headers (key included) of this model's ``chat`` or ``completions``
+        endpoint: for callers that send their own requests (the serving benchmark)."""
+        url, headers = self._endpoint()
+        if api == "completions":
+            url = url.replace("/chat/completions", "/completions", 1)
+        elif api != "chat":
+            raise AssayError(f"api must be 'chat' or 'completions', got {api!r}")
+        return url, _Headers(headers)
+
+    async def ensure_model(self) -> str:
+        """The model's name, asking the server (``GET /models``) when none was given."""
+        if not self.model and self.provider == "compatible":
+            await self._resolve_model()
+        return self.model or ""
+
     # -- request ----------------------------------------------------------------------------
     def build_body(self, messages: Messages, *, max_tokens: int | None = None,
                    temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,

@@ -1,0 +1,395 @@
+"""The serving-performance load generator behind ``assay bench perf``.
+
+Modes (one run measures one or more *points*):
+
+- ``sequential``: one request at a time, the seed's default (800 input / 200 output tokens);
+- ``concurrency``: a closed loop per level — N workers, each sends its next request as soon as
+  its last answer ended;
+- ``rate``: an open loop per rate — send times drawn up front from a gamma distribution
+  (shape = burstiness, mean gap = 1/rate; burstiness 1 is a Poisson process), each request
+  sent at its time whatever the earlier ones are doing, and its latency measured from the
+  scheduled time as well as the actual one (no coordinated omission).
+
+Warm-up requests go first at every point and are left out. A point ends after ``requests``
+requests or ``duration`` seconds. The exchanges are stamped by :mod:`assay.bench.stream`,
+measured by :mod:`assay.bench.measure` after the point, and the point's client figures
+(schedule lag, turnaround, event-loop lag, CPU) feed its validity verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import resource
+import secrets
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+import numpy as np
+import orjson
+
+from assay.bench import measure as M
+from assay.bench.stream import Exchange, StreamClient
+from assay.bench.workload import Counter, build_prompts, bundled_counter, server_counter
+from assay.errors import AssayError
+from assay.models.http import LeanHTTP
+from assay.models.spec import parse_model_spec
+
+SCHEMA = "assay.bench.perf/1"
+DEFAULT_REQUESTS = 50
+
+
+@dataclass
+class PerfConfig:
+    endpoint: str                       # http(s)://host:port/v1, azure:DEPLOYMENT or openai:MODEL
+    model: str | None = None
+    api: str = "chat"                   # chat | completions
+    stream: bool = True
+    concurrency: list[int] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    requests: int | None = None
+    duration: float | None = None
+    input_tokens: int = 800
+    output_tokens: int = 200
+    warmup: int = 2
+    shared_prefix: int = 0
+    burstiness: float = 1.0
+    seed: int = 0
+    timeout: float = 600.0
+    stall_timeout: float = 60.0
+    slo: dict[str, float] | None = None
+    ignore_eos: bool = True
+    name: str | None = None
+    max_prompts: int = 2_000            # duration-bound closed loops: prompts prepared per point
+
+    @property
+    def mode(self) -> str:
+        if self.rates:
+            return "rate"
+        if self.concurrency and self.concurrency != [1]:
+            return "concurrency"
+        return "sequential"
+
+    def check(self) -> None:
+        if self.api not in ("chat", "completions"):
+            raise AssayError(f"--api must be chat or completions, got {self.api!r}")
+        if self.concurrency and self.rates:
+            raise AssayError("give --concurrency or --rate, not both")
+        if any(c < 1 for c in self.concurrency):
+            raise AssayError("--concurrency levels must be at least 1")
+        if any(not (r > 0 and math.isfinite(r)) for r in self.rates):
+            raise AssayError("--rate values must be positive numbers of requests per second")
+        if self.requests is not None and self.requests < 1:
+            raise AssayError("--requests must be at least 1")
+        if self.duration is not None and self.duration <= 0:
+            raise AssayError("--duration must be positive")
+        if self.output_tokens < 1:
+            raise AssayError("--output-tokens must be at least 1")
+        if self.burstiness <= 0:
+            raise AssayError("--burstiness must be positive (1 = Poisson arrivals)")
+        if self.warmup < 0:
+            raise AssayError("--warmup must be 0 or more")
+
+
+@dataclass
+class PerfRun:
+    summary: dict[str, Any]
+    samples: dict[int, dict[str, np.ndarray]]      # point index -> name -> values
+    requests: list[dict[str, Any]]
+
+
+class _Target:
+    """Where requests go and what they carry."""
+
+    def __init__(self, cfg: PerfConfig) -> None:
+        ep = cfg.endpoint.strip()
+        spec_text = f"{ep.rstrip('/')}#{cfg.model}" if ep.lower().startswith(("http://", "https://")) and cfg.model else ep
+        self.spec = parse_model_spec(spec_text, role="benchmark endpoint")
+        if self.spec.kind not in ("http", "azure", "openai"):
+            raise AssayError(f"--endpoint must be an http(s) URL, azure:DEPLOYMENT or openai:MODEL, got {ep!r}")
+        self.backend = self.spec.build()
+        self.cfg = cfg
+        self.extras_ok = cfg.ignore_eos and self.spec.kind == "http"
+
+    async def prepare(self) -> None:
+        self.model = await self.backend.ensure_model()
+        url, headers = self.backend.route(self.cfg.api)
+        parts = urlsplit(url)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.headers = headers
+        self.http = LeanHTTP(self.origin)
+        base_path = urlsplit(self.backend.base_url).path.rstrip("/")
+        self.root = base_path[:-3] if base_path.endswith("/v1") else base_path
+        self._head = self.http.head("POST", self.path, {**headers, "Accept": "text/event-stream"
+                                                        if self.cfg.stream else "application/json"})
+
+    def payload(self, prompt: str) -> bytes:
+        cfg = self.cfg
+        body: dict[str, Any] = {"model": self.model}
+        if cfg.api == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        body["max_tokens"] = cfg.output_tokens
+        if cfg.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if self.extras_ok:
+            body["ignore_eos"] = True           # vLLM, llama.cpp: generate the asked length
+            body["min_tokens"] = cfg.output_tokens
+        raw = orjson.dumps(body)
+        return self._head + str(len(raw)).encode() + b"\r\n\r\n" + raw
+
+    async def counter(self) -> Counter:
+        if self.spec.kind == "http":
+            auth = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "api-key")}
+            got = await server_counter(self.http, self.root, self.model, auth)
+            if got is not None:
+                return got
+        return bundled_counter(self.model)
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def gamma_schedule(rate: float, burstiness: float, n: int | None, duration: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Send times (s from the start) for an open loop: gamma gaps, mean 1/rate, shape = burstiness."""
+    limit = n if n is not None else int(rate * (duration or 0) * 1.5 + 50)
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=limit)
+    times = np.cumsum(gaps) - gaps[0]       # the first request goes at once
+    if n is None and duration is not None:
+        times = times[times < duration]
+    return times
+
+
+async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None], None] | None = None) -> PerfRun:
+    """Run every point of ``cfg``; ``progress(stage, done, total)`` is called as work advances."""
+    cfg.check()
+    if cfg.requests is None and cfg.duration is None:
+        cfg.requests = DEFAULT_REQUESTS
+    target = _Target(cfg)
+    await target.prepare()
+    counter = await target.counter()
+    levels: list[tuple[int | None, float | None]] = (
+        [(None, r) for r in cfg.rates] if cfg.rates else [(c, None) for c in (cfg.concurrency or [1])])
+    per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
+    need = cfg.warmup + per_point
+    client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
+    run_id = secrets.token_hex(8)
+    points: list[dict[str, Any]] = []
+    samples: dict[int, dict[str, np.ndarray]] = {}
+    all_requests: list[dict[str, Any]] = []
+    notes: list[str] = []
+    try:
+        for p_idx, (conc, rate) in enumerate(levels):
+            done_prompts = [0]
+
+            def tick(k: int) -> None:
+                done_prompts[0] += k
+                if progress:
+                    progress("prompts", done_prompts[0], need)
+
+            prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
+                                          seed=cfg.seed * 1_000_003 + p_idx, progress=tick)
+            if not all(p.exact for p in prompts):
+                off = sum(1 for p in prompts if not p.exact)
+                notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly {cfg.input_tokens} tokens long")
+            warm, timed = prompts[:cfg.warmup], prompts[cfg.warmup:]
+            if p_idx == 0 and warm:           # the first request also checks the endpoint answers at all
+                ex = await client.request(target.payload(warm[0].text))
+                if target.extras_ok and _rejected_extras(ex):
+                    target.extras_ok = False  # the server refuses ignore_eos / min_tokens: go without
+                    notes.append("the server refused ignore_eos / min_tokens: answers may end before "
+                                 f"{cfg.output_tokens} tokens")
+                    ex = await client.request(target.payload(warm[0].text))
+                _check_first(ex, target)
+                warm = warm[1:]
+            for pr in warm:
+                await client.request(target.payload(pr.text))
+            records, client_fig, duration = await _point(client, target, cfg, timed, conc, rate, progress)
+            await _count_outputs(counter, records, [p.tokens for p in timed])
+            for r in records:
+                r["point"] = p_idx
+            point, smp = M.summarize(records, duration=duration, concurrency=conc if rate is None else None,
+                                     rate=rate, slo=cfg.slo, client=client_fig, seed=cfg.seed)
+            points.append(point)
+            samples[p_idx] = smp
+            all_requests.extend(records)
+    finally:
+        await client.aclose()
+        await target.http.aclose()
+    summary = {
+        "schema": SCHEMA, "id": run_id, "name": cfg.name, "created_at": time.time(),
+        "endpoint": target.backend.name if target.spec.kind != "http" else target.backend.base_url,
+        "model": target.model or cfg.model, "api": cfg.api, "stream": cfg.stream, "mode": cfg.mode,
+        "settings": {"input_tokens": cfg.input_tokens, "output_tokens": cfg.output_tokens, "requests": cfg.requests,
+                     "duration": cfg.duration, "warmup": cfg.warmup, "shared_prefix": cfg.shared_prefix,
+                     "burstiness": cfg.burstiness, "seed": cfg.seed, "timeout": cfg.timeout,
+                     "stall_timeout": cfg.stall_timeout, "slo": cfg.slo, "ignore_eos": target.extras_ok,
+                     "concurrency": cfg.concurrency or None, "rates": cfg.rates or None},
+        "tokenizer": {"source": counter.source, "model_tokens": counter.model_tokens},
+        "clock": client.clock,
+        "client": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "notes": notes, "track": None, "repeat": None, "cost": None,
+        "points": points,
+    }
+    if not cfg.stream:
+        notes.append("not streamed: TTFT, ITL and TPOT cannot be observed, only end-to-end latency")
+    return PerfRun(summary, samples, [_public(r) for r in all_requests])
+
+
+def _duration_prompts(cfg: PerfConfig, levels: list[tuple[int | None, float | None]]) -> int:
+    """Prompts to prepare for a duration-bound point: enough for the fastest level we can foresee."""
+    if cfg.rates:
+        return min(cfg.max_prompts, int(max(cfg.rates) * (cfg.duration or 0) * 1.5) + 50)
+    return cfg.max_prompts
+
+
+def _status(ex: Exchange) -> int:
+    head = ex.reads[0][1][:12] if ex.reads else b""
+    try:
+        return int(head[9:12])
+    except ValueError:
+        return 0
+
+
+def _check_first(ex: Exchange, target: _Target) -> None:
+    """Stop at once, with the reason, when the endpoint cannot be benchmarked at all."""
+    where = f"{target.origin}{target.path.split('?')[0]}"
+    if ex.error == "connect error":
+        raise AssayError(f"{where}: {ex.detail}")
+    status = _status(ex)
+    if status in (400, 401, 403, 404, 405, 422):
+        body = b"".join(d for _, d in ex.reads)
+        text = body.split(b"\r\n\r\n", 1)[-1][:300].decode("utf-8", "replace")
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+        raise AssayError(f"{where}: the first request was refused with HTTP {status}: {text}")
+
+
+def _rejected_extras(ex: Exchange) -> bool:
+    """A 400/422 answer naming ignore_eos or min_tokens."""
+    if not ex.reads:
+        return False
+    head = b"".join(d for _, d in ex.reads[:4])
+    return _status(ex) in (400, 422) and (b"ignore_eos" in head or b"min_tokens" in head)
+
+
+async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,
+                 rate: float | None, progress: Callable[[str, int, int | None], None] | None
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any], float]:
+    """One point: the records (measured), the client's figures, and the duration."""
+    loop = asyncio.get_running_loop()
+    payloads = [target.payload(p.text) for p in prompts]
+    n_total = len(payloads)
+    results: list[tuple[int, float | None, Exchange]] = []
+    turnaround: list[float] = []
+    schedule_lag: list[float] = []
+    client.loop_lag.clear()
+    cpu0 = _cpu()
+    t0 = time.monotonic()
+    deadline = t0 + cfg.duration if cfg.duration is not None else math.inf
+    done = [0]
+
+    def step() -> None:
+        done[0] += 1
+        if progress:
+            progress("requests", done[0], n_total if cfg.duration is None else None)
+
+    if rate is None:
+        nxt = [0]
+
+        async def worker() -> None:
+            last_end: float | None = None
+            while nxt[0] < n_total and time.monotonic() < deadline:
+                i = nxt[0]
+                nxt[0] += 1
+                ex = await client.request(payloads[i])
+                if last_end is not None:
+                    turnaround.append(max(0.0, ex.sent - last_end))
+                last_end = ex.reads[-1][0] if ex.reads and ex.complete else None
+                results.append((i, None, ex))
+                step()
+
+        await asyncio.gather(*(worker() for _ in range(conc or 1)))
+    else:
+        sched = gamma_schedule(rate, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
+        sched = sched[:n_total]
+        tasks: list[asyncio.Task] = []
+
+        async def one(i: int, at: float) -> None:
+            ex = await client.request(payloads[i])
+            schedule_lag.append(max(0.0, ex.sent - at))
+            results.append((i, at, ex))
+            step()
+
+        for i, s in enumerate(sched):
+            at = t0 + float(s)
+            delay = at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(loop.create_task(one(i, at)))
+        await asyncio.gather(*tasks)
+    end = time.monotonic()
+    cpu = _cpu() - cpu0
+    ok_ends = [ex.reads[-1][0] for _, _, ex in results if ex.reads]
+    last = max(ok_ends) if ok_ends else end
+    first = min((ex.sent for _, _, ex in results), default=t0)
+    records = []
+    kernel = user = chunks = 0
+    for i, at, ex in sorted(results, key=lambda x: x[0]):
+        rec = M.measure(ex, stream=cfg.stream, scheduled=at)
+        rec["i"] = i
+        rec["prompt_tokens"] = prompts[i].tokens
+        kernel += ex.kernel_stamps
+        user += ex.user_stamps
+        chunks += rec["chunks"]
+        records.append(rec)
+    fig = {"clock": client.clock if kernel or not user else "user",
+           "kernel_share": kernel / (kernel + user) if kernel + user else None,
+           "schedule_lag": schedule_lag, "turnaround": turnaround, "loop_lag": list(client.loop_lag),
+           "cpu_s": cpu, "tokens": chunks, "clock_drift_ms": client.stamp_clock_drift_ms()}
+    for rec in records:                 # times relative to the point's first send, for the record
+        rec["t0"] = first
+    return records, fig, max(1e-9, last - first)
+
+
+async def _count_outputs(counter: Counter, records: list[dict[str, Any]], prompt_tokens: list[int]) -> None:
+    texts = [r["text"] for r in records]
+    model_counts: list[int | None] = [None] * len(records)
+    bundled: list[int | None] = [None] * len(records)
+    if counter.model_tokens:
+        try:
+            got = await counter.count(texts)
+            model_counts = list(got)
+        except Exception:      # the tokenizer went away: the counts stay unknown, said so per request
+            pass
+    else:
+        bundled = list(await counter.count(texts))
+    for r, mc, bc in zip(records, model_counts, bundled):
+        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc)
+
+
+def _public(rec: dict[str, Any]) -> dict[str, Any]:
+    """A request's line in requests.jsonl (docs/bench.md)."""
+    t0 = rec.get("t0", 0.0)
+    sched = rec.get("scheduled")
+    return {"point": rec["point"], "i": rec["i"],
+            "scheduled": sched - t0 if sched is not None else None, "sent": rec["sent"] - t0,
+            "ttft": rec.get("ttft"), "ttfat": rec.get("ttfat"), "e2e": rec.get("e2e"),
+            "ttft_sched": rec.get("ttft_sched"), "e2e_sched": rec.get("e2e_sched"),
+            "tpot": rec.get("tpot"), "itl": rec.get("itl") or [], "chunks": rec.get("chunks"),
+            "input_tokens": rec.get("input_tokens"), "output_tokens": rec.get("output_tokens"),
+            "disagree": rec.get("disagree"), "status": rec["status"], "http_status": rec.get("http_status"),
+            "error": rec.get("error")}
+
+
+def config_dict(cfg: PerfConfig) -> dict[str, Any]:
+    return asdict(cfg)
