@@ -119,7 +119,8 @@ class PriceTable:
         return idx
 
     def as_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "version": self.version, "as_of": self.as_of, "currency": "USD",
+        version = int(self.version) if self.version is not None and self.version.isdigit() else self.version
+        return {"schema": SCHEMA, "version": version, "as_of": self.as_of, "currency": "USD",
                 "prices": [r.as_dict() for r in self.rows]}
 
 

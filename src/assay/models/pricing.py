@@ -26,15 +26,11 @@ from assay.errors import AssayError
 from assay.models.price_table import PRICES_ENV, PriceTable, active_table, builtin_table
 
 PRICE_ENV = "ASSAY_JUDGE_PRICE"
+PRICES_AS_OF: str = builtin_table().as_of or ""       # when the shipped table's figures were read
 
-
-def __getattr__(name: str) -> Any:
-    # Read from the shipped table on first use, not when the package is imported.
-    if name == "PRICES_AS_OF":       # when the shipped table's figures were read
-        return builtin_table().as_of or ""
-    if name == "OPENAI_PRICES":      # model -> (USD per 1M input, per 1M output): the shipped standard rows
-        return {r.model: r.per_1m for r in builtin_table().rows if r.deployment == "standard"}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# model -> (USD per 1M input tokens, USD per 1M output tokens): the shipped table's standard rows.
+OPENAI_PRICES: dict[str, tuple[float, float]] = {
+    r.model: r.per_1m for r in builtin_table().rows if r.deployment == "standard"}
 
 
 def lookup_price(model: str | None, deployment: str | None = None,
