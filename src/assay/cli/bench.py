@@ -74,9 +74,7 @@ def cost_cmd(
     if costs is not None:
         _print_costs(costs, table.label, st.display_url)
         return
-    t = Table(title=f"{table.label}, USD per 1M tokens", title_justify="left",
-              caption="estimated cost = (3 × input + output) / 4 = the cost index; rank 1 is the cheapest",
-              caption_justify="left")
+    t = Table(title=f"{table.label}, USD per 1M tokens", title_justify="left")
     for col, right in (("rank", True), ("model", False), ("deployment", False), ("input", True), ("output", True),
                        ("estimated cost", True)):
         t.add_column(col, justify="right" if right else "left", overflow="fold")
@@ -84,6 +82,8 @@ def cost_cmd(
         t.add_row("—" if r["rank"] is None else str(r["rank"]), r["model"], r["deployment"] or "—",
                   _usd(r["input"]), _usd(r["output"]), _usd(r["estimated_cost_per_1m"]))
     out.print(t)
+    out.print("estimated cost = (3 × input + output) / 4 per 1M tokens = the cost index; rank 1 is the cheapest",
+              highlight=False)
 
 
 def _print_costs(costs: list[dict[str, Any]], label: str, where: str) -> None:
