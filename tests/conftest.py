@@ -34,3 +34,12 @@ def _session_store():
             os.environ.pop("ASSAY_STORE", None)
         else:
             os.environ["ASSAY_STORE"] = old
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shipped_prices():
+    """Prices come from the table shipped with assay, not a developer's $ASSAY_PRICES."""
+    old = os.environ.pop("ASSAY_PRICES", None)
+    yield
+    if old is not None:
+        os.environ["ASSAY_PRICES"] = old
