@@ -5,7 +5,7 @@ tier). A user's own table is a YAML, JSON or CSV file with the same columns:
 
 ``model``      the model's name as the provider spells it (case does not matter);
 ``deployment`` how it is bought: ``standard`` (the default), ``batch``, ``global-standard``,
-               ``data-zone-standard``, ``provisioned``, ... (free text, compared case-blind);
+               ``data-zone-standard``, ``self-hosted``, ... (free text, compared case-blind);
 ``input``      USD per 1M input (prompt) tokens;
 ``output``     USD per 1M output (completion) tokens;
 ``currency``   ``USD`` (the only one; may be left out);
