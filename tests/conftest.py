@@ -106,3 +106,12 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=20)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shipped_prices():
+    """Prices come from the table shipped with assay, not a developer's $ASSAY_PRICES."""
+    old = os.environ.pop("ASSAY_PRICES", None)
+    yield
+    if old is not None:
+        os.environ["ASSAY_PRICES"] = old

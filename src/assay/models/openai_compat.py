@@ -268,8 +268,9 @@ class OpenAICompat:
 
     @property
     def price(self) -> tuple[float, float] | None:
-        """USD per 1M input and output tokens from :mod:`assay.models.pricing`'s table: OpenAI
-        models by name, Azure deployments named after a model; None for other servers."""
+        """USD per 1M input and output tokens from the price table in force
+        (:mod:`assay.models.price_table`): OpenAI models by name, Azure deployments named after
+        a model; None for other servers."""
         from assay.models.pricing import lookup_price
 
         if self.provider in ("openai", "azure") or "api.openai.com" in self.base_url:
@@ -278,9 +279,9 @@ class OpenAICompat:
 
     @property
     def price_source(self) -> str:
-        from assay.models.pricing import PRICES_AS_OF
+        from assay.models.price_table import active_table
 
-        return f"price table ({PRICES_AS_OF})"
+        return active_table().label
 
     def __repr__(self) -> str:
         return (f"OpenAICompat(name={self.name!r}, provider={self.provider!r}, base_url={public_url(self.base_url)!r}, "

@@ -1,15 +1,16 @@
-"""What judge calls cost: a small price table, overrides, and a run's judge usage.
+"""What judge calls cost: the price table, overrides, and a run's judge usage.
 
-Prices are USD per 1M input (prompt) tokens and per 1M output (completion) tokens. The table
-below holds OpenAI's published list prices for common judge models (standard tier, no batch
-or cached-input discount) as of :data:`PRICES_AS_OF`; prices change, so every figure can be
-overridden:
+Prices are USD per 1M input (prompt) tokens and per 1M output (completion) tokens, read from
+the one price table (:mod:`assay.models.price_table`): the file named by ``$ASSAY_PRICES``
+(YAML, JSON or CSV), else the table shipped with assay (``assay/models/prices.json``: OpenAI's
+published list prices, standard tier, no batch or cached-input discount, as of
+:data:`PRICES_AS_OF`). Prices change, so every figure can be overridden, first match wins:
 
 1. ``options={"judge_price": (in, out)}`` (or ``"in,out"``) in :func:`assay.evaluate`;
 2. ``build_judge(spec, price=(in, out))`` / ``LimitedModel(..., price=(in, out))``;
 3. ``$ASSAY_JUDGE_PRICE="in,out"`` (e.g. ``ASSAY_JUDGE_PRICE=0.15,0.60``);
-4. the backend's own ``price`` (the table for OpenAI and Azure OpenAI models; ``(0, 0)`` for
-   an in-process model such as the embedded judge).
+4. the backend's own ``price``: the table's ``standard`` row (or the model's only row) for
+   OpenAI and Azure OpenAI models; ``(0, 0)`` for an in-process model such as the embedded judge.
 
 The cost is ``None`` (unknown), never 0, when none of these names a price: a self-hosted
 endpoint (vLLM, Ollama, llama.cpp server) or an Azure deployment whose name is not a model's.
@@ -19,51 +20,25 @@ A cache hit costs nothing: costs are computed from the tokens of calls actually 
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, Mapping
 
 from assay.errors import AssayError
+from assay.models.price_table import PRICES_ENV, PriceTable, active_table, builtin_table
 
-PRICES_AS_OF = "2025-08"
 PRICE_ENV = "ASSAY_JUDGE_PRICE"
+PRICES_AS_OF: str = builtin_table().as_of or ""       # when the shipped table's figures were read
 
-# model -> (USD per 1M input tokens, USD per 1M output tokens)
+# model -> (USD per 1M input tokens, USD per 1M output tokens): the shipped table's standard rows.
 OPENAI_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4-turbo": (10.00, 30.00),
-    "gpt-4": (30.00, 60.00),
-    "gpt-3.5-turbo": (0.50, 1.50),
-    "o1": (15.00, 60.00),
-    "o1-mini": (1.10, 4.40),
-    "o3": (2.00, 8.00),
-    "o3-mini": (1.10, 4.40),
-    "o4-mini": (1.10, 4.40),
-}
-
-# A dated snapshot of a listed model costs what the model costs: gpt-4o-2024-08-06, gpt-4-0613.
-_SNAPSHOT = re.compile(r"^(?:-\d{4}-\d{2}-\d{2}|-\d{4})$")
+    r.model: r.per_1m for r in builtin_table().rows if r.deployment == "standard"}
 
 
-def lookup_price(model: str | None) -> tuple[float, float] | None:
-    """The table's price for an OpenAI model name (or a dated snapshot of one); None if unlisted."""
-    if not model:
-        return None
-    name = model.strip().lower()
-    if name.startswith("openai/"):
-        name = name[len("openai/"):]
-    if name in OPENAI_PRICES:
-        return OPENAI_PRICES[name]
-    for key in sorted(OPENAI_PRICES, key=len, reverse=True):
-        if name.startswith(key) and _SNAPSHOT.match(name[len(key):]):
-            return OPENAI_PRICES[key]
-    return None
+def lookup_price(model: str | None, deployment: str | None = None,
+                 table: PriceTable | None = None) -> tuple[float, float] | None:
+    """The price of ``model`` (or a dated snapshot of it) in ``table`` (default: the table in
+    force, see :func:`~assay.models.price_table.active_table`); None if unlisted."""
+    row = (table or active_table()).find(model, deployment)
+    return None if row is None else row.per_1m
 
 
 def parse_price(value: Any, *, where: str = "price") -> tuple[float, float]:
@@ -130,5 +105,5 @@ def judge_usage(model: Any, since: Mapping[str, int] | None = None,
     return d
 
 
-__all__ = ["OPENAI_PRICES", "PRICES_AS_OF", "PRICE_ENV", "cost_usd", "judge_price", "judge_usage",
+__all__ = ["OPENAI_PRICES", "PRICES_AS_OF", "PRICES_ENV", "PRICE_ENV", "cost_usd", "judge_price", "judge_usage",
            "lookup_price", "parse_price"]
