@@ -64,6 +64,25 @@ def point_label(point: Mapping[str, Any]) -> str:
     return f"concurrency {n}" if kind == "concurrency" else f"rate {n} req/s"
 
 
+def describe_points(headline: Any) -> str:
+    """``c=1,4,16`` or ``rate=2,4`` from a perf benchmark's headline per point (its ``metrics``)."""
+    pts = [p for p in (headline if isinstance(headline, list) else []) if isinstance(p, dict)]
+    conc = [float(p["concurrency"]) for p in pts if p.get("concurrency") is not None]
+    rate = [float(p["rate"]) for p in pts if p.get("rate") is not None]
+    parts = (["c=" + ",".join(f"{c:g}" for c in conc)] if conc else []) + \
+            (["rate=" + ",".join(f"{r:g}" for r in rate)] if rate else [])
+    return " ".join(parts) or str(len(pts))
+
+
+def validity_text(headline: Any) -> str:
+    """``yes``, ``no (k of n)`` (points not valid) or ``—`` (not recorded)."""
+    pts = [p for p in (headline if isinstance(headline, list) else []) if isinstance(p, dict)]
+    if not pts or all(p.get("valid") is None for p in pts):
+        return "—"
+    bad = sum(1 for p in pts if p.get("valid") is False)
+    return "yes" if not bad else f"no ({bad} of {len(pts)})"
+
+
 def verdict(low: float | None, high: float | None, higher_is_better: bool) -> str | None:
     """``faster`` / ``slower`` / ``no clear difference`` from the interval of ``B - A``."""
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):

@@ -63,28 +63,6 @@ def _stored_json(value: Any) -> None:
                             default=str).decode())
 
 
-def _stored_points(metrics: Any) -> str:
-    """``c=1,4,16`` or ``rate=2,4`` from a perf benchmark's headline per point."""
-    pts = metrics if isinstance(metrics, list) else []
-    conc = [p.get("concurrency") for p in pts if isinstance(p, dict) and p.get("concurrency") is not None]
-    rate = [p.get("rate") for p in pts if isinstance(p, dict) and p.get("rate") is not None]
-    parts = []
-    if conc:
-        parts.append("c=" + ",".join(f"{c:g}" for c in conc))
-    if rate:
-        parts.append("rate=" + ",".join(f"{r:g}" for r in rate))
-    return " ".join(parts) or str(len(pts))
-
-
-def _stored_valid(metrics: Any) -> str:
-    pts = [p for p in (metrics if isinstance(metrics, list) else []) if isinstance(p, dict)]
-    bad = sum(1 for p in pts if p.get("valid") is False)
-    unknown = sum(1 for p in pts if p.get("valid") is None)
-    if not pts or unknown == len(pts):
-        return "—"
-    return "yes" if not bad else f"no ({bad} of {len(pts)})"
-
-
 @app.command("list")
 def stored_list_cmd(
     model: Optional[str] = typer.Option(None, "--model", help="Only runs of this model."),
@@ -97,6 +75,7 @@ def stored_list_cmd(
     from rich.markup import escape
     from rich.table import Table
 
+    from assay.bench.perf_compare import describe_points, validity_text
     from assay.cli.common import open_store, out, when
 
     st = open_store(store)
@@ -113,7 +92,7 @@ def stored_list_cmd(
         table.add_column(col, overflow="fold")
     for r in runs:
         table.add_row(r["ref"] or str(r["id"]), escape(r["name"] or ""), escape(r["model"] or "—"), escape(r["task"] or "—"),
-                      _stored_points(r["metrics"]), when(r["created_at"]), _stored_valid(r["metrics"]),
+                      describe_points(r["metrics"]), when(r["created_at"]), validity_text(r["metrics"]),
                       escape(r["track"] or ""))
     out.print(table)
 
