@@ -181,3 +181,8 @@ def test_refs_are_unique_in_the_database(store):
         store.add_benchmark(kind="cost", name="y", ref="aaaa00000001")
     with store.engine.connect() as conn:   # nothing half-written
         assert conn.execute(select(func.count()).select_from(S.benchmarks)).scalar_one() == 1
+
+
+def test_a_benchmark_of_an_unknown_run_is_a_clear_error(store):
+    with pytest.raises(AssayError, match="cannot save the benchmark"):
+        store.add_benchmark(kind="quality", name="q", run_id="no-such-run")

@@ -370,8 +370,13 @@ class Store:
                 if blobs:
                     conn.execute(insert(S.benchmark_samples), [{"benchmark_id": bid, **b} for b in blobs])
                 return bid
-        except IntegrityError:
-            raise AssayError(f"a benchmark with ref {ref!r} is already in the store at {self.display_url}") from None
+        except IntegrityError as exc:
+            with self.engine.connect() as conn:
+                taken = conn.execute(select(S.benchmarks.c.id).where(S.benchmarks.c.ref == ref)).first() is not None
+            if taken:
+                raise AssayError(f"a benchmark with ref {ref!r} is already in the store at {self.display_url}") from None
+            raise AssayError(f"cannot save the benchmark in the store at {self.display_url}: "
+                             f"{getattr(exc, 'orig', exc)}") from None
 
     def add_perf_benchmark(self, summary: Mapping[str, Any],
                            samples: Mapping[int, Mapping[str, Any]] | None = None, *,
