@@ -168,8 +168,7 @@ def stored_show_cmd(
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = _STORED_STORE_OPT,
 ) -> None:
-    """Show a stored perf run: per point, the latency and token-rate percentiles with their
-    95% intervals, throughput, failures by cause and whether the measurement is valid."""
+    """Show a stored perf run: percentiles with 95% intervals, throughput, failures, validity per point."""
     from rich.markup import escape
 
     from assay.cli.common import open_store, out, when
@@ -213,8 +212,7 @@ def stored_compare_cmd(
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = _STORED_STORE_OPT,
 ) -> None:
-    """Compare two stored perf runs point by point: B − A and B / A of the mean, p50 and p99
-    of each latency and token rate, with 95% bootstrap intervals and a verdict."""
+    """Compare two stored perf runs point by point: B − A, B / A, 95% bootstrap intervals, verdicts."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -277,8 +275,7 @@ def stored_track_cmd(
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = _STORED_STORE_OPT,
 ) -> None:
-    """Aggregate the scheduled repeats of one benchmark: per point, each metric's mean, p50 and
-    p99 across the repeats, with their spread over time."""
+    """Aggregate the scheduled repeats of one benchmark (a track): each metric's spread over time."""
     from rich.markup import escape
     from rich.table import Table
 
