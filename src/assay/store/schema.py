@@ -11,7 +11,10 @@ so they read the same on both and ``LIKE`` searches work on both.
 - ``scores``: one per (row, metric output): the eight columns of a row's metric output (value, score, passed,
   result, reason, status, threshold, properties).
 - ``run_columns``: a finished run's scores and row ids as compact blobs, for comparisons.
-- ``benchmarks``: results of model benchmarks (for the benchmark commands).
+- ``benchmarks``: results of model benchmarks (for the benchmark commands): a short public
+  hex ``ref`` that users type (``assay bench show 3f9a``), the ``track`` of scheduled repeats.
+- ``benchmark_samples``: a benchmark's raw measurements as float64 blobs, named
+  ``"<point index>/<metric>"`` (``"0/ttft"``), so two perf runs can be compared by bootstrap.
 - ``assay_meta``: ``schema_version``.
 
 Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
@@ -20,12 +23,13 @@ written by a newer assay is refused with a clear message rather than misread.
 
 from __future__ import annotations
 
+import uuid
 from typing import Callable
 
 from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
-                        PrimaryKeyConstraint, String, Table, Text)
+                        PrimaryKeyConstraint, String, Table, Text, inspect, select, update)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -110,7 +114,20 @@ benchmarks = Table(
     Column("created_at", Float, nullable=False),
     Column("metrics", Text),                         # JSON
     Column("details", Text),                         # JSON
+    Column("ref", String(32)),                       # public hex id (unique; see ix_benchmarks_ref)
+    Column("track", String(200)),                    # scheduled repeats of one benchmark share it
     Index("ix_benchmarks_kind_model", "kind", "model"),
+    Index("ix_benchmarks_ref", "ref", unique=True),
+    Index("ix_benchmarks_track", "track", "created_at"),
+)
+
+# A benchmark's samples: ``"<point index>/<metric>"`` -> float64 array (``numpy.tobytes``).
+benchmark_samples = Table(
+    "benchmark_samples", metadata,
+    Column("benchmark_id", Integer, ForeignKey("benchmarks.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(120), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("benchmark_id", "name"),
 )
 
 def _v2(conn: Connection) -> None:
@@ -130,5 +147,25 @@ def _v3(conn: Connection) -> None:
     run_columns.create(conn, checkfirst=True)
 
 
+def _v4(conn: Connection) -> None:
+    """Version 4: benchmarks get a public ``ref`` (given to the ones already stored) and a
+    ``track``; their samples are kept in ``benchmark_samples``."""
+    have = {c["name"] for c in inspect(conn).get_columns("benchmarks")}
+    if "ref" not in have:
+        conn.exec_driver_sql("ALTER TABLE benchmarks ADD COLUMN ref VARCHAR(32)")
+    if "track" not in have:
+        conn.exec_driver_sql("ALTER TABLE benchmarks ADD COLUMN track VARCHAR(200)")
+    for (bid,) in conn.execute(select(benchmarks.c.id).where(benchmarks.c.ref.is_(None))).all():
+        conn.execute(update(benchmarks).where(benchmarks.c.id == bid).values(ref=new_ref()))
+    conn.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS ix_benchmarks_ref ON benchmarks (ref)")
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_benchmarks_track ON benchmarks (track, created_at)")
+    benchmark_samples.create(conn, checkfirst=True)
+
+
+def new_ref() -> str:
+    """A fresh public id for a benchmark: 12 hex digits."""
+    return uuid.uuid4().hex[:12]
+
+
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4}

@@ -353,27 +353,156 @@ class Store:
     # -- benchmarks -----------------------------------------------------------------------
     def add_benchmark(self, *, kind: str, name: str | None = None, model: str | None = None,
                       task: str | None = None, metrics: Any = None, details: Any = None,
-                      run_id: str | None = None) -> int:
-        with self.engine.begin() as conn:
-            res = conn.execute(insert(S.benchmarks).values(
-                kind=kind, name=name, model=model, task=task, created_at=time.time(),
-                metrics=_dumps(metrics), details=_dumps(details), run_id=run_id))
-            return int(res.inserted_primary_key[0])
+                      run_id: str | None = None, track: str | None = None, created_at: float | None = None,
+                      ref: str | None = None, samples: Mapping[str, Any] | None = None) -> int:
+        """One benchmark result; returns its row id (its public ``ref`` is made unless given).
+        ``samples``: ``{"<point>/<metric>": float array}`` kept in ``benchmark_samples``."""
+        ref = ref or S.new_ref()
+        blobs = [{"name": str(k), "data": np.ascontiguousarray(v, dtype=np.float64).tobytes()}
+                 for k, v in (samples or {}).items()]
+        try:
+            with self.engine.begin() as conn:
+                res = conn.execute(insert(S.benchmarks).values(
+                    kind=kind, name=name, model=model, task=task,
+                    created_at=time.time() if created_at is None else float(created_at),
+                    metrics=_dumps(metrics), details=_dumps(details), run_id=run_id, ref=ref, track=track))
+                bid = int(res.inserted_primary_key[0])
+                if blobs:
+                    conn.execute(insert(S.benchmark_samples), [{"benchmark_id": bid, **b} for b in blobs])
+                return bid
+        except IntegrityError as exc:
+            with self.engine.connect() as conn:
+                taken = conn.execute(select(S.benchmarks.c.id).where(S.benchmarks.c.ref == ref)).first() is not None
+            if taken:
+                raise AssayError(f"a benchmark with ref {ref!r} is already in the store at {self.display_url}") from None
+            raise AssayError(f"cannot save the benchmark in the store at {self.display_url}: "
+                             f"{getattr(exc, 'orig', exc)}") from None
 
-    def list_benchmarks(self, *, kind: str | None = None, model: str | None = None) -> list[dict[str, Any]]:
-        q = select(S.benchmarks).order_by(S.benchmarks.c.created_at.desc())
+    def add_perf_benchmark(self, summary: Mapping[str, Any],
+                           samples: Mapping[int, Mapping[str, Any]] | None = None, *,
+                           name: str | None = None, run_id: str | None = None) -> str:
+        """A serving-performance run (the ``assay.bench.perf/1`` summary of docs/bench.md) and
+        its samples per point (``{point index: {"ttft": array, "itl": array, ...}}``); returns
+        its ref: the summary's hex ``id`` (a fresh one when it has none). The name is ``name``,
+        else the summary's name, else its id; the time is the summary's ``created_at``."""
+        if not isinstance(summary, Mapping) or summary.get("schema") != PERF_SCHEMA:
+            got = summary.get("schema") if isinstance(summary, Mapping) else type(summary).__name__
+            raise AssayError(f"not a perf result: expected schema {PERF_SCHEMA!r}, got {got!r}")
+        points = summary.get("points")
+        if not isinstance(points, list):
+            raise AssayError("not a perf result: 'points' must be a list")
+        sid = str(summary.get("id") or "").strip().lower()
+        ref = sid if sid and len(sid) <= 32 and all(c in "0123456789abcdef" for c in sid) else S.new_ref()
+        flat: dict[str, Any] = {}
+        for i, per in (samples or {}).items():
+            i = int(i)
+            if not 0 <= i < len(points):
+                raise AssayError(f"samples for point {i}, but the run has {len(points)} point(s)")
+            for metric_name, values in per.items():
+                if "/" in metric_name:
+                    raise AssayError(f"a sample name has no '/': {metric_name!r}")
+                flat[f"{i}/{metric_name}"] = values
+        self.add_benchmark(kind="perf", name=name or summary.get("name") or sid or ref, model=summary.get("model"),
+                           task=summary.get("mode"), metrics=[_perf_headline(p) for p in points], details=summary,
+                           run_id=run_id, track=summary.get("track"), created_at=summary.get("created_at"),
+                           ref=ref, samples=flat)
+        return ref
+
+    def get_benchmark(self, ref: str, *, kind: str | None = None) -> dict[str, Any]:
+        """A benchmark by ref, unique ref prefix, name (the latest with it), ``latest`` (or
+        ``last``), or row id; ``kind`` limits the search (``"perf"``)."""
+        ref = str(ref).strip()
+        t = S.benchmarks
+        base = select(t)
         if kind is not None:
-            q = q.where(S.benchmarks.c.kind == kind)
-        if model is not None:
-            q = q.where(S.benchmarks.c.model == model)
+            base = base.where(t.c.kind == kind)
+        what = f"{kind} benchmark" if kind else "benchmark"
+        if not ref:
+            raise AssayError(f"name a {what}: a ref, a ref prefix, a name or 'latest'")
         with self.engine.connect() as conn:
-            out = []
-            for r in conn.execute(q).mappings():
-                d = dict(r)
-                d["metrics"] = load_json(d["metrics"])
-                d["details"] = load_json(d["details"])
-                out.append(d)
-            return out
+            if ref.lower() in ("last", "latest"):
+                row = conn.execute(base.order_by(t.c.created_at.desc(), t.c.id.desc()).limit(1)).mappings().first()
+                if row is None:
+                    raise AssayError(f"the store at {self.display_url} has no {what} yet")
+                return _benchmark(row)
+            row = conn.execute(base.where(t.c.ref == ref.lower())).mappings().first()
+            if row is None:
+                row = conn.execute(base.where(t.c.name == ref).order_by(t.c.created_at.desc(), t.c.id.desc())
+                                   .limit(1)).mappings().first()
+            if row is not None:
+                return _benchmark(row)
+            pref = conn.execute(base.where(t.c.ref.like(_like_prefix(ref.lower()), escape="\\"))
+                                .limit(2)).mappings().all()
+            if len(pref) > 1:
+                raise AssayError(f"{what} {ref!r} is ambiguous: more than one ref starts with it; type more of it")
+            if not pref and ref.isdigit():
+                pref = conn.execute(base.where(t.c.id == int(ref))).mappings().all()
+        if pref:
+            return _benchmark(pref[0])
+        raise AssayError(f"no {what} {ref!r} in the store at {self.display_url} (see `assay bench list`)")
+
+    def benchmark_samples(self, benchmark_id: int) -> dict[int, dict[str, np.ndarray]]:
+        """A benchmark's samples: ``{point index: {metric: float64 array}}`` (empty when none
+        were kept). Names that are not ``"<int>/<metric>"`` are returned under point ``-1``."""
+        with self.engine.connect() as conn:
+            got = conn.execute(select(S.benchmark_samples.c.name, S.benchmark_samples.c.data)
+                               .where(S.benchmark_samples.c.benchmark_id == int(benchmark_id))).all()
+        out: dict[int, dict[str, np.ndarray]] = {}
+        for name, data in got:
+            point, _, metric_name = name.partition("/")
+            idx = int(point) if point.isdigit() and metric_name else -1
+            out.setdefault(idx, {})[metric_name if idx >= 0 else name] = np.frombuffer(data, dtype=np.float64)
+        return dict(sorted(out.items()))
+
+    def delete_benchmark(self, benchmark_id: int) -> None:
+        """A benchmark and its samples."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(S.benchmark_samples).where(S.benchmark_samples.c.benchmark_id == int(benchmark_id)))
+            conn.execute(delete(S.benchmarks).where(S.benchmarks.c.id == int(benchmark_id)))
+
+    def list_benchmarks(self, *, kind: str | None = None, model: str | None = None, track: str | None = None,
+                        limit: int | None = None, details: bool = True) -> list[dict[str, Any]]:
+        """Benchmarks, newest first. ``details=False`` leaves out the (large) details."""
+        t = S.benchmarks
+        cols = [c for c in t.c if details or c.name != "details"]
+        q = select(*cols).order_by(t.c.created_at.desc(), t.c.id.desc())
+        if kind is not None:
+            q = q.where(t.c.kind == kind)
+        if model is not None:
+            q = q.where(t.c.model == model)
+        if track is not None:
+            q = q.where(t.c.track == track)
+        if limit is not None:
+            q = q.limit(limit)
+        with self.engine.connect() as conn:
+            return [_benchmark(r) for r in conn.execute(q).mappings()]
+
+
+PERF_SCHEMA = "assay.bench.perf/1"
+
+
+def _perf_headline(p: Mapping[str, Any]) -> dict[str, Any]:
+    """What a list shows of one perf point (the ``metrics`` column of a perf benchmark)."""
+    m = p.get("metrics") or {}
+
+    def stat(metric_name: str, key: str) -> Any:
+        return (m.get(metric_name) or {}).get(key)
+
+    req = p.get("requests") or {}
+    return {"concurrency": p.get("concurrency"), "rate": p.get("rate"), "ok": req.get("ok"),
+            "failed": req.get("failed"), "request_throughput": p.get("request_throughput"),
+            "output_throughput": p.get("output_throughput"), "ttft_p50": stat("ttft", "p50"),
+            "ttft_p99": stat("ttft", "p99"), "itl_p50": stat("itl", "p50"), "e2e_p50": stat("e2e", "p50"),
+            "latency_index": p.get("latency_index"), "throughput_index": p.get("throughput_index"),
+            "valid": (p.get("validity") or {}).get("valid")}
+
+
+def _benchmark(row: Mapping[str, Any]) -> dict[str, Any]:
+    d = dict(row)
+    d["metrics"] = load_json(d.get("metrics"))
+    if "details" in d:
+        d["details"] = load_json(d["details"])
+    return d
 
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}

@@ -19,6 +19,8 @@ import orjson
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
+from assay.bench.perf_compare import point_label
+
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
@@ -130,6 +132,34 @@ def rate_line(agg: dict[str, Any] | None) -> tuple[str, str] | None:
     return None
 
 
+# Benchmark values: latencies are kept in seconds and shown in ms; token rates as they are.
+TOKEN_RATES = ("gtps", "ttps")
+
+
+def perf(v: Any, metric: str = "ttft") -> str:
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return "—"
+    v = float(v) * (1 if metric in TOKEN_RATES else 1000)
+    return f"{v:,.1f}" if abs(v) < 10_000 else f"{v:,.0f}"
+
+
+def perf_signed(v: Any, metric: str = "ttft") -> str:
+    if not isinstance(v, (int, float)):
+        return "—"
+    return ("+" if v >= 0 else "−") + perf(abs(v), metric)
+
+
+def perf_unit(metric: str) -> str:
+    return "tok/s" if metric in TOKEN_RATES else "ms"
+
+
+def rate(v: Any) -> str:
+    """A throughput: requests or tokens per second."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return "—"
+    return f"{v:,.2f}" if abs(v) < 10 else f"{v:,.1f}"
+
+
 @lru_cache(maxsize=1)
 def stylesheet() -> str:
     return (STATIC / "app.css").read_text(encoding="utf-8")
@@ -140,7 +170,8 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=fmt, pct=pct, signed=signed, when=when, trunc=trunc, as_json=as_json,
-                       duration=duration, result_class=result_class, result_label=result_label)
+                       duration=duration, result_class=result_class, result_label=result_label,
+                       perf=perf, perf_signed=perf_signed, perf_unit=perf_unit, rate=rate, point_label=point_label)
     env.globals.update(safe_href=safe_href, field=field, other_inputs=other_inputs, rate_line=rate_line,
                        TEXT_FIELDS=TEXT_FIELDS)
     return env

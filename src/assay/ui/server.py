@@ -3,7 +3,9 @@
 Pages: ``/`` runs (filters: name, status, dates), ``/runs/{id}`` a run (metric cards with
 histograms, the rows table with sorting, filters, search and pages), ``/runs/{id}/rows/{idx}``
 one row, ``/compare?runs=A&runs=B`` two or more runs, ``/trend?output=O`` an output across
-runs. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
+runs, ``/bench`` the stored serving-performance runs, ``/bench/{ref}`` one of them (its tables
+and charts), ``/bench/compare?a=A&b=B`` two of them point by point, ``/bench/track?track=T``
+the scheduled repeats of one. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
 histograms are computed by the database (:mod:`assay.store.queries`).
 
 Access: with no token the app answers only requests addressed to a loopback host name
@@ -286,7 +288,141 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     def api_trend(output: str, name: str | None = None) -> dict[str, Any]:
         return {"output": output, "points": Q.trend(store, output, name=name or None)}
 
+    # -- benchmarks ------------------------------------------------------------------------
+    # Stored benchmark runs never change: comparisons are kept, keyed by the two row ids.
+    bench_cache: OrderedDict[tuple, Any] = OrderedDict()
+
+    def get_perf(ref: str) -> dict[str, Any]:
+        from assay.bench.perf_compare import load_perf
+
+        try:
+            return load_perf(store, ref)
+        except AssayError as exc:
+            raise NotFound(str(exc)) from None
+
+    def _bench_list(model: str | None, track: str | None, limit: int) -> list[dict[str, Any]]:
+        from assay.bench.perf_compare import describe_points, validity_text
+
+        runs = store.list_benchmarks(kind="perf", model=model or None, track=track or None, limit=limit, details=False)
+        return [{**{k: r.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "metrics")},
+                 "points": describe_points(r.get("metrics")), "valid": validity_text(r.get("metrics"))} for r in runs]
+
+    def _bench_compare(a: str, b: str) -> dict[str, Any]:
+        from assay.bench.perf_compare import compare_perf
+
+        try:
+            ra, rb = store.get_benchmark(a, kind="perf"), store.get_benchmark(b, kind="perf")
+        except AssayError as exc:
+            raise NotFound(str(exc)) from None
+        key = (ra["id"], rb["id"])
+        if key not in bench_cache:
+            bench_cache[key] = compare_perf(store, ra["ref"], rb["ref"])
+            while len(bench_cache) > 16:
+                bench_cache.popitem(last=False)
+        bench_cache.move_to_end(key)
+        return bench_cache[key]
+
+    def _bench_track(track: str, limit: int | None) -> dict[str, Any]:
+        from assay.bench.perf_compare import track_aggregate
+
+        try:
+            return track_aggregate(store, track, limit=limit)
+        except AssayError as exc:
+            raise NotFound(str(exc)) from None
+
+    @app.get("/bench", response_class=HTMLResponse)
+    def bench_page(model: str | None = None, track: str | None = None,
+                   limit: int = Query(200, ge=1, le=2000)) -> Response:
+        everything = _bench_list(None, None, 2000)
+        runs = _bench_list(model, track, limit) if (model or track) else everything[:limit]
+        return page("bench_list.html.j2", title="benchmarks", runs=runs, f={"model": model, "track": track},
+                    models=sorted({r["model"] for r in everything if r["model"]}),
+                    tracks=sorted({r["track"] for r in everything if r["track"]}))
+
+    @app.get("/api/bench")
+    def api_bench(model: str | None = None, track: str | None = None,
+                  limit: int = Query(200, ge=1, le=2000)) -> dict[str, Any]:
+        return {"runs": _bench_list(model, track, limit)}
+
+    @app.get("/bench/compare", response_class=HTMLResponse)
+    def bench_compare_page(a: str | None = None, b: str | None = None) -> Response:
+        from assay.bench.perf_compare import SHOWN_METRICS
+        from assay.ui.bench_charts import latency_cdf
+
+        if not a or not b:
+            return page("bench_compare.html.j2", title="compare benchmarks", cmp=None,
+                        choices=_bench_list(None, None, 200), a=a, b=b)
+        cmp = _bench_compare(a, b)
+        samples = {side: store.benchmark_samples(cmp[side]["id"]) for side in ("a", "b")}
+        forests, cdfs = [], []
+        for p in cmp["points"]:
+            rows = []
+            for m, e in p["metrics"].items():
+                d = e["stats"]["mean"]
+                if d["ratio"] is None or not d["ratio_ci"]:
+                    continue
+                better = None if d["verdict"] not in ("faster", "slower") else d["verdict"] == "faster"
+                rows.append({"label": f"{_BENCH_NAMES.get(m, m)} mean", "delta": 100 * (d["ratio"] - 1),
+                             "ci95_low": 100 * (d["ratio_ci"][0] - 1), "ci95_high": 100 * (d["ratio_ci"][1] - 1),
+                             "better": better})
+            forests.append(charts.deltas(rows))
+            sa, sb = samples["a"].get(p["a_index"]) or {}, samples["b"].get(p["b_index"]) or {}
+            series, styles = [], []
+            for m, dash in (("ttft", False), ("e2e", True)):
+                for side, got, color in (("A", sa, charts.BAR), ("B", sb, "#e07b24")):
+                    if got.get(m) is not None:
+                        series.append((f"{side} {m.upper()}", got[m]))
+                        styles.append({"color": color, "dash": dash})
+            cdfs.append(latency_cdf(series, styles=styles, title=f"{p['label']}: A against B") if series else None)
+        return page("bench_compare.html.j2", title="compare benchmarks", cmp=cmp, forests=forests, cdfs=cdfs,
+                    names=_BENCH_NAMES, shown=SHOWN_METRICS)
+
+    @app.get("/api/bench/compare")
+    def api_bench_compare(a: str | None = None, b: str | None = None) -> dict[str, Any]:
+        if not a or not b:
+            raise AssayError("compare needs two benchmark runs: ?a=A&b=B")
+        return _bench_compare(a, b)
+
+    @app.get("/bench/track", response_class=HTMLResponse)
+    def bench_track_page(track: str, limit: int | None = Query(None, ge=1)) -> Response:
+        agg = _bench_track(track, limit)
+        trends = []
+        for p in agg["points"]:
+            pts = [{"mean": r["ttft_mean"], "created_at": r["created_at"], "id": r["ref"],
+                    "name": f"{r['ref']} (TTFT mean, ms)"} for r in p["series"] if r["ttft_mean"] is not None]
+            trends.append(charts.trend([{**q, "mean": q["mean"] * 1000} for q in pts], label=f"TTFT mean at {p['label']}"))
+        return page("bench_track.html.j2", title=f"track {track}", agg=agg, trends=trends, names=_BENCH_NAMES)
+
+    @app.get("/api/bench/track")
+    def api_bench_track(track: str, limit: int | None = Query(None, ge=1)) -> dict[str, Any]:
+        return _bench_track(track, limit)
+
+    @app.get("/bench/{ref}", response_class=HTMLResponse)
+    def bench_run_page(ref: str) -> Response:
+        from markupsafe import Markup
+
+        from assay.bench.perf_compare import SHOWN_METRICS
+        from assay.ui.bench_charts import perf_charts
+
+        run = get_perf(ref)
+        svgs = {name: Markup(svg) for name, svg in perf_charts(run["summary"], run["samples"]).items()}
+        others = [r for r in _bench_list(None, None, 200) if r["ref"] != run["ref"]]
+        return page("bench_run.html.j2", title=run["name"] or run["ref"], run=run, svgs=svgs, others=others,
+                    names=_BENCH_NAMES, shown=SHOWN_METRICS)
+
+    @app.get("/api/bench/{ref}")
+    def api_bench_run(ref: str) -> dict[str, Any]:
+        run = get_perf(ref)
+        out = {k: v for k, v in run.items() if k != "samples"}
+        out["sample_counts"] = {str(i): {m: len(v) for m, v in per.items()} for i, per in run["samples"].items()}
+        return out
+
     return app
+
+
+_BENCH_NAMES = {"ttft": "TTFT", "ttft_sched": "TTFT from the scheduled send", "ttfat": "TTFAT", "itl": "ITL",
+                "tpot": "TPOT", "e2e": "E2E", "e2e_sched": "E2E from the scheduled send", "gtps": "GTPS",
+                "ttps": "TTPS"}
 
 
 def _plain(status: int, text: str) -> Response:
