@@ -59,7 +59,7 @@ def test_perf_against_llama_server(llama_server: str, tmp_path: Path) -> None:
 
     shown = assay("bench", "show", "--json", store=store)
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["id"] == summary["id"]
+    assert json.loads(shown.stdout)["ref"] == summary["id"]
     listed = assay("bench", "list", store=store)
     assert "llama-smoke" in listed.stdout
 

@@ -33,6 +33,7 @@ import numpy as np
 import orjson
 
 from assay.bench import measure as M
+from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.stream import Exchange, StreamClient
 from assay.bench.workload import Counter, build_prompts, bundled_counter, server_counter
 from assay.errors import AssayError
@@ -243,6 +244,11 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     }
     if not cfg.stream:
         notes.append("not streamed: TTFT, ITL and TPOT cannot be observed, only end-to-end latency")
+    priced = benchmark_cost({"kind": "perf", "model": summary["model"], "details": summary})
+    summary["cost"] = {"price_per_1m": priced["price_per_1m"], "source": priced["price_source"],
+                       "estimated_cost_per_1m": estimated_cost(priced["price_per_1m"]),
+                       "input_tokens": priced["input_tokens"], "output_tokens": priced["output_tokens"],
+                       "usd": priced["cost_usd"]}
     return PerfRun(summary, samples, [_public(r) for r in all_requests])
 
 

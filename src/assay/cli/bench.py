@@ -423,7 +423,8 @@ def render_perf(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     rec = rec or {"ref": s.get("id"), "name": s.get("name"), "model": s.get("model"),
                   "created_at": s.get("created_at"), "track": s.get("track")}
     st_ = s.get("settings") or {}
-    head = (f"perf run [bold]{rec['ref']}[/bold] ({escape(rec['name'] or '')}) · model {escape(str(rec['model'] or '—'))} "
+    named = f" ({escape(rec['name'])})" if rec.get("name") else ""
+    head = (f"perf run [bold]{rec['ref']}[/bold]{named} · model {escape(str(rec['model'] or '—'))} "
             f"· {escape(str(s.get('endpoint') or '—'))} ({escape(str(s.get('api') or '—'))}"
             f"{', streaming' if s.get('stream') else ''})")
     facts = [f"mode {escape(str(s.get('mode') or '—'))}", f"{len(s.get('points') or [])} point(s)", when(rec["created_at"]),
