@@ -4,50 +4,48 @@
     python benchmarks/stream_endpoint.py --port 0 --ttft 0.1 --itl 0.02 [--log FILE]
         [--script FILE.json] [--tokenize] [--reasoning N] [--model NAME] [--host H] [--workers N]
 
-It is the instrument `assay bench perf` is checked against: it answers `POST /v1/chat/completions`
-and `POST /v1/completions` (streamed as SSE over chunked encoding, or as one JSON body),
-`GET /v1/models`, and with `--tokenize` vLLM's `POST /tokenize`; anything else is a 404. Every
-token is one word of WORDS with its leading space, and each such word, and any run of them, is
-exactly one o200k_base token per word, so a client's own tokenizer agrees with the chunk count.
-Standard library only, plus bpe_openai (o200k) when it is importable. With `--port 0` it prints
-one line `LISTENING <port>` once it accepts connections; SIGTERM or SIGINT stop it cleanly (the
-log is flushed and `STOPPED ...` with its CPU seconds goes to stderr).
+`assay bench perf` is checked against it. It answers `POST /v1/chat/completions` and
+`POST /v1/completions` (streamed: SSE over chunked encoding; or one JSON body), `GET /v1/models`
+and, with `--tokenize`, vLLM's `POST /tokenize`; anything else is a 404. Each token is a word of
+WORDS with its leading space: one o200k_base token, and n of them in a row are n tokens, so a
+client's tokenizer agrees with the chunk count. Standard library only, plus bpe_openai for o200k.
+With `--port 0` it prints one line `LISTENING <port>` once it accepts connections. SIGTERM and
+SIGINT stop it: the log is flushed and a `STOPPED ...` line with its CPU seconds goes to stderr.
 
-Timing model. A request's arrival is the kernel's receive timestamp of its first bytes
-(SO_TIMESTAMPNS, CLOCK_REALTIME, turned into time.monotonic() by an offset sampled at start and
-every 10 s): `arrival_clock` "kernel"; where there is none, time.monotonic() when the bytes are
-read: "user". A streamed answer sends its headers (and, for chat, a chunk with only
-`delta.role`) at once, then token k (0-based) at `arrival + ttft + k * itl`: absolute times, so
-a late loop writes as soon as it can and the schedule does not drift. A non-streamed answer is
-one body at `arrival + ttft + (n - 1) * itl`. `delay_headers: d` shifts all of it by d. The
-event loop waits in select() on its epoll descriptor (microsecond timeouts) rather than in
-epoll_wait() (milliseconds, rounded up), so writes are typically well under 0.1 ms late.
+Timing. A request's arrival is the kernel's receive timestamp of its first bytes (SO_TIMESTAMPNS:
+CLOCK_REALTIME, moved onto time.monotonic() by an offset sampled at start and every 10 s;
+`arrival_clock` "kernel"), else time.monotonic() when they are read ("user"). A stream sends its
+headers at once (chat: with a chunk holding only `delta.role`), then token k (from 0) at
+`arrival + ttft + k * itl`: absolute times, so a late loop writes as soon as it can and keeps
+the schedule. A non-streamed answer is one body at `arrival + ttft + (n - 1) * itl`.
+`delay_headers: d` shifts all of it by d. The loop sleeps in select() on its epoll descriptor
+(microsecond timeouts) instead of epoll_wait() (whole milliseconds, rounded up).
 
-The log (`--log FILE`, truncated at start): one JSON line per request, written when it ends,
-flushed every second and at exit. `i` is the ordinal among POSTs to the completions endpoints
-(null for other paths), `request_id` the X-Request-Id header, then `path`, `stream`,
-`arrival`, `arrival_clock`, `first_write` (time.monotonic() just before the first token chunk,
-reasoning or content), `last_write` (just before the last token chunk), `chunks` (token chunks
-written), `prompt_tokens` (o200k count of the prompt; chat: the message contents concatenated),
-`completion_tokens` (the answer's length as usage reports it), `max_late` (the latest write
-behind its schedule, s), `outcome`: "ok", "http <status>", "cut", "stall", "client closed"
-(before the end), "aborted" (server stopped). The server's TTFT is `first_write - arrival`.
-With `--workers N` (N processes on one port, SO_REUSEPORT) all append to the one FILE, each
-flush a single O_APPEND write of whole lines; lines carry `worker`, and ordinals are shared.
+The log (`--log FILE`, truncated at start): one JSON line per request when it ends, flushed every
+second and at exit: `i` (ordinal among POSTs to the two completions routes; null elsewhere),
+`request_id` (X-Request-Id header), `path`, `stream`, `arrival`, `arrival_clock`, `first_write`
+(time.monotonic() just before the first token chunk, reasoning or content), `last_write` (just
+before the last token chunk), `chunks` (token chunks written), `prompt_tokens` (o200k count;
+chat: the message contents concatenated), `completion_tokens` (the length usage reports),
+`max_late` (the latest write behind its schedule, s) and `outcome`: "ok", "http <status>", "cut",
+"stall", "client closed" (before the end), "aborted" (server stopped). The server's TTFT is
+`first_write - arrival`. `--workers N` runs N processes on one port (SO_REUSEPORT); they append
+to the one FILE (each flush one O_APPEND write of whole lines), add `worker`, share ordinals.
 
-Faults (`--script FILE.json`): a list of rules, the first match wins. A rule selects ordinals
-by `"requests": [first, last]` (1-based, inclusive) and/or `"every": k` (ordinal % k == 0;
-neither: all) and holds one action: `{"status": 500, "body": {...}}` (that error at once),
-`{"status": 429, "retry_after": 1}` (with Retry-After), `{"cut_after": 3}` (3 token chunks,
-then close without the terminating chunk), `{"stall_after": 3}` (3 token chunks, then silence
-until the client closes), `{"delay_headers": 2.0}`, `{"ttft": x, "itl": y}` (either or both).
-Non-streamed: cut closes, stall never answers, at the time the body was due.
+Faults (`--script FILE.json`): a list of rules; the first that matches a request wins. A rule
+picks ordinals with `"requests": [first, last]` (1-based, inclusive) and/or `"every": k`
+(ordinal % k == 0; neither: all) and holds one action: `{"status": 500, "body": {...}}` (that
+answer at once), `{"status": 429, "retry_after": 1}` (with Retry-After), `{"cut_after": 3}` (3
+token chunks, then close without the terminating chunk), `{"stall_after": 3}` (3 token chunks,
+then silence until the client closes), `{"delay_headers": 2.0}`, `{"ttft": x, "itl": y}` (either
+or both). Not streamed, cut closes and stall stays silent when the body is due.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import resource
@@ -58,25 +56,23 @@ import socket
 import struct
 import sys
 import time
+from http import HTTPStatus
 
 WORDS = ("the of and to in is it that for on with as was at by be this from or an are not but "
          "all we can time new one day year way").split()
 PIECES = [json.dumps(" " + w).encode() for w in WORDS]
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS has the same value
-ANC_SIZE = socket.CMSG_SPACE(16)
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error",
-           503: "Service Unavailable"}
 ACTIONS = ("status", "cut_after", "stall_after", "delay_headers", "ttft", "itl")
+TAIL = b'"logprobs":null,"finish_reason":null}]}\n\n'
+LAST_TAIL = b'"logprobs":null,"finish_reason":"length"}]}\n\n'
 
 
 def clock_offset() -> float:
     """CLOCK_REALTIME minus CLOCK_MONOTONIC, from the tightest of a few bracketed samples."""
     best = (1.0, 0.0)
     for _ in range(9):
-        a = time.monotonic(); r = time.time(); b = time.monotonic()  # noqa: E702
-        if b - a < best[0]:
-            best = (b - a, r - (a + b) / 2)
+        a, r, b = time.monotonic(), time.time(), time.monotonic()
+        best = min(best, (b - a, r - (a + b) / 2))
     return best[1]
 
 
@@ -90,19 +86,14 @@ class FineEpollSelector(selectors.EpollSelector):
         return super().select(timeout)
 
 
-class Tokenizer:
-    def __init__(self):
-        try:
-            import bpe_openai
-            self.enc = bpe_openai.get_encoding("o200k_base")
-        except Exception as exc:  # noqa: BLE001 - counts become word counts, said once
-            print(f"stream_endpoint: no o200k tokenizer ({exc}); counting words", file=sys.stderr)
-            self.enc = None
-
-    def encode(self, text: str) -> list[int]:
-        if self.enc is not None:
-            return list(self.enc.encode_ordinary(text))
-        return [0] * len(text.split())
+def o200k():
+    """text -> o200k token ids; without bpe_openai, one 0 per word (said once on stderr)."""
+    try:
+        import bpe_openai
+        return bpe_openai.get_encoding("o200k_base").encode_ordinary
+    except Exception as exc:  # noqa: BLE001
+        sys.stderr.write(f"stream_endpoint: no o200k tokenizer ({exc}); counting words\n")
+        return lambda text: [0] * len(text.split())
 
 
 def load_rules(path: str | None) -> list[dict]:
@@ -111,8 +102,7 @@ def load_rules(path: str | None) -> list[dict]:
     with open(path) as f:
         rules = json.load(f)
     for r in rules:
-        acts = {("timing" if k in ("ttft", "itl") else k) for k in r if k in ACTIONS}
-        if len(acts) != 1:
+        if len({"timing" if k in ("ttft", "itl") else k for k in r if k in ACTIONS}) != 1:
             raise SystemExit(f"stream_endpoint: rule {r!r} needs exactly one action")
     return rules
 
@@ -120,54 +110,66 @@ def load_rules(path: str | None) -> list[dict]:
 def match(rules: list[dict], i: int) -> dict:
     for r in rules:
         span, every = r.get("requests"), r.get("every")
-        if span and not span[0] <= i <= span[1]:
-            continue
-        if every and i % every:
-            continue
-        return r
+        if (not span or span[0] <= i <= span[1]) and (not every or i % every == 0):
+            return r
     return {}
 
 
 def prompt_text(req: dict, chat: bool):
-    """The prompt as text (chat: message contents concatenated), or its token ids if given so."""
+    """The prompt as text (chat: message contents concatenated), or as token ids if sent so."""
     if chat:
         out = []
         for m in req.get("messages") or []:
             c = m.get("content") if isinstance(m, dict) else None
-            if isinstance(c, str):
-                out.append(c)
-            elif isinstance(c, list):
+            if isinstance(c, list):
                 out.extend(p.get("text", "") for p in c if isinstance(p, dict))
+            elif isinstance(c, str):
+                out.append(c)
         return "".join(out)
     p = req.get("prompt", "")
-    if isinstance(p, list) and p and all(isinstance(x, int) for x in p):
-        return p
     if isinstance(p, list):
-        return "".join(x for x in p if isinstance(x, str))
+        return p if p and all(isinstance(x, int) for x in p) else "".join(x for x in p if isinstance(x, str))
     return p if isinstance(p, str) else ""
+
+
+def load(body: bytes) -> dict | None:
+    try:
+        req = json.loads(body)
+    except ValueError:
+        return None
+    return req if isinstance(req, dict) else None
 
 
 def frame(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
+def json_response(status: int, obj, keep: bool, extra: bytes = b"") -> bytes:
+    body = json.dumps(obj).encode()
+    return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s%s\r\n%s"
+            % (status, HTTPStatus(status).phrase.encode(), len(body), extra,
+               b"" if keep else b"Connection: close\r\n", body))
+
+
 class Answer:
     """One completion being served: its schedule, its chunks and its log record."""
 
-    def __init__(self, conn, rec, chat, stream, n, think, ttft, itl, delay, rule, usage, keep,
-                 ident, model, rid):
-        self.conn, self.rec, self.chat, self.stream, self.n = conn, rec, chat, stream, n
-        self.think, self.itl, self.keep, self.usage, self.rid = think, itl, keep, usage, rid
-        self.start = rec["arrival"] + delay
-        self.t0 = self.start + ttft
+    def __init__(self, conn, rec, chat, req, rule, args, keep):
+        self.conn, self.rec, self.chat, self.keep = conn, rec, chat, keep
+        self.stream, self.n = rec["stream"], rec["completion_tokens"]
+        self.usage = not self.stream or bool((req.get("stream_options") or {}).get("include_usage"))
+        self.think = args.reasoning if chat else 0
+        self.itl = float(rule.get("itl", args.itl))
+        self.start = rec["arrival"] + float(rule.get("delay_headers", 0.0))
+        self.t0 = self.start + float(rule.get("ttft", args.ttft))  # token k is due at t0 + k * itl
         self.k, self.handle = 0, None
-        self.limit = min(n, rule.get("cut_after", rule.get("stall_after", n)))
+        self.limit = min(self.n, rule.get("cut_after", rule.get("stall_after", self.n)))
         self.fault = "cut" if "cut_after" in rule else "stall" if "stall_after" in rule else None
-        created = int(time.time())
-        kind = b"chat.completion.chunk" if chat else b"text_completion"
+        self.ident = f"{'chatcmpl' if chat else 'cmpl'}-{conn.srv.worker}-{rec['i']}"
+        self.created, self.model = int(time.time()), args.model
         self.head = (b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":['
-                     % (ident.encode(), kind, created, json.dumps(model).encode()))
-        self.ident, self.created, self.model = ident, created, model
+                     % (self.ident.encode(), b"chat.completion.chunk" if chat else b"text_completion",
+                        self.created, json.dumps(args.model).encode()))
 
     def begin(self):
         loop = self.conn.srv.loop
@@ -185,13 +187,13 @@ class Answer:
         if not self.stream:
             self.handle = loop.call_at(self.t0 + (self.n - 1) * self.itl, self.body)
             return
-        extra = b"X-Request-Id: %s\r\n" % self.rid.encode("latin-1", "replace") if self.rid else b""
+        rid = self.rec["request_id"]
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                 b"Transfer-Encoding: chunked\r\n%s%s\r\n"
-                % (extra, b"" if self.keep else b"Connection: close\r\n"))
+                % (b"X-Request-Id: %s\r\n" % rid.encode("latin-1", "replace") if rid else b"",
+                   b"" if self.keep else b"Connection: close\r\n"))
         if self.chat:
-            head += frame(self.head + b'{"index":0,"delta":{"role":"assistant"},'
-                          b'"logprobs":null,"finish_reason":null}]}\n\n')
+            head += frame(self.head + b'{"index":0,"delta":{"role":"assistant"},' + TAIL)
         self.conn.write(head)
         if self.limit == 0:
             self.fault_now()
@@ -207,16 +209,13 @@ class Answer:
         else:
             choice = b'{"index":0,"text":%s,' % piece
         last = k == self.n - 1
-        data = frame(self.head + choice + (b'"logprobs":null,"finish_reason":"length"}]}\n\n'
-                                           if last else b'"logprobs":null,"finish_reason":null}]}\n\n'))
+        data = frame(self.head + choice + (LAST_TAIL if last else TAIL))
         if last:
             if self.usage:
                 data += frame(self.head + b'],"usage":%s}\n\n' % json.dumps(self.usage_obj()).encode())
             data += frame(b"data: [DONE]\n\n") + b"0\r\n\r\n"
         now = time.monotonic()
-        late = now - (self.t0 + k * self.itl)
-        if late > rec["max_late"]:
-            rec["max_late"] = late
+        rec["max_late"] = max(rec["max_late"], now - (self.t0 + k * self.itl))
         if k == 0:
             rec["first_write"] = now
         rec["last_write"] = now
@@ -233,21 +232,16 @@ class Answer:
         self.handle = None
         if self.fault == "cut":
             self.conn.done(self, "cut", close=True)
-        else:  # stall: keep the socket open, write nothing; logged when the client closes
+        else:  # stall: keep the socket open and write nothing; logged when the client closes
             self.rec["outcome"] = "stall"
 
-    def usage_obj(self):
+    def usage_obj(self) -> dict:
         p = self.rec["prompt_tokens"]
         return {"prompt_tokens": p, "completion_tokens": self.n, "total_tokens": p + self.n}
 
     def body(self):
-        self.handle = None
-        if self.fault == "stall":
-            self.rec["outcome"] = "stall"
-            return
-        if self.fault == "cut":
-            self.conn.done(self, "cut", close=True)
-            return
+        if self.fault:
+            return self.fault_now()
         words = [" " + WORDS[k % len(WORDS)] for k in range(self.n)]
         if self.chat:
             msg = {"role": "assistant", "content": "".join(words[self.think:])}
@@ -259,46 +253,38 @@ class Answer:
         obj = {"id": self.ident, "object": "chat.completion" if self.chat else "text_completion",
                "created": self.created, "model": self.model, "choices": [choice],
                "usage": self.usage_obj()}
-        self.rec["first_write"] = self.rec["last_write"] = time.monotonic()
-        self.rec["max_late"] = self.rec["first_write"] - (self.t0 + (self.n - 1) * self.itl)
+        now = self.rec["first_write"] = self.rec["last_write"] = time.monotonic()
+        self.rec["max_late"] = now - (self.t0 + (self.n - 1) * self.itl)
         self.conn.write(json_response(200, obj, self.keep))
         self.conn.done(self, "ok")
 
 
-def json_response(status: int, obj, keep: bool, extra: bytes = b"") -> bytes:
-    body = json.dumps(obj).encode()
-    return (b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s%s\r\n%s"
-            % (status, REASONS.get(status, "Error").encode(), len(body), extra,
-               b"" if keep else b"Connection: close\r\n", body))
-
-
 class Conn:
-    """One client connection: reads with kernel timestamps, parses HTTP/1.1, writes without blocking."""
+    """A client connection: reads with kernel timestamps, parses HTTP/1.1, writes without blocking."""
 
     def __init__(self, srv, sock):
         self.srv, self.sock, self.fd = srv, sock, sock.fileno()
-        self.buf, self.stamp, self.last_stamp = b"", None, None
+        self.buf, self.stamp, self.last_stamp, self.continued = b"", None, None, False
         self.answer, self.wbuf, self.closed, self.close_when_flushed = None, [], False, False
         srv.conns.add(self)
         srv.loop.add_reader(self.fd, self.on_read)
 
     def on_read(self):
         try:
-            data, anc, _, _ = self.sock.recvmsg(262144, ANC_SIZE)
+            data, anc, _, _ = self.sock.recvmsg(262144, socket.CMSG_SPACE(16))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             data, anc = b"", []
         if not data:
-            self.close("client closed")
-            return
+            return self.close("client closed")
         now = time.monotonic()
         stamp = (now, "user")
         for level, kind, raw in anc:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
                 sec, nsec = struct.unpack_from("qq", raw)
                 t = sec + nsec * 1e-9 - self.srv.offset
-                if now - 60 < t < now + 0.001:
+                if now - 60 < t < now + 0.001:  # a sane stamp, else keep the user clock
                     stamp = (min(t, now), "kernel")
         self.last_stamp = stamp
         if not self.buf:
@@ -313,64 +299,56 @@ class Conn:
         buf = self.buf
         end = buf.find(b"\r\n\r\n")
         if end < 0:
-            if len(buf) > 65536:
-                self.write(json_response(431, {"error": {"message": "headers too large"}}, False))
-                self.flush_and_close()
-            return
+            return self.fail(431, "headers too large") if len(buf) > 65536 else None
         lines = buf[:end].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         headers = {}
         for line in lines[1:]:
             k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
-        try:
-            length = int(headers.get("content-length", 0))
-        except ValueError:
-            length = -1
-        if len(parts) != 3 or length < 0 or "transfer-encoding" in headers:
-            self.write(json_response(400, {"error": {"message": "unsupported request"}}, False))
-            self.flush_and_close()
+        length = headers.get("content-length", "0")
+        if len(parts) != 3 or not length.isdigit() or "transfer-encoding" in headers:
+            return self.fail(400, "unsupported request (no chunked bodies)")
+        size = end + 4 + int(length)
+        if len(buf) < size:
+            if headers.get("expect", "").lower() == "100-continue" and not self.continued:
+                self.continued = True
+                self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             return
-        if len(buf) < end + 4 + length:
-            return
-        body, self.buf = buf[end + 4:end + 4 + length], buf[end + 4 + length:]
-        arrival = self.stamp
-        self.stamp = self.last_stamp if self.buf else None
+        body, self.buf, self.continued = buf[end + 4:size], buf[size:], False
+        arrival, self.stamp = self.stamp, self.last_stamp if len(buf) > size else None
         conn_hdr = headers.get("connection", "").lower()
         keep = conn_hdr != "close" if parts[2] == "HTTP/1.1" else conn_hdr == "keep-alive"
         self.srv.dispatch(self, parts[0], parts[1].split("?", 1)[0], headers, body, arrival, keep)
 
     def write(self, data: bytes):
-        if self.closed:
-            return
-        if self.wbuf:
+        if not self.closed:
             self.wbuf.append(data)
-            return
-        try:
-            sent = self.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError:
-            self.srv.loop.call_soon(self.close, "client closed")
-            return
-        if sent < len(data):
-            self.wbuf.append(data[sent:])
-            self.srv.loop.add_writer(self.fd, self.on_write)
+            if len(self.wbuf) == 1:
+                self.send(first=True)
 
-    def on_write(self):
-        data = b"".join(self.wbuf)
+    def send(self, first=False):
+        data = self.wbuf[0] if len(self.wbuf) == 1 else b"".join(self.wbuf)
         try:
             sent = self.sock.send(data)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError:
-            self.close("client closed")
-            return
-        self.wbuf = [data[sent:]] if sent < len(data) else []
-        if not self.wbuf:
-            self.srv.loop.remove_writer(self.fd)
-            if self.close_when_flushed:
-                self.close(None)
+            return self.srv.loop.call_soon(self.close, "client closed")
+        if sent < len(data):
+            self.wbuf = [data[sent:]]
+            if first:
+                self.srv.loop.add_writer(self.fd, self.send)
+        else:
+            self.wbuf = []
+            if not first:
+                self.srv.loop.remove_writer(self.fd)
+                if self.close_when_flushed:
+                    self.close(None)
+
+    def fail(self, status: int, message: str):
+        self.write(json_response(status, {"error": {"message": message}}, False))
+        self.flush_and_close()
 
     def flush_and_close(self):
         if self.wbuf:
@@ -379,10 +357,14 @@ class Conn:
             self.close(None)
 
     def done(self, answer, outcome, close=False):
-        """The answer ended (normally or by a fault): log it, then close or read the next request."""
+        """The answer ended (normally or by a fault): log it, then go on or close."""
         self.answer = None
         self.srv.record(answer.rec, outcome)
-        if close or not answer.keep:
+        self.next(answer.keep and not close)
+
+    def next(self, keep: bool):
+        """After an answer: close, or read the next request if it is already here."""
+        if not keep:
             self.flush_and_close()
         elif self.buf:
             self.srv.loop.call_soon(self.parse)
@@ -396,41 +378,35 @@ class Conn:
             rec = self.answer.rec
             self.srv.record(rec, rec["outcome"] or outcome or "aborted")
             self.answer = None
-        loop = self.srv.loop
-        loop.remove_reader(self.fd)
-        loop.remove_writer(self.fd)
+        self.srv.loop.remove_reader(self.fd)
+        self.srv.loop.remove_writer(self.fd)
         self.srv.conns.discard(self)
         self.sock.close()
 
 
 class Server:
-    def __init__(self, args, lsock, worker, counter, tokenizer):
-        self.args, self.lsock, self.worker, self.counter, self.tok = args, lsock, worker, counter, tokenizer
+    """One process's loop: accepts, routes, keeps the log."""
+
+    def __init__(self, args, lsock, worker, counter, encode):
+        self.args, self.lsock, self.worker, self.counter, self.encode = args, lsock, worker, counter, encode
         self.loop = asyncio.SelectorEventLoop(FineEpollSelector())
         self.rules = load_rules(args.script)
-        self.offset, self.ticks = clock_offset(), 0
+        self.offset, self.ticks, self.served = clock_offset(), 0, 0
         self.conns: set[Conn] = set()
         self.lines: list[bytes] = []
-        self.served = 0
         self.log_fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if args.log else None
 
     def accept(self):
         for _ in range(64):
             try:
                 sock, _ = self.lsock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:  # BlockingIOError included: nothing more to accept now
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            except OSError:
-                pass
             Conn(self, sock)
 
-    def record(self, rec, outcome):
+    def record(self, rec: dict, outcome: str):
         rec["outcome"] = outcome
         self.served += 1
         if self.log_fd is not None:
@@ -458,74 +434,43 @@ class Server:
         chat = path == "/v1/chat/completions"
         if method == "POST" and (chat or path == "/v1/completions"):
             rec["i"] = self.counter()
-            return self.completion(conn, rec, chat, headers, body, keep)
+            return self.completion(conn, rec, chat, body, keep)
+        req = load(body) if method == "POST" and path == "/tokenize" and self.args.tokenize else None
         if method == "GET" and path == "/v1/models":
-            status, obj = 200, {"object": "list", "data": [
-                {"id": self.args.model, "object": "model", "created": 0, "owned_by": "assay",
-                 "max_model_len": 32768}]}
-        elif method == "POST" and path == "/tokenize" and self.args.tokenize:
-            req = self.load(body)
-            if req is None:
-                status, obj = 400, {"error": {"message": "body is not a JSON object"}}
-            else:
-                text = prompt_text(req, "messages" in req)
-                tokens = text if isinstance(text, list) else self.tok.encode(text)
-                status, obj = 200, {"tokens": tokens, "count": len(tokens), "max_model_len": 32768}
+            status, obj = 200, {"object": "list", "data": [{"id": self.args.model, "object": "model",
+                                "created": 0, "owned_by": "assay", "max_model_len": 32768}]}
+        elif req is not None:
+            text = prompt_text(req, "messages" in req)
+            tokens = text if isinstance(text, list) else list(self.encode(text))
+            status, obj = 200, {"tokens": tokens, "count": len(tokens), "max_model_len": 32768}
         else:
             status, obj = 404, {"error": {"message": f"no route {method} {path}", "type": "not_found",
                                           "code": 404}}
-        conn.write(json_response(status, obj, keep))
-        self.record(rec, "ok" if status == 200 else f"http {status}")
-        if not keep:
-            conn.flush_and_close()
-        elif conn.buf:
-            self.loop.call_soon(conn.parse)
+        self.reply(conn, rec, keep, status, obj)
 
-    @staticmethod
-    def load(body):
-        try:
-            req = json.loads(body)
-        except ValueError:
-            return None
-        return req if isinstance(req, dict) else None
-
-    def reject(self, conn, rec, keep, status, obj, extra=b""):
+    def reply(self, conn, rec, keep, status, obj, extra=b""):
         conn.write(json_response(status, obj, keep, extra))
-        self.record(rec, f"http {status}")
-        if not keep:
-            conn.flush_and_close()
-        elif conn.buf:
-            self.loop.call_soon(conn.parse)
+        self.record(rec, "ok" if status == 200 else f"http {status}")
+        conn.next(keep)
 
-    def completion(self, conn, rec, chat, headers, body, keep):
-        req = self.load(body)
-        n = None
-        if req is not None:
-            n = req.get("max_completion_tokens")
-            n = req.get("max_tokens") if n is None else n
-            n = 16 if n is None else n
-        if req is None or not isinstance(n, int) or n < 1:
-            return self.reject(conn, rec, keep, 400, {"error": {
+    def completion(self, conn, rec, chat, body, keep):
+        req = load(body) or {}
+        n = next((req[k] for k in ("max_completion_tokens", "max_tokens") if req.get(k) is not None), 16)
+        if not req or not isinstance(n, int) or n < 1:
+            return self.reply(conn, rec, keep, 400, {"error": {
                 "message": "need a JSON object and max_tokens >= 1", "type": "invalid_request_error"}})
-        stream = bool(req.get("stream"))
         text = prompt_text(req, chat)
-        rec.update(stream=stream, completion_tokens=n,
-                   prompt_tokens=len(text) if isinstance(text, list) else len(self.tok.encode(text)))
+        rec.update(stream=bool(req.get("stream")), completion_tokens=n,
+                   prompt_tokens=len(text) if isinstance(text, list) else len(self.encode(text)))
         rule = match(self.rules, rec["i"])
         if "status" in rule:
             status = int(rule["status"])
             extra = b"Retry-After: %s\r\n" % str(rule["retry_after"]).encode() if "retry_after" in rule else b""
             obj = rule.get("body") or {"error": {"message": f"scripted error {status}",
                                                  "type": "server_error", "code": status}}
-            return self.reject(conn, rec, keep, status, obj, extra)
-        usage = not stream or bool((req.get("stream_options") or {}).get("include_usage"))
-        ident = ("chatcmpl-" if chat else "cmpl-") + f"{self.worker}-{rec['i']}"
-        answer = Answer(conn, rec, chat, stream, n, self.args.reasoning if chat else 0,
-                        float(rule.get("ttft", self.args.ttft)), float(rule.get("itl", self.args.itl)),
-                        float(rule.get("delay_headers", 0.0)), rule, usage, keep, ident,
-                        self.args.model, rec["request_id"])
-        conn.answer = answer
-        answer.begin()
+            return self.reply(conn, rec, keep, status, obj, extra)
+        conn.answer = Answer(conn, rec, chat, req, rule, self.args, keep)
+        conn.answer.begin()
 
     def run(self, announce: bool):
         loop = self.loop
@@ -545,30 +490,44 @@ class Server:
             if self.log_fd is not None:
                 os.close(self.log_fd)
             ru = resource.getrusage(resource.RUSAGE_SELF)
-            print(f"STOPPED worker={self.worker} requests={self.served} cpu_user={ru.ru_utime:.3f} "
-                  f"cpu_sys={ru.ru_stime:.3f}", file=sys.stderr, flush=True)
+            sys.stderr.write(f"STOPPED worker={self.worker} requests={self.served} "
+                             f"cpu_user={ru.ru_utime:.3f} cpu_sys={ru.ru_stime:.3f}\n")
             loop.close()
 
 
-def make_counter(shared: bool):
-    if not shared:
-        state = [0]
-
-        def nxt():
-            state[0] += 1
-            return state[0]
-        return nxt
+def shared_counter():
+    """Request ordinals shared by forked workers."""
     import multiprocessing
     value = multiprocessing.Value("q", 0)
 
-    def nxt_shared():
+    def nxt():
         with value.get_lock():
             value.value += 1
             return value.value
-    return nxt_shared
+    return nxt
 
 
-def main(argv=None):
+def listen(args) -> list[socket.socket]:
+    """One listening socket per worker, all on one port (the first picks it when --port is 0)."""
+    socks, port = [], args.port
+    for _ in range(args.workers):
+        s = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if args.workers > 1:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:  # inherited by accepted sockets; while one socket asks, the kernel stamps every packet
+            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass
+        s.bind((args.host, port))
+        port = s.getsockname()[1]
+        s.listen(4096)
+        s.setblocking(False)
+        socks.append(s)
+    return socks
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Scripted streaming OpenAI-compatible endpoint.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0: pick a free one, printed as LISTENING <port>")
@@ -581,41 +540,26 @@ def main(argv=None):
     ap.add_argument("--log", help="JSON lines, one per request")
     ap.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
     args = ap.parse_args(argv)
+    args.workers = max(1, args.workers)
     load_rules(args.script)  # fail early on a bad script
-    tokenizer = Tokenizer()
+    encode = o200k()
     if args.log:
         open(args.log, "w").close()
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    socks, port = [], args.port
-    for _ in range(max(1, args.workers)):
-        s = socket.socket(family, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if args.workers > 1:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:
-            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass
-        s.bind((args.host, port))
-        port = s.getsockname()[1]
-        s.listen(4096)
-        s.setblocking(False)
-        socks.append(s)
-    counter = make_counter(args.workers > 1)
-    if args.workers <= 1:
-        Server(args, socks[0], 0, counter, tokenizer).run(announce=True)
+    socks = listen(args)
+    if args.workers == 1:
+        Server(args, socks[0], 0, itertools.count(1).__next__, encode).run(announce=True)
         return 0
-    children = []
+    counter, children, port = shared_counter(), [], socks[0].getsockname()[1]
     for k, s in enumerate(socks):
         pid = os.fork()
         if pid == 0:
-            for other in socks:
-                if other is not s:
-                    other.close()
             code = 0
             try:
-                Server(args, s, k, counter, tokenizer).run(announce=False)
-            except BaseException:  # noqa: BLE001
+                for other in socks:
+                    if other is not s:
+                        other.close()
+                Server(args, s, k, counter, encode).run(announce=False)
+            except BaseException:  # noqa: BLE001 - a child never returns into main()
                 import traceback
                 traceback.print_exc()
                 code = 1
@@ -633,19 +577,11 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     print(f"LISTENING {port}", flush=True)
-    code = 0
-    for pid in children:
-        while True:
-            try:
-                _, status = os.waitpid(pid, 0)
-                break
-            except InterruptedError:
-                continue
-        code = code or os.waitstatus_to_exitcode(status)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"STOPPED workers={len(children)} cpu_user={ru.ru_utime:.3f} cpu_sys={ru.ru_stime:.3f}",
-          file=sys.stderr, flush=True)
-    return code
+    sys.stderr.write(f"STOPPED workers={len(children)} cpu_user={ru.ru_utime:.3f} "
+                     f"cpu_sys={ru.ru_stime:.3f}\n")
+    return max(codes, key=abs)
 
 
 if __name__ == "__main__":

@@ -315,6 +315,29 @@ def test_bad_script_refuses_to_start(tmp_path):
     assert proc.returncode != 0 and "exactly one action" in proc.stderr
 
 
+def test_pipelined_requests_and_a_client_that_leaves(endpoint):
+    ep = endpoint("--ttft", "0.01", "--itl", "0.001")
+    body = json.dumps({"prompt": "hi", "max_tokens": 2, "stream": True}).encode()
+    req = b"POST /v1/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    sock = socket.create_connection(("127.0.0.1", ep.port), timeout=10)
+    sock.sendall(req * 2 + b"GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n")
+    raw = b""
+    while chunk := sock.recv(65536):
+        raw += chunk
+    sock.close()
+    assert raw.count(b"HTTP/1.1 200 OK") == 3 and raw.count(b"[DONE]") == 2 and raw.endswith(b"}")
+    long = raw_post(ep.port, "/v1/completions", {"prompt": "hi", "max_tokens": 10000, "stream": True})
+    assert long.recv(100).startswith(b"HTTP/1.1 200 OK")
+    time.sleep(0.1)  # some tokens, then the client goes
+    long.close()
+    time.sleep(0.2)
+    recs = ep.stop()
+    assert [(r["i"], r["path"], r["outcome"]) for r in recs] == [
+        (1, "/v1/completions", "ok"), (2, "/v1/completions", "ok"), (None, "/v1/models", "ok"),
+        (3, "/v1/completions", "client closed")]
+    assert 0 < recs[3]["chunks"] < 10000
+
+
 def test_sigterm_logs_requests_in_flight(endpoint):
     ep = endpoint("--ttft", "5", "--itl", "0.01")
     sock = raw_post(ep.port, CHAT, chat_body(3))
