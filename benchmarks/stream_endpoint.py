@@ -4,47 +4,46 @@
     python benchmarks/stream_endpoint.py --port 0 --ttft 0.1 --itl 0.02 [--log FILE]
         [--script FILE.json] [--tokenize] [--reasoning N] [--model NAME] [--host H] [--workers N]
 
-`assay bench perf` is checked against it. It answers `POST /v1/chat/completions` and
-`POST /v1/completions` (streamed: SSE over chunked encoding; or one JSON body), `GET /v1/models`
-and, with `--tokenize`, vLLM's `POST /tokenize`; anything else is a 404. Each token is a word of
-WORDS with its leading space: one o200k_base token, and n of them in a row are n tokens, so a
-client's tokenizer agrees with the chunk count. Standard library only, plus bpe_openai for o200k.
-With `--port 0` it prints one line `LISTENING <port>` once it accepts connections. SIGTERM and
-SIGINT stop it: the log is flushed and a `STOPPED ...` line with its CPU seconds goes to stderr.
+`assay bench perf` is checked against it. Routes: `POST /v1/chat/completions` and
+`/v1/completions` (`"stream": true`: SSE over chunked encoding; else one JSON body), `GET
+/v1/models`, with `--tokenize` vLLM's `POST /tokenize`; anything else is a 404. A token is a word
+of WORDS with its leading space: one o200k_base token, and n in a row are n tokens. Standard
+library, plus bpe_openai for o200k counts. `--port 0` picks a port and prints `LISTENING <port>`
+once it accepts. SIGTERM/SIGINT: flush the log, print `STOPPED ...` (CPU seconds) to stderr, exit.
 
-Timing. A request's arrival is the kernel's receive timestamp of its first bytes (SO_TIMESTAMPNS:
-CLOCK_REALTIME, moved onto time.monotonic() by an offset sampled at start and every 10 s;
-`arrival_clock` "kernel"), else time.monotonic() when they are read ("user"). A stream sends its
-headers at once (chat: with a chunk holding only `delta.role`), then token k (from 0) at
-`arrival + ttft + k * itl`: absolute times, so a late loop writes as soon as it can and keeps
-the schedule. A non-streamed answer is one body at `arrival + ttft + (n - 1) * itl`.
-`delay_headers: d` shifts all of it by d. The loop sleeps in select() on its epoll descriptor
-(microsecond timeouts) instead of epoll_wait() (whole milliseconds, rounded up).
+Timing. Arrival is the kernel's receive stamp of a request's first bytes (SO_TIMESTAMPNS, on
+CLOCK_REALTIME, moved onto time.monotonic() by an offset sampled at start and every 10 s:
+"kernel"), else time.monotonic() when they are read ("user"). A stream sends its headers at
+once (chat: with a chunk holding only `delta.role`), then token k (from 0) at `arrival + ttft +
+k * itl`, on absolute times: a late loop writes as soon as it can and keeps the schedule. Not
+streamed: one body at `arrival + ttft + (n - 1) * itl`. `delay_headers: d` shifts it all by d.
+The loop sleeps in select() on its epoll fd (microsecond timeouts; epoll_wait rounds up to ms).
 
-The log (`--log FILE`, truncated at start): one JSON line per request when it ends, flushed every
-second and at exit: `i` (ordinal among POSTs to the two completions routes; null elsewhere),
-`request_id` (X-Request-Id header), `path`, `stream`, `arrival`, `arrival_clock`, `first_write`
-(time.monotonic() just before the first token chunk, reasoning or content), `last_write` (just
-before the last token chunk), `chunks` (token chunks written), `prompt_tokens` (o200k count;
-chat: the message contents concatenated), `completion_tokens` (the length usage reports),
-`max_late` (the latest write behind its schedule, s) and `outcome`: "ok", "http <status>", "cut",
-"stall", "client closed" (before the end), "aborted" (server stopped). The server's TTFT is
-`first_write - arrival`. `--workers N` runs N processes on one port (SO_REUSEPORT); they append
-to the one FILE (each flush one O_APPEND write of whole lines), add `worker`, share ordinals.
+Log (`--log FILE`, truncated at start): a JSON line per request as it ends, flushed every second
+and at exit: `i` (ordinal among POSTs to the completions routes, else null), `request_id`
+(X-Request-Id), `path`, `stream`, `arrival`, `arrival_clock`, `first_write` (time.monotonic()
+just before the first token chunk, reasoning or content), `last_write` (before the last one),
+`chunks` (token chunks written), `prompt_tokens` (o200k; chat: message contents concatenated),
+`completion_tokens` (as usage says), `max_late` (latest write behind schedule, s), `outcome`:
+"ok", "http <status>", "cut", "stall", "client closed" (early), "aborted" (server stopped). The
+server's TTFT is `first_write - arrival`. `--workers N`: N processes on one port (SO_REUSEPORT)
+append to the one FILE (a flush is one O_APPEND write of whole lines), add `worker`, share `i`.
 
-Faults (`--script FILE.json`): a list of rules; the first that matches a request wins. A rule
-picks ordinals with `"requests": [first, last]` (1-based, inclusive) and/or `"every": k`
-(ordinal % k == 0; neither: all) and holds one action: `{"status": 500, "body": {...}}` (that
-answer at once), `{"status": 429, "retry_after": 1}` (with Retry-After), `{"cut_after": 3}` (3
-token chunks, then close without the terminating chunk), `{"stall_after": 3}` (3 token chunks,
-then silence until the client closes), `{"delay_headers": 2.0}`, `{"ttft": x, "itl": y}` (either
-or both). Not streamed, cut closes and stall stays silent when the body is due.
+Faults (`--script FILE.json`): a list of rules, the first match wins. A rule picks ordinals by
+`"requests": [first, last]` (1-based, inclusive) and/or `"every": k` (i % k == 0; neither: all)
+and holds one action: `{"status": 500, "body": {...}}` (that answer at once), `{"status": 429,
+"retry_after": 1}` (with Retry-After), `{"cut_after": 3}` (3 token chunks, then close without
+the last chunk), `{"stall_after": 3}` (3 token chunks, then silence until the client closes),
+`{"delay_headers": 2.0}`, `{"ttft": x, "itl": y}` (either or both). Not streamed, cut closes and
+stall stays silent when the body is due.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import heapq
 import itertools
 import json
 import os
@@ -84,6 +83,38 @@ class FineEpollSelector(selectors.EpollSelector):
             select.select([self._selector.fileno()], [], [], timeout)
             timeout = 0
         return super().select(timeout)
+
+
+class Timers:
+    """One shared timer heap of plain lists (C comparisons) under a single asyncio timer."""
+
+    def __init__(self, loop):
+        self.loop, self.heap, self.seq = loop, [], itertools.count()
+        self.handle, self.when, self.running = None, None, False
+
+    def at(self, when: float, fn) -> list:
+        entry = [when, next(self.seq), fn]
+        heapq.heappush(self.heap, entry)
+        if not self.running and (self.when is None or when < self.when):
+            self.arm(when)
+        return entry
+
+    def arm(self, when: float):
+        if self.handle is not None:
+            self.handle.cancel()
+        self.when, self.handle = when, self.loop.call_at(when, self.run)
+
+    def run(self):
+        self.running, self.handle, heap = True, None, self.heap
+        try:
+            while heap and heap[0][0] <= time.monotonic():  # everything due, late ones first
+                fn = heapq.heappop(heap)[2]
+                if fn is not None:  # None: cancelled
+                    fn()
+        finally:
+            self.running, self.when = False, None
+            if heap:
+                self.arm(heap[0][0])
 
 
 def o200k():
@@ -172,20 +203,19 @@ class Answer:
                         self.created, json.dumps(args.model).encode()))
 
     def begin(self):
-        loop = self.conn.srv.loop
-        if self.start > loop.time():
-            self.handle = loop.call_at(self.start, self.headers)
+        if self.start > time.monotonic():
+            self.handle = self.conn.srv.timers.at(self.start, self.headers)
         else:
             self.headers()
 
     def cancel(self):
         if self.handle is not None:
-            self.handle.cancel()
+            self.handle[2] = None
 
     def headers(self):
-        loop = self.conn.srv.loop
+        timers = self.conn.srv.timers
         if not self.stream:
-            self.handle = loop.call_at(self.t0 + (self.n - 1) * self.itl, self.body)
+            self.handle = timers.at(self.t0 + (self.n - 1) * self.itl, self.body)
             return
         rid = self.rec["request_id"]
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -198,7 +228,7 @@ class Answer:
         if self.limit == 0:
             self.fault_now()
         else:
-            self.handle = loop.call_at(self.t0, self.step)
+            self.handle = timers.at(self.t0, self.step)
 
     def step(self):
         k, rec = self.k, self.rec
@@ -226,7 +256,7 @@ class Answer:
         elif self.k == self.limit:
             self.fault_now()
         elif not self.conn.closed:
-            self.handle = self.conn.srv.loop.call_at(self.t0 + self.k * self.itl, self.step)
+            self.handle = self.conn.srv.timers.at(self.t0 + self.k * self.itl, self.step)
 
     def fault_now(self):
         self.handle = None
@@ -390,6 +420,7 @@ class Server:
     def __init__(self, args, lsock, worker, counter, encode):
         self.args, self.lsock, self.worker, self.counter, self.encode = args, lsock, worker, counter, encode
         self.loop = asyncio.SelectorEventLoop(FineEpollSelector())
+        self.timers = Timers(self.loop)
         self.rules = load_rules(args.script)
         self.offset, self.ticks, self.served = clock_offset(), 0, 0
         self.conns: set[Conn] = set()
@@ -515,10 +546,8 @@ def listen(args) -> list[socket.socket]:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if args.workers > 1:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        try:  # inherited by accepted sockets; while one socket asks, the kernel stamps every packet
-            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # inherited by accepted sockets; while one socket
+            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # asks, every packet is stamped
         s.bind((args.host, port))
         port = s.getsockname()[1]
         s.listen(4096)
@@ -552,28 +581,20 @@ def main(argv=None) -> int:
     counter, children, port = shared_counter(), [], socks[0].getsockname()[1]
     for k, s in enumerate(socks):
         pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                for other in socks:
-                    if other is not s:
-                        other.close()
-                Server(args, s, k, counter, encode).run(announce=False)
-            except BaseException:  # noqa: BLE001 - a child never returns into main()
-                import traceback
-                traceback.print_exc()
-                code = 1
-            os._exit(code)
+        if pid == 0:  # a worker: serve, then leave (an exception ends it with a traceback, status 1)
+            for other in socks:
+                if other is not s:
+                    other.close()
+            Server(args, s, k, counter, encode).run(announce=False)
+            os._exit(0)
         children.append(pid)
     for s in socks:
         s.close()
 
     def forward(sig, _frame):
         for pid in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     print(f"LISTENING {port}", flush=True)
