@@ -157,6 +157,10 @@ def test_the_verdict_names_the_client_as_the_bottleneck():
     assert not lagged["valid"] and "event loop" in lagged["reasons"][0]
     kernel = M.verdict(base, {"clock": "kernel", "cpu_s": 1.0, "loop_lag": [0.05] * 10})
     assert kernel["valid"]      # kernel stamps do not depend on the loop
+    closed = {**base, "metrics": {"ttft": {"p50": 0.1}, "e2e": {"mean": 0.2}}}
+    short = M.verdict(closed, {"clock": "kernel", "cpu_s": 1.0, "turnaround": [0.05] * 10})
+    assert not short["valid"] and "held 80% of the concurrency" in short["reasons"][0]
+    assert M.verdict(closed, {"clock": "kernel", "cpu_s": 1.0, "turnaround": [0.002] * 10})["valid"]
 
 
 def test_prompts_have_the_exact_length_and_unique_starts():

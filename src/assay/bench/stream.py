@@ -104,18 +104,40 @@ class _Feed:
             ex._left -= len(data)
             return ex._left <= 0
         if ex._framing == "chunked":
-            tail = (ex._tail + data)[-5:]
-            ex._tail = tail
-            return tail == b"0\r\n\r\n" and _complete(ex)
+            return _chunked(ex, data)
         return False
 
 
-def _complete(ex: Exchange) -> bool:
-    """Whether the chunked body really ended (the tail looked like it): a full decode says."""
-    try:
-        return decode(ex).ended
-    except ValueError:
-        return False
+def _chunked(ex: Exchange, data: bytes) -> bool:
+    """Follow chunk sizes across reads (usually one chunk per read: a few operations); True
+    when the last chunk and its closing empty line have arrived. ``_left`` is what remains of
+    the current chunk's data and CRLF; ``_tail`` an incomplete size line; ``_left = -1`` after
+    the zero-size chunk, waiting for the empty line that ends the trailers."""
+    if ex._tail:
+        data, ex._tail = ex._tail + data, b""
+    pos, n = 0, len(data)
+    while pos < n:
+        if ex._left > 0:
+            take = min(ex._left, n - pos)
+            ex._left -= take
+            pos += take
+            continue
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            ex._tail = data[pos:]
+            return False
+        if ex._left < 0:                  # trailers after the last chunk: an empty line ends them
+            if eol == pos:
+                return True
+            pos = eol + 2
+            continue
+        try:
+            size = int(data[pos:eol].split(b";", 1)[0].strip() or b"0", 16)
+        except ValueError:
+            return True                   # unreadable framing: end here; decode() reports it
+        pos = eol + 2
+        ex._left = size + 2 if size else -1
+    return False
 
 
 @dataclass(slots=True)
