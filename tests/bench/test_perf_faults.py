@@ -92,3 +92,18 @@ def test_a_reasoning_model_has_a_time_to_first_answer(endpoint):
     ep.stop()
     m = run.summary["points"][0]["metrics"]
     assert m["ttfat"]["p50"] == pytest.approx(m["ttft"]["p50"] + 4 * 0.01, abs=0.006)
+
+
+def test_a_rate_sweep_runs_between_one_at_a_time_and_flat_out(endpoint):
+    ep = endpoint("--ttft", "0.02", "--itl", "0.004")
+    run = perf(ep.port, sweep=2, sweep_concurrency=8, requests=16, output_tokens=6)
+    ep.stop()
+    s = run.summary
+    assert s["mode"] == "sweep"
+    pts = s["points"]
+    assert [p["concurrency"] for p in pts[:2]] == [1, 8] and len(pts) == 4
+    lo, hi = pts[0]["request_throughput"], pts[1]["request_throughput"]
+    assert hi > lo
+    rates = [p["rate"] for p in pts[2:]]
+    assert lo < rates[0] < rates[1] < hi
+    assert all(p["requests"]["ok"] == 16 for p in pts)

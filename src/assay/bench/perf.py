@@ -66,9 +66,13 @@ class PerfConfig:
     ignore_eos: bool = True
     name: str | None = None
     max_prompts: int = 2_000            # duration-bound closed loops: prompts prepared per point
+    sweep: int = 0                      # rates of a sweep (0: no sweep)
+    sweep_concurrency: int = 32         # the sweep's saturating closed-loop point
 
     @property
     def mode(self) -> str:
+        if self.sweep:
+            return "sweep"
         if self.rates:
             return "rate"
         if self.concurrency and self.concurrency != [1]:
@@ -78,8 +82,10 @@ class PerfConfig:
     def check(self) -> None:
         if self.api not in ("chat", "completions"):
             raise AssayError(f"--api must be chat or completions, got {self.api!r}")
-        if self.concurrency and self.rates:
+        if self.concurrency and (self.rates or self.sweep):
             raise AssayError("give --concurrency or --rate, not both")
+        if self.sweep < 0 or self.sweep_concurrency < 2:
+            raise AssayError("a sweep needs at least 1 rate and a saturating concurrency of at least 2")
         if any(c < 1 for c in self.concurrency):
             raise AssayError("--concurrency levels must be at least 1")
         if any(not (r > 0 and math.isfinite(r)) for r in self.rates):
@@ -179,8 +185,13 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     target = _Target(cfg)
     await target.prepare()
     counter = await target.counter()
-    levels: list[tuple[int | None, float | None]] = (
-        [(None, r) for r in cfg.rates] if cfg.rates else [(c, None) for c in (cfg.concurrency or [1])])
+    levels: list[tuple[int | None, float | None]]
+    if cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
+        levels = [(1, None), (cfg.sweep_concurrency, None)]
+    elif cfg.rates:
+        levels = [(None, r) for r in cfg.rates]
+    else:
+        levels = [(c, None) for c in (cfg.concurrency or [1])]
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
@@ -190,7 +201,9 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     all_requests: list[dict[str, Any]] = []
     notes: list[str] = []
     try:
-        for p_idx, (conc, rate) in enumerate(levels):
+        p_idx = 0
+        while p_idx < len(levels):
+            conc, rate = levels[p_idx]
             done_prompts = [0]
 
             def tick(k: int) -> None:
@@ -224,6 +237,9 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             points.append(point)
             samples[p_idx] = smp
             all_requests.extend(records)
+            if cfg.sweep and p_idx == 1:
+                levels += _sweep_rates(cfg, points, notes)
+            p_idx += 1
     finally:
         await client.aclose()
         await target.http.aclose()
@@ -235,7 +251,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                      "duration": cfg.duration, "warmup": cfg.warmup, "shared_prefix": cfg.shared_prefix,
                      "burstiness": cfg.burstiness, "seed": cfg.seed, "timeout": cfg.timeout,
                      "stall_timeout": cfg.stall_timeout, "slo": cfg.slo, "ignore_eos": target.extras_ok,
-                     "concurrency": cfg.concurrency or None, "rates": cfg.rates or None},
+                     "concurrency": cfg.concurrency or None, "rates": cfg.rates or None,
+                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None},
         "tokenizer": {"source": counter.source, "model_tokens": counter.model_tokens},
         "clock": client.clock,
         "client": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
@@ -252,9 +269,20 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     return PerfRun(summary, samples, [_public(r) for r in all_requests])
 
 
+def _sweep_rates(cfg: PerfConfig, points: list[dict[str, Any]], notes: list[str]) -> list[tuple[None, float]]:
+    """``cfg.sweep`` rates evenly spaced between the sequential and the saturated throughput."""
+    lo, hi = points[0]["request_throughput"], points[1]["request_throughput"]
+    if not hi > lo * 1.05:
+        notes.append(f"sweep: {hi:.3g} requests/s at concurrency {cfg.sweep_concurrency} is no more than "
+                     f"{lo:.3g} one at a time; no rates in between to measure")
+        return []
+    rates = np.linspace(lo, hi, cfg.sweep + 2)[1:-1]
+    return [(None, float(f"{r:.3g}")) for r in rates]
+
+
 def _duration_prompts(cfg: PerfConfig, levels: list[tuple[int | None, float | None]]) -> int:
     """Prompts to prepare for a duration-bound point: enough for the fastest level we can foresee."""
-    if cfg.rates:
+    if cfg.rates and not cfg.sweep:
         return min(cfg.max_prompts, int(max(cfg.rates) * (cfg.duration or 0) * 1.5) + 50)
     return cfg.max_prompts
 

@@ -71,7 +71,9 @@ def perf(
     model: Optional[str] = typer.Option(None, "--model", help="The served model (default: the first the server lists)."),
     concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c",
                                               help="Closed-loop levels, e.g. 1,4,16,64 (default: 1, sequential)."),
-    rate: Optional[str] = typer.Option(None, "--rate", help="Open-loop request rates per second, e.g. 2,5,10."),
+    rate: Optional[str] = typer.Option(None, "--rate", help="Open-loop request rates per second, e.g. 2,5,10; "
+                                       "'sweep' (or sweep:N): one at a time, flat out, then 5 (N) rates between."),
+    sweep_concurrency: int = typer.Option(32, "--sweep-concurrency", help="The sweep's flat-out concurrency."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of open-loop arrivals (1 = Poisson)."),
     requests: Optional[int] = typer.Option(None, "--requests", "-n",
                                            help="Requests per point (default 50 unless --duration)."),
@@ -108,7 +110,13 @@ def perf(
     gap = _durations(every, "--every") if every else None
     if repeat > 1 and gap is None:
         raise AssayError("--repeat needs --every (e.g. --every 1h)")
-    cfg = PerfConfig(endpoint=endpoint, model=model, api=api, stream=stream,
+    sweep = 0
+    if rate and rate.strip().lower().startswith("sweep"):
+        _, _, k = rate.strip().partition(":")
+        sweep = (_numbers(k, "--rate sweep:N", int) or [5])[0]
+        rate = None
+    cfg = PerfConfig(endpoint=endpoint, model=model, api=api, stream=stream, sweep=sweep,
+                     sweep_concurrency=sweep_concurrency,
                      concurrency=_numbers(concurrency, "--concurrency", int), rates=_numbers(rate, "--rate", float),
                      requests=requests, duration=_durations(duration, "--duration"), input_tokens=input_tokens,
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
