@@ -9,11 +9,12 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import bpe_openai
 import pytest
 
-from conftest import SCRIPT
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "stream_endpoint.py"
 ENC = bpe_openai.get_encoding("o200k_base")
 CHAT = "/v1/chat/completions"
 PROMPT = "Write one sentence about rivers and the stones in them."

@@ -6,10 +6,7 @@ payloads."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 from xml.etree import ElementTree
@@ -21,7 +18,7 @@ from assay.store import Store
 from assay.ui.bench_charts import latency_cdf, metric_vs_load, perf_charts
 from assay.ui.server import create_app
 
-from uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped
+from uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))   # appended: see tests/conftest.py
 from perfdata import HOSTILE, make_run  # noqa: E402
@@ -172,32 +169,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.fixture(scope="module")
 def bench_server(bench_store: dict[str, Any]) -> Iterator[str]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "ui", "--host", "127.0.0.1", "--port", str(port),
-                             "--store", bench_store["path"]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"assay ui did not start: {proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.1)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    yield from serve_ui(bench_store["path"])
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed: run `make test`")

@@ -11,15 +11,12 @@ no dialog fired and ``window.__xss`` stays undefined. Screenshots: tests/ui/arti
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from uihelpers import serve_ui
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -29,41 +26,9 @@ sync_api = pytest.importorskip("playwright.sync_api",
                                reason="playwright is not installed: run `make test` (scripts/install_test_services.sh installs it)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ui_command() -> list[str]:
-    """``assay ui`` through the CLI."""
-    return [sys.executable, "-m", "assay.cli", "ui"]
-
-
 @pytest.fixture(scope="module")
 def server(ui_store: dict[str, Any]) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(_ui_command() + ["--host", "127.0.0.1", "--port", str(port), "--store", ui_store["path"]],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            pytest.fail(f"assay ui did not start: {proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.1)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    yield from serve_ui(ui_store["path"])
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 from assay.metrics.base import Score, metric
 
@@ -74,3 +81,32 @@ def assert_escaped(html: str) -> None:
             assert not name.startswith("on"), (tag, name, value)
             assert "javascript:" not in (value or "").replace(" ", "").lower() or name in ("title", "value"), \
                 (tag, name, value) and "href='javascript:" not in html
+
+
+def serve_ui(store_path: str) -> Iterator[str]:
+    """``assay ui`` on a free loopback port over ``store_path``, through the CLI; yields its base
+    URL once ``/healthz`` answers, and stops it after (use with ``yield from`` in a fixture)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "ui", "--host", "127.0.0.1", "--port", str(port),
+                             "--store", store_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail(f"assay ui did not start: {proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.1)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

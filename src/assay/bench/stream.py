@@ -30,9 +30,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from assay.models.http import default_ssl_context
+from assay.models.http import default_ssl_context, split_origin
 
 # Linux values (asm-generic/socket.h); Python's socket module does not export them.
 SO_TIMESTAMPNS = 35
@@ -250,12 +249,7 @@ class StreamClient:
 
     def __init__(self, url: str, *, timeout: float = 600.0, stall_timeout: float = 60.0, tick: float = 0.05,
                  kernel_stamps: bool = True) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.scheme, self.host, self.port = split_origin(url)
         self.timeout = timeout
         self.stall_timeout = stall_timeout
         self.tick = tick

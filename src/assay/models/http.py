@@ -238,18 +238,21 @@ def default_ssl_context() -> ssl.SSLContext:
         return ssl.create_default_context()
 
 
+def split_origin(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of an http(s) URL; ValueError for anything else."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
 class LeanHTTP:
     """Keep-alive HTTP/1.1 to one origin (``scheme://host:port``); see the module doc."""
 
     def __init__(self, url: str, *, keepalive_expiry: float = 4.0, connect_timeout: float = 30.0,
                  ssl_context: ssl.SSLContext | None = None):
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        default_port = self.port == (443 if parts.scheme == "https" else 80)
+        self.scheme, self.host, self.port = split_origin(url)
+        default_port = self.port == (443 if self.scheme == "https" else 80)
         h = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = h if default_port else f"{h}:{self.port}"
         self.keepalive_expiry = keepalive_expiry
