@@ -107,3 +107,53 @@ def test_a_rate_sweep_runs_between_one_at_a_time_and_flat_out(endpoint):
     rates = [p["rate"] for p in pts[2:]]
     assert lo < rates[0] < rates[1] < hi
     assert all(p["requests"]["ok"] == 16 for p in pts)
+
+
+def test_without_kernel_stamps_the_event_loop_stamps_and_says_so(endpoint):
+    from assay.bench.measure import measure
+    from assay.bench.stream import StreamClient
+
+    ep = endpoint("--ttft", "0.03", "--itl", "0.005")
+    body = (b'{"model":"scripted","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stream":true}')
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+    async def go():
+        client = StreamClient(f"http://127.0.0.1:{ep.port}", kernel_stamps=False)
+        try:
+            return client.clock, [await client.request(req) for _ in range(2)]
+        finally:
+            await client.aclose()
+
+    clock, exs = asyncio.run(go())
+    ep.stop()
+    assert clock == "user"
+    for ex in exs:
+        assert ex.complete and ex.kernel_stamps == 0 and ex.user_stamps >= 1
+        rec = measure(ex, stream=True)
+        assert rec["status"] == "ok" and rec["chunks"] == 4
+        assert rec["ttft"] == pytest.approx(0.03, abs=0.02)
+
+
+def test_scheduled_repeats_make_a_track(endpoint, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    ep = endpoint("--ttft", "0.01", "--itl", "0.002")
+    store = str(tmp_path / "s.db")
+    base = [sys.executable, "-m", "assay.cli.main", "bench"]
+    r = subprocess.run(base + ["perf", "--endpoint", f"http://127.0.0.1:{ep.port}/v1", "--model", "scripted",
+                               "-n", "3", "--warmup", "1", "--input-tokens", "20", "--output-tokens", "4",
+                               "--repeat", "2", "--every", "1s", "--out", str(tmp_path / "out"), "-q",
+                               "--store", store], capture_output=True, text=True, timeout=120)
+    ep.stop()
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["repeat-001", "repeat-002"]
+    listed = json.loads(subprocess.run(base + ["list", "--json", "--store", store], capture_output=True,
+                                       text=True, timeout=60).stdout)
+    tracks = {x["track"] for x in listed}
+    assert len(listed) == 2 and len(tracks) == 1 and None not in tracks
+    tr = subprocess.run(base + ["track", tracks.pop(), "--json", "--store", store], capture_output=True, text=True,
+                        timeout=60)
+    assert tr.returncode == 0, tr.stderr

@@ -185,3 +185,10 @@ def test_bad_prompt_settings_are_refused():
 
     with pytest.raises(AssayError, match="shared-prefix"):
         asyncio.run(build_prompts(bundled_counter(None), 1, 50, shared_prefix=49))
+
+
+def test_a_100_continue_before_the_answer_is_skipped():
+    pieces = sse([delta("a"), delta("b")])
+    reads = [(10.05, b"HTTP/1.1 100 Continue\r\n\r\n" + HEAD + pieces[0]), (10.08, pieces[1] + b"0\r\n\r\n")]
+    rec = M.measure(exchange(reads), stream=True)
+    assert rec["status"] == "ok" and rec["ttft"] == pytest.approx(0.05) and rec["chunks"] == 2

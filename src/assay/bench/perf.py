@@ -25,7 +25,7 @@ import resource
 import secrets
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -229,7 +229,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             for pr in warm:
                 await client.request(target.payload(pr.text))
             records, client_fig, duration = await _point(client, target, cfg, timed, conc, rate, progress)
-            await _count_outputs(counter, records, [p.tokens for p in timed])
+            await _count_outputs(counter, records)
             for r in records:
                 r["point"] = p_idx
             point, smp = M.summarize(records, duration=duration, concurrency=conc if rate is None else None,
@@ -395,7 +395,7 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     return records, fig, max(1e-9, last - first)
 
 
-async def _count_outputs(counter: Counter, records: list[dict[str, Any]], prompt_tokens: list[int]) -> None:
+async def _count_outputs(counter: Counter, records: list[dict[str, Any]]) -> None:
     texts = [r["text"] for r in records]
     model_counts: list[int | None] = [None] * len(records)
     bundled: list[int | None] = [None] * len(records)
@@ -423,7 +423,3 @@ def _public(rec: dict[str, Any]) -> dict[str, Any]:
             "input_tokens": rec.get("input_tokens"), "output_tokens": rec.get("output_tokens"),
             "disagree": rec.get("disagree"), "status": rec["status"], "http_status": rec.get("http_status"),
             "error": rec.get("error")}
-
-
-def config_dict(cfg: PerfConfig) -> dict[str, Any]:
-    return asdict(cfg)

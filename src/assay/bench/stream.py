@@ -162,18 +162,18 @@ def decode(ex: Exchange) -> Decoded:
     stream = False
     for t, data in ex.reads:
         buf += data
-        if not framing:
+        while not framing:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
-                continue
+                break
             lines = buf[:end].decode("latin-1").split("\r\n")
             buf = buf[end + 4:]
             parts = lines[0].split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+            if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
                 raise ValueError(f"not an HTTP response: {lines[0][:80]!r}")
             status = int(parts[1])
             if 100 <= status < 200:
-                continue
+                continue                      # 100 Continue: the real head follows
             headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
             stream = "text/event-stream" in headers.get("content-type", "")
             if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -182,6 +182,8 @@ def decode(ex: Exchange) -> Decoded:
                 framing, left = "length", int(headers["content-length"] or 0)
             else:
                 framing = "close"
+        if not framing:
+            continue
         new: list[bytes] = []
         if framing == "chunked":
             while not ended:

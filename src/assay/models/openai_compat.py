@@ -506,7 +506,7 @@ class OpenAICompat:
                 self.model = data["data"][0]["id"]
             except Exception as exc:
                 raise AssayError(f"{public_url(self.base_url)}: no model named and GET /models did not name one "
-                                 f"({type(exc).__name__}); write the judge as {public_url(self.base_url)}#MODEL") from None
+                                 f"({type(exc).__name__}); name the model: {public_url(self.base_url)}#MODEL") from None
             self._url, self._headers = self._endpoint()
             self._head = b""
 
