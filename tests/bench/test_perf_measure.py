@@ -192,3 +192,30 @@ def test_a_100_continue_before_the_answer_is_skipped():
     reads = [(10.05, b"HTTP/1.1 100 Continue\r\n\r\n" + HEAD + pieces[0]), (10.08, pieces[1] + b"0\r\n\r\n")]
     rec = M.measure(exchange(reads), stream=True)
     assert rec["status"] == "ok" and rec["ttft"] == pytest.approx(0.05) and rec["chunks"] == 2
+
+
+def test_an_unreadable_answer_ends_the_exchange_at_once():
+    """A head the client cannot frame (here a bad Content-Length) is a failure named at once,
+    not an exchange left waiting for its timeout."""
+    from assay.bench.stream import StreamClient
+
+    async def go():
+        async def answer(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\nhello")
+            await writer.drain()
+            await asyncio.sleep(5)
+            writer.close()
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = StreamClient(f"http://127.0.0.1:{port}", timeout=30)
+        try:
+            return await asyncio.wait_for(client.request(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 3)
+        finally:
+            await client.aclose()
+            server.close()
+
+    ex = asyncio.run(go())
+    assert ex.error == "bad answer" and "lots" in ex.detail
+    assert M.measure(ex, stream=True)["status"] == "bad answer"

@@ -73,38 +73,35 @@ class Exchange:
     keep_alive: bool = True
 
 
-class _Feed:
-    """Spots the end of an HTTP/1.1 answer from its bytes, cheaply, as they arrive."""
-
-    @staticmethod
-    def feed(ex: Exchange, data: bytes) -> bool:
-        if not ex._framing:
-            ex._head += data
-            end = ex._head.find(b"\r\n\r\n")
-            if end < 0:
-                return False
-            head, body = ex._head[:end].decode("latin-1"), ex._head[end + 4:]
-            ex._head = b""
-            lines = head.split("\r\n")
-            hdr = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
-            status = lines[0].split(" ", 2)
-            if len(status) > 1 and status[1].startswith("1"):   # 100 Continue: the answer follows
-                return _Feed.feed(ex, body)
-            if lines[0].startswith("HTTP/1.0") or "close" in hdr.get("connection", "").lower():
-                ex.keep_alive = False
-            if "chunked" in hdr.get("transfer-encoding", "").lower():
-                ex._framing = "chunked"
-            elif "content-length" in hdr:
-                ex._framing, ex._left = "length", int(hdr["content-length"] or 0)
-            else:
-                ex._framing, ex.keep_alive = "close", False
-            data = body
-        if ex._framing == "length":
-            ex._left -= len(data)
-            return ex._left <= 0
-        if ex._framing == "chunked":
-            return _chunked(ex, data)
-        return False
+def _answer_ended(ex: Exchange, data: bytes) -> bool:
+    """Whether the HTTP/1.1 answer ended with ``data``: spotted cheaply, as bytes arrive."""
+    if not ex._framing:
+        ex._head += data
+        end = ex._head.find(b"\r\n\r\n")
+        if end < 0:
+            return False
+        head, body = ex._head[:end].decode("latin-1"), ex._head[end + 4:]
+        ex._head = b""
+        lines = head.split("\r\n")
+        hdr = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+        status = lines[0].split(" ", 2)
+        if len(status) > 1 and status[1].startswith("1"):   # 100 Continue: the answer follows
+            return _answer_ended(ex, body)
+        if lines[0].startswith("HTTP/1.0") or "close" in hdr.get("connection", "").lower():
+            ex.keep_alive = False
+        if "chunked" in hdr.get("transfer-encoding", "").lower():
+            ex._framing = "chunked"
+        elif "content-length" in hdr:
+            ex._framing, ex._left = "length", int(hdr["content-length"] or 0)
+        else:
+            ex._framing, ex.keep_alive = "close", False
+        data = body
+    if ex._framing == "length":
+        ex._left -= len(data)
+        return ex._left <= 0
+    if ex._framing == "chunked":
+        return _chunked(ex, data)
+    return False
 
 
 def _chunked(ex: Exchange, data: bytes) -> bool:
@@ -395,7 +392,12 @@ class StreamClient:
                 ex.user_stamps += 1
             ex.reads.append((t, data))
             ex.last = now
-            if _Feed.feed(ex, data):
+            try:
+                ended = _answer_ended(ex, data)
+            except ValueError as exc:         # an unreadable head (a bad Content-Length, say)
+                self._finish(key, "bad answer", str(exc))
+                return
+            if ended:
                 self._finish(key, None)
                 return
 
@@ -469,7 +471,12 @@ class _Proto(asyncio.Protocol):
         ex.reads.append((now, data))
         ex.user_stamps += 1
         ex.last = now
-        if _Feed.feed(ex, data):
+        try:
+            ended = _answer_ended(ex, data)
+        except ValueError as exc:
+            client._finish(self.key, "bad answer", str(exc))
+            return
+        if ended:
             client._finish(self.key, None)
 
     def connection_lost(self, exc: Exception | None) -> None:
