@@ -243,6 +243,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     finally:
         await client.aclose()
         await target.http.aclose()
+        await target.backend.aclose()
     summary = {
         "schema": SCHEMA, "id": run_id, "name": cfg.name, "created_at": time.time(),
         "endpoint": target.backend.name if target.spec.kind != "http" else target.backend.base_url,
