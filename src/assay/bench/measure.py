@@ -290,7 +290,7 @@ def verdict(point: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]:
         reasons.append(f"the system clock stepped {drift:.1f} ms during the run")
     if point["requests"]["ok"] == 0:
         reasons.append("no request completed")
-    tokens = sum(r for r in [client.get("tokens")] if r) or 0
+    tokens = client.get("tokens") or 0
     return {"valid": not reasons, "reasons": reasons, "clock": client.get("clock"),
             "kernel_stamped": client.get("kernel_share"),
             "schedule_lag_ms": sched, "turnaround_ms": turn, "loop_lag_ms": loop,

@@ -37,6 +37,16 @@ def _text(x: float, y: float, s: str, *, size: int = 10, fill: str = MUTED, anch
             f"{escape(s)}</text>")
 
 
+def _frame(title: str, labels: Sequence[str], styles: Sequence[dict[str, Any]], width: int, height: int,
+           pad_l: float, pad_r: float, pad_b: float) -> tuple[list[str], float, float, float]:
+    """A chart's title and legend, and the plot area below them: ``(body, top, plot width, plot height)``."""
+    head = 20 if title else 4
+    legend, leg_h = _legend(labels, styles, pad_l, head, width - pad_l - pad_r)
+    body = ([_text(4, 14, title, size=12, fill=INK, weight="600")] if title else []) + legend
+    pad_t = head + leg_h + 6
+    return body, pad_t, width - pad_l - pad_r, height - pad_t - pad_b
+
+
 def _legend(labels: Sequence[str], styles: Sequence[dict[str, Any]], x0: float, y0: float,
             width: float) -> tuple[list[str], float]:
     """Legend entries laid out left to right, wrapping; returns the SVG and the height used."""
@@ -106,11 +116,8 @@ def latency_cdf(series: Sequence[tuple[str, Any]], *, title: str = "", unit: str
     if top <= lo:
         top = lo + 1.0
     scale, shown_unit = _time_scale(top) if unit == "s" else (1.0, unit)
-    pad_l, pad_r, pad_b = 46, 16, 40
-    head = 20 if title else 4
-    legend, leg_h = _legend([lb for lb, _ in data], sty, pad_l, head, width - pad_l - pad_r)
-    pad_t = head + leg_h + 6
-    pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
+    pad_l, pad_b = 46, 40
+    body, pad_t, pw, ph = _frame(title, [lb for lb, _ in data], sty, width, height, pad_l, 16, pad_b)
 
     def x(t: float) -> float:
         return pad_l + pw * (min(t, top) - lo) / (top - lo)
@@ -118,8 +125,6 @@ def latency_cdf(series: Sequence[tuple[str, Any]], *, title: str = "", unit: str
     def y(p: float) -> float:
         return pad_t + ph * (1 - p)
 
-    body = [_text(4, 14, title, size=12, fill=INK, weight="600")] if title else []
-    body += legend
     for p in (0, 0.25, 0.5, 0.75, 1):
         body.append(f'<line x1="{pad_l}" y1="{y(p):.1f}" x2="{pad_l + pw}" y2="{y(p):.1f}" stroke="{GRID}"/>')
         body.append(_text(pad_l - 6, y(p) + 3, f"{p:.0%}", anchor="end"))
@@ -165,11 +170,8 @@ def metric_vs_load(loads: Sequence[float], series: Sequence[tuple[str, Sequence[
     y_hi = max(v for _, vals in values for v in vals if v is not None)
     y_hi = y_hi * 1.1 if y_hi > 0 else 1.0
     sty = [{"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]} for i in range(len(values))]
-    pad_l, pad_r, pad_b = 56, 20, 40
-    head = 20 if title else 4
-    legend, leg_h = _legend([lb for lb, _ in values], sty, pad_l, head, width - pad_l - pad_r)
-    pad_t = head + leg_h + 6
-    pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
+    pad_l, pad_b = 56, 40
+    body, pad_t, pw, ph = _frame(title, [lb for lb, _ in values], sty, width, height, pad_l, 20, pad_b)
 
     def x(v: float) -> float:
         if x_hi == x_lo:
@@ -179,8 +181,6 @@ def metric_vs_load(loads: Sequence[float], series: Sequence[tuple[str, Sequence[
     def y(v: float) -> float:
         return pad_t + ph * (1 - v / y_hi)
 
-    body = [_text(4, 14, title, size=12, fill=INK, weight="600")] if title else []
-    body += legend
     for t in _nice_ticks(0, y_hi, 4):
         body.append(f'<line x1="{pad_l}" y1="{y(t):.1f}" x2="{pad_l + pw}" y2="{y(t):.1f}" stroke="{GRID}"/>')
         body.append(_text(pad_l - 6, y(t) + 3, _num(t), anchor="end"))
