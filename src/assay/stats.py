@@ -22,6 +22,7 @@ interpolated percentile of every resample costs two Beta draws instead of a resa
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Callable, Union
 
@@ -197,3 +198,25 @@ def bootstrap_diff(a: np.ndarray, b: np.ndarray, stat: Stat = "mean", *, resampl
             r_lo, r_hi = np.percentile(r, [tail, 100 - tail])
             out["ratio_low"], out["ratio_high"] = float(r_lo), float(r_hi)
     return out
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided p-value of McNemar's exact test for paired binary outcomes: ``b`` pairs where
+    only the first is right, ``c`` where only the second is. Under the null hypothesis (both
+    equally often right) the discordant pairs split as Binomial(b + c, 1/2), so
+    ``p = min(1, 2 · P[X ≤ min(b, c)])`` (McNemar, *Psychometrika* 12, 1947; the exact form as in
+    Fagerland, Lydersen & Laake, *BMC Med. Res. Methodol.* 13:91, 2013). 1.0 when no pair
+    differs. Summed in log space, so any number of items is exact to rounding."""
+    b, c = int(b), int(c)
+    if b < 0 or c < 0:
+        raise ValueError("McNemar counts must not be negative")
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    # log C(n, i) - n log 2 for i = 0..k, summed with the log-sum-exp trick
+    logs = np.array([math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                     for j in range(k + 1)]) - n * math.log(2.0)
+    top = float(logs.max())
+    tail = float(np.exp(top) * np.exp(logs - top).sum())
+    return min(1.0, 2.0 * tail)

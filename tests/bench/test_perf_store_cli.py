@@ -114,6 +114,6 @@ def test_bad_refs_are_one_line_and_exit_2(filled, args, message):
 def test_an_empty_store_says_so(tmp_path):
     path = str(tmp_path / "empty.db")
     p = bench("list", store=path)
-    assert p.returncode == 0 and "no perf runs in" in p.stdout
+    assert p.returncode == 0 and "no benchmark runs in" in p.stdout
     p = bench("show", store=path)
     assert p.returncode == 2 and "has no perf benchmark yet" in p.stderr

@@ -7,7 +7,6 @@ import json
 import secrets
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, List, Optional
 
@@ -16,10 +15,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, fmt, open_store, out, pairs, when
+from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
+from assay.cli.common import STORE_OPT, err, fmt, open_store, out, pairs, print_json, stage_progress, when
 from assay.errors import AssayError
 
-app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance and cost.")
+app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks.")
+app.command("quality")(quality_cmd)
 
 
 def _durations(text: str | None, what: str) -> float | None:
@@ -132,7 +133,7 @@ def perf(
             if wait > 0:
                 err.print(f"repeat {k + 1} of {repeat} in {wait:,.0f} s")
                 time.sleep(wait)
-        with _progress(quiet) as progress:
+        with stage_progress(quiet) as progress:
             run = asyncio.run(run_perf(cfg, progress=progress))
         if track:
             run.summary["track"] = track
@@ -145,24 +146,6 @@ def perf(
         else:
             render_perf(run.summary)
             err.print(f"stored as {ref}" + (f" (track {track})" if track else ""))
-
-
-@contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], None]]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal, transient=True) as bar:
-        tasks: dict[str, Any] = {}
-
-        def update(stage: str, done: int, total: int | None) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-            if total is not None and done >= total:
-                bar.remove_task(tasks.pop(stage))
-
-        yield update
 
 
 def _write_out(path: Path, run: Any) -> None:
@@ -311,32 +294,36 @@ def _stored_load(p: dict[str, Any]) -> str:
     return point_label(p)
 
 
-def _stored_json(value: Any) -> None:
-    import orjson
-
-    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
-                            default=str).decode())
-
-
 @app.command("list")
 def stored_list_cmd(
+    kind: str = typer.Option("all", "--kind", help="perf, quality or all."),
     model: Optional[str] = typer.Option(None, "--model", help="Only runs of this model."),
     track: Optional[str] = typer.Option(None, "--track", help="Only the scheduled repeats of this track."),
-    limit: int = typer.Option(30, "--limit", help="At most this many runs, newest first."),
+    limit: int = typer.Option(30, "--limit", help="At most this many runs of each kind, newest first."),
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = STORE_OPT,
 ) -> None:
-    """List the stored serving-performance runs, newest first."""
+    """List the stored benchmark runs (serving performance, quality), newest first."""
     from assay.bench.perf_compare import describe_points, validity_text
 
+    if kind not in ("all", "perf", "quality"):
+        raise AssayError(f"--kind must be perf, quality or all, not {kind!r}")
     st = open_store(store)
-    runs = st.list_benchmarks(kind="perf", model=model, track=track, limit=limit, details=False)
+    kinds = ("perf", "quality") if kind == "all" else (kind,)
+    found = {k: st.list_benchmarks(kind=k, model=model, track=track, limit=limit, details=False) for k in kinds}
     if as_json:
-        _stored_json([{k: r.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "metrics")}
-                      for r in runs])
+        print_json([{"kind": k, **{f: r.get(f) for f in ("ref", "id", "name", "model", "task", "created_at", "track",
+                                                          "metrics")}}
+                    for k in kinds for r in found[k]])
         return
+    if not any(found.values()):
+        what = "benchmark" if kind == "all" else kind
+        out.print(f"no {what} runs in {escape(st.display_url)}" + (" match" if model or track else ""), highlight=False)
+        return
+    if found.get("quality"):
+        out.print(quality_list_table(found["quality"], st.display_url))
+    runs = found.get("perf") or []
     if not runs:
-        out.print(f"no perf runs in {escape(st.display_url)}" + (" match" if model or track else ""), highlight=False)
         return
     table = Table(title=f"perf runs in {escape(st.display_url)}", title_justify="left")
     for col in ("ref", "name", "model", "mode", "points", "when", "valid", "track"):
@@ -415,11 +402,18 @@ def stored_show_cmd(
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = STORE_OPT,
 ) -> None:
-    """Show a stored perf run: percentiles with 95% intervals, throughput, failures, validity per point."""
-    rec = open_store(store).get_benchmark(ref, kind="perf")
+    """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
+    validity per point; a quality run's index and per-task scores."""
+    rec = open_store(store).get_benchmark(ref)
+    if rec.get("kind") == "quality":
+        show_quality(rec, as_json)
+        return
+    if rec.get("kind") != "perf":
+        raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads perf and "
+                         "quality runs")
     s = rec.get("details") or {}
     if as_json:
-        _stored_json({**{k: rec.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "run_id")},
+        print_json({**{k: rec.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "run_id")},
                       "summary": s})
         return
     render_perf(s, rec)
@@ -464,14 +458,18 @@ def stored_compare_cmd(
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = STORE_OPT,
 ) -> None:
-    """Compare two stored perf runs point by point: B − A, B / A, 95% bootstrap intervals, verdicts."""
+    """Compare two stored runs: perf runs point by point (B − A, B / A, 95% bootstrap intervals,
+    verdicts); quality runs item by item (McNemar's exact test, paired bootstrap)."""
     from assay.bench.perf_compare import THROUGHPUTS, compare_perf
 
+    if open_store(store).get_benchmark(ref_a).get("kind") == "quality":
+        compare_quality_cmd(ref_a, ref_b, seed=seed, as_json=as_json, store=store)
+        return
     if resamples < 100:
         raise AssayError("--resamples must be at least 100")
     cmp = compare_perf(open_store(store), ref_a, ref_b, seed=seed, resamples=resamples)
     if as_json:
-        _stored_json(cmp)
+        print_json(cmp)
         return
     for side in ("a", "b"):
         r = cmp[side]
@@ -527,7 +525,7 @@ def stored_track_cmd(
 
     agg = track_aggregate(open_store(store), track, limit=limit)
     if as_json:
-        _stored_json(agg)
+        print_json(agg)
         return
     models = sorted({str(r["model"]) for r in agg["runs"] if r.get("model")})
     out.print(f"track [bold]{escape(track)}[/bold]: {len(agg['runs'])} run(s) from {when(agg['first'])} to "

@@ -84,3 +84,31 @@ def progress_bar(label: str, total: int | None, quiet: bool) -> Iterator[Callabl
                   TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextmanager
+def stage_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], None]]:
+    """Progress bars on stderr, one per stage (none when ``quiet`` or not a terminal); yields
+    ``update(stage, done, total)``; a stage's bar goes when it is done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int | None) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+            if total is not None and done >= total:
+                bar.remove_task(tasks.pop(stage))
+
+        yield update
+
+
+def print_json(value: Any) -> None:
+    """``value`` as indented JSON on stdout (numpy values and non-string keys allowed)."""
+    import orjson
+
+    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
+                            default=str).decode())

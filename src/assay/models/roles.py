@@ -11,6 +11,7 @@ role        concurrency      attempts  cache  no spec             forms
 judge       the backend's    6         yes    the embedded model  all
 simulator   the backend's    6         yes    the embedded model  all; ``""`` and
                                                                   ``"default"`` mean embedded
+model       the backend's    4         yes    (required)          all (a model under benchmark)
 target      64               4         no     (required)          ``http(s)://...`` only; key
                                                                   from ``ASSAY_TARGET_API_KEY``
 ==========  ===============  ========  =====  ==================  ==========================
@@ -55,6 +56,8 @@ class Role:
 ROLES: dict[str, Role] = {
     "judge": Role("judge", None, 6, True, "embedded", False, KINDS),
     "simulator": Role("simulator", None, 6, True, "embedded", True, KINDS),
+    # a model under benchmark (``assay bench quality --model``): any kind, calls cached
+    "model": Role("model", None, 4, True, None, False, KINDS),
     "target": Role("target", 64, 4, False, None, False, ("http",),
                    wrong_kind="target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL",
                    api_key_env="ASSAY_TARGET_API_KEY", timeout_to_backend=True),

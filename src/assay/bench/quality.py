@@ -1,0 +1,554 @@
+"""Quality on standard tasks: ``assay bench quality``.
+
+Every item of every task (:mod:`assay.bench.tasks`) is asked of the model under benchmark
+(:class:`~assay.bench.subject.Subject`) and scored the way its task says:
+
+- ``multiple_choice``: by the log-likelihood of each choice after the prompt (``acc``, and
+  ``acc_norm`` with each log-likelihood divided by the choice's length in characters, as
+  lm-evaluation-harness does), or, where the model gives no prompt log-probabilities, by
+  generating an answer and reading which choice it names (``acc`` only; the item says which).
+- ``loglikelihood``: ``acc`` = the target is the model's greedy continuation.
+- ``generate_until``: the answer, cut at the task's stop strings, passed through each of the
+  task's filters (``filter_list``) and compared with the target (``exact_match,<filter>``); or
+  scored by the judge metrics a task names (``similarity``, ``groundedness``, ``coherence``,
+  ``fluency``, ``relevance``, with ``--judge``).
+- code (a task whose metric is ``pass_at_k``): ``n`` answers per item, each program (prompt +
+  answer + the task's tests) run in the :class:`~assay.bench.sandbox.Sandbox`, and pass@k by
+  the unbiased estimator for every k asked.
+
+The run is an ordinary stored run (family ``quality``): each item is a row — its prompt, answer,
+extracted answers, log-likelihoods or sandbox outcomes — with its scores, committed in order as
+items finish, so ``--resume`` continues a stopped run and the dashboard shows every item. When
+the run completes, its summary (per-task figures with bootstrap intervals and the quality index,
+:mod:`assay.bench.quality_report`) is stored as a ``quality`` benchmark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import orjson
+
+from assay.bench.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality_report import QUALITY_SCHEMA, primary_output, summarize, task_outputs
+from assay.bench.sandbox import Sandbox
+from assay.bench.subject import Subject
+from assay.bench.tasks import Task, load_tasks
+from assay.engine.run import StoreRun, open_run
+from assay.errors import AssayError
+from assay.metrics.base import Score, get_metric
+from assay.models.base import ModelCallError
+from assay.records import Record
+from assay.results import StoredRow
+from assay.scores import EvalContext
+from assay.store.schema import new_ref
+
+JUDGED = ("similarity", "groundedness", "coherence", "fluency", "relevance")
+SCORINGS = ("auto", "loglik", "generate")
+DEFAULT_SAMPLE_TEMPERATURE = 0.8   # sampling several answers per code item needs some randomness
+COMMIT_EVERY = 16
+
+Progress = Callable[[str, int, "int | None"], None]
+
+
+@dataclass
+class QualityConfig:
+    """What ``assay bench quality`` runs. ``model``: a model spec (see
+    :mod:`assay.models.spec`) or ``python:module:function``; ``tasks``: task files, folders, a
+    comma list, or ``python:module:function`` tasks."""
+
+    model: Any
+    tasks: Any
+    limit: int | None = None          # items per task (the first N of the test split)
+    shots: int | None = None          # few-shot examples (default: the task's num_fewshot)
+    seed: int = 1234                  # few-shot sampling seed (lm-evaluation-harness's default)
+    samples: int | None = None        # answers per code item (default: the task's repeats, else max k)
+    pass_at: list[int] | None = None  # the k of pass@k (default: the task's, else 1)
+    temperature: float | None = None  # overrides the task's generation temperature
+    max_tokens: int | None = None     # overrides the task's max_gen_toks
+    scoring: str = "auto"             # multiple choice: auto | loglik | generate
+    api: str = "auto"                 # auto | chat | completions
+    judge: str | None = None          # for judge metrics on generation tasks
+    concurrency: int = 4
+    sandbox_timeout: float = 10.0
+    sandbox_memory_mb: int = 1024
+    name: str | None = None
+
+    def check(self) -> None:
+        if self.scoring not in SCORINGS:
+            raise AssayError(f"--scoring must be one of {', '.join(SCORINGS)}, not {self.scoring!r}")
+        if self.limit is not None and self.limit < 1:
+            raise AssayError("--limit must be at least 1")
+        if self.shots is not None and self.shots < 0:
+            raise AssayError("--shots must not be negative")
+        if self.samples is not None and self.samples < 1:
+            raise AssayError("--samples must be at least 1")
+        if self.pass_at is not None and any(k < 1 for k in self.pass_at):
+            raise AssayError("--pass-at values must be at least 1")
+        if self.concurrency < 1:
+            raise AssayError("--concurrency must be at least 1")
+
+
+@dataclass
+class QualityRun:
+    """A finished (or stopped) quality run: the summary, every item as written to
+    ``items.jsonl``, the store's run id and the benchmark's ref."""
+
+    summary: dict[str, Any]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    run_id: str | None = None
+    ref: str | None = None
+
+
+@dataclass
+class _Plan:
+    """One task as this run scores it."""
+
+    task: Task
+    contexts: list[str]
+    outputs: list[str]
+    samples: int = 1
+    pass_at: list[int] = field(default_factory=list)
+    temperature: float = 0.0
+    max_tokens: int = 256
+    until: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_tasks(cfg: QualityConfig, tasks: list[Task]) -> list[_Plan]:
+    """Each task's prompts (few-shot contexts are built here, in order, so a resumed run asks
+    the same prompts), outputs and generation settings; refuses a pass@k that cannot be
+    computed (k greater than the answers sampled) instead of dropping it."""
+    plans = []
+    for t in tasks:
+        gk = t.generation_kwargs or {}
+        until = [str(u) for u in (gk.get("until") or [])] if isinstance(gk.get("until"), list) else \
+            ([str(gk["until"])] if gk.get("until") else [])
+        temp = float(cfg.temperature if cfg.temperature is not None else gk.get("temperature") or 0.0)
+        p = _Plan(t, [t.context(i) for i in range(len(t.docs))], [], until=until, temperature=temp,
+                  max_tokens=int(cfg.max_tokens or gk.get("max_gen_toks") or 256))
+        if t.is_code:
+            task_ks = [int(k) for m in t.metrics for k in _as_list(m.get("k"))] if t.metrics else []
+            p.pass_at = sorted(set(cfg.pass_at or task_ks or [1]))
+            p.samples = int(cfg.samples or (t.repeats if t.repeats and t.repeats > 1 else 0) or max(p.pass_at))
+            too_big = [k for k in p.pass_at if k > p.samples]
+            if too_big:
+                raise AssayError(f"task {t.name}: pass@{too_big[0]} needs at least {too_big[0]} answers per item, "
+                                 f"but {p.samples} are sampled; raise --samples or drop that k")
+            if p.samples > 1 and temp == 0.0 and cfg.temperature is None:
+                p.temperature = DEFAULT_SAMPLE_TEMPERATURE
+                p.notes.append(f"{p.samples} answers per item sampled at temperature {DEFAULT_SAMPLE_TEMPERATURE} "
+                               "(the task asks for 0, which would give one answer n times)")
+        p.outputs = task_outputs(t, p.pass_at)
+        for m in t.metrics or []:
+            name = str(m.get("metric"))
+            if name in JUDGED and not cfg.judge:
+                raise AssayError(f"task {t.name}: metric {name!r} is judged by a model; name one with --judge")
+        plans.append(p)
+    return plans
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+class QualityRunner:
+    """Scores the items of planned tasks against one subject and writes them in order."""
+
+    def __init__(self, cfg: QualityConfig, subject: Subject, plans: list[_Plan], saved: StoreRun,
+                 sandbox: Sandbox | None, judge: Any = None):
+        self.cfg, self.subject, self.plans, self.saved = cfg, subject, plans, saved
+        self.sandbox, self.judge = sandbox, judge
+        self.items: list[tuple[_Plan, int]] = [(p, i) for p in plans for i in range(len(p.task.docs))]
+        self.modes: dict[str, set[str]] = {p.task.name: set() for p in plans}
+        self.kept: list[StoredRow] = []      # rows, when the run is not saved
+
+    async def run(self, progress: Progress | None = None) -> None:
+        start = self.saved.done
+        total = len(self.items)
+        todo: asyncio.Queue[int] = asyncio.Queue()
+        for k in range(start, total):
+            todo.put_nowait(k)
+        done: dict[int, StoredRow] = {}
+        state = {"next": start, "scored": start, "flushed": time.monotonic()}
+        ready: list[StoredRow] = []
+        if progress:
+            progress("items", start, total)
+
+        def collect(final: bool = False) -> None:
+            # the finished prefix goes to the store in order, so a resumed run continues after it
+            while state["next"] in done:
+                ready.append(done.pop(state["next"]))
+                state["next"] += 1
+            if ready and (final or len(ready) >= COMMIT_EVERY or time.monotonic() - state["flushed"] >= 1.0):
+                self._write(ready[:])
+                ready.clear()
+                state["flushed"] = time.monotonic()
+
+        async def worker() -> None:
+            while True:
+                try:
+                    k = todo.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                done[k] = await self.score_item(k)
+                state["scored"] += 1
+                if progress:
+                    progress("items", state["scored"], total)
+                collect()
+
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(self.cfg.concurrency, max(1, total - start)))))
+        finally:
+            collect(final=True)
+
+    def _write(self, batch: list[StoredRow]) -> None:
+        if not batch:
+            return
+        if self.saved.store is not None:
+            self.saved.store.write_rows(self.saved.run_id, batch)
+        else:
+            self.kept.extend(batch)
+
+    async def score_item(self, k: int) -> StoredRow:
+        p, i = self.items[k]
+        t = p.task
+        doc = t.docs[i]
+        item: dict[str, Any] = {"task": t.name, "doc_id": i, "prompt": p.contexts[i], "target": None,
+                                "answer": None, "extracted": None, "logliks": None, "mode": None}
+        scores: dict[str, Score] = {}
+        failed = False
+        try:
+            item["target"] = t.target_text(doc)
+            if t.output_type == "multiple_choice":
+                scores = await self._multiple_choice(p, i, item)
+            elif t.output_type == "loglikelihood":
+                scores = await self._loglikelihood(p, i, item)
+            elif t.is_code:
+                scores = await self._code(p, i, item)
+            else:
+                scores = await self._generation(p, i, item)
+        except ModelCallError as exc:
+            failed = True
+            item["error"] = f"model call failed: {exc}"
+            scores = {o: Score.error(item["error"]) for o in p.outputs}
+        except AssayError as exc:
+            failed = True
+            item["error"] = str(exc)
+            scores = {o: Score.error(str(exc)) for o in p.outputs}
+        if item["mode"]:
+            self.modes[t.name].add(item["mode"])
+        for o in p.outputs:
+            scores.setdefault(o, Score.skipped(f"{o} does not apply when scored by {item['mode'] or 'this mode'}"))
+        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {o: {o: s} for o, s in scores.items()})
+
+    # -- the scoring modes --------------------------------------------------------------------
+    async def _multiple_choice(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        t = p.task
+        doc = t.docs[i]
+        choices = [str(c) for c in t.doc_to_choice(doc)]
+        gold = _gold_indices(t.doc_to_target(doc), choices, t.name, i)
+        item["choices"] = choices
+        item["gold"] = gold
+        got = None
+        if self.cfg.scoring != "generate":
+            got = await self.subject.logliks(p.contexts[i], [t.target_delimiter + c for c in choices])
+            if got is None and self.cfg.scoring == "loglik":
+                raise AssayError(f"--scoring loglik: {self.subject.loglik_note}")
+        if got is not None:
+            lls, _greedy = got
+            item["logliks"], item["mode"] = lls, "loglik"
+            acc = choice_accuracy(lls, choices, gold)
+            picked = max(range(len(lls)), key=lambda j: lls[j])
+            item["extracted"] = {"loglik": choices[picked]}
+            return {name: _binary(acc[name], f"highest log-likelihood{' per character' if name == 'acc_norm' else ''}: "
+                                  f"{_letter(_argmax(lls, choices, name == 'acc_norm'))}; gold "
+                                  f"{', '.join(_letter(g) for g in gold)}")
+                    for name in ("acc", "acc_norm") if name in p.outputs}
+        prompt = choice_prompt(p.contexts[i], choices)
+        item["prompt"], item["mode"] = prompt, "generate"
+        answer = await self.subject.generate(prompt, until=[], max_tokens=min(p.max_tokens, 32), temperature=0.0)
+        item["answer"] = answer
+        picked = extract_choice(answer, choices)
+        item["extracted"] = {"choice": None if picked is None else choices[picked]}
+        ok = picked is not None and picked in gold
+        why = ("no choice could be read from the answer" if picked is None
+               else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
+        return {"acc": _binary(1.0 if ok else 0.0, why)}
+
+    async def _loglikelihood(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        t = p.task
+        target = item["target"]
+        got = await self.subject.logliks(p.contexts[i], [t.target_delimiter + target])
+        if got is None:
+            raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
+        lls, greedy = got
+        item["logliks"], item["mode"] = lls, "loglik"
+        return {"acc": _binary(1.0 if greedy[0] else 0.0,
+                               f"log-likelihood {lls[0]:.3f}; the target is {'' if greedy[0] else 'not '}the greedy "
+                               "continuation")}
+
+    async def _generation(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        t = p.task
+        answer = await self.subject.generate(p.contexts[i], until=p.until, max_tokens=p.max_tokens,
+                                             temperature=p.temperature)
+        item["answer"], item["mode"] = answer, "generate"
+        gold = item["target"]
+        scores: dict[str, Score] = {}
+        extracted: dict[str, str] = {}
+        for m in _metric_entries(t):
+            name = str(m.get("metric"))
+            if name == "exact_match":
+                opts = {k: m[k] for k in ("ignore_case", "ignore_punctuation", "regexes_to_ignore", "ignore_numbers")
+                        if k in m}
+                for f in t.filters:
+                    got = f.apply(answer)
+                    extracted[f.name] = got
+                    v = exact_match(got, gold, **opts)
+                    scores[f"exact_match,{f.name}"] = _binary(v, f"extracted {got!r} by {f.name}; target {gold!r}")
+            elif name in JUDGED and self.judge is not None:
+                metric = get_metric(name)
+                rec = Record(query=t.doc_to_text(t.docs[i]), response=answer, ground_truth=gold)
+                out = await metric.score(rec, EvalContext(judge=self.judge))
+                s = out.get(name) or next(iter(out.values()))
+                s.properties = {**(s.properties or {}), "judge": getattr(self.judge, "name", None)}
+                scores[name] = s
+        item["extracted"] = extracted or None
+        return scores
+
+    async def _code(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        t = p.task
+        doc = t.docs[i]
+        prompt = p.contexts[i]
+        answers = await asyncio.gather(*(
+            self.subject.generate(prompt, until=p.until, max_tokens=p.max_tokens, temperature=p.temperature,
+                                  seed=None if p.samples == 1 else s)
+            for s in range(p.samples)))
+        entry = str(doc.get("entry_point") or "") if isinstance(doc, dict) else ""
+        programs = [code_program(t.doc_to_text(doc), a, item["target"], entry) for a in answers]
+        assert self.sandbox is not None
+        results = await asyncio.gather(*(asyncio.to_thread(self.sandbox.run, prog) for prog in programs))
+        item["mode"] = "sandbox"
+        item["answer"] = answers[0]
+        item["answers"] = answers if len(answers) > 1 else None
+        item["sandbox"] = [{"status": r.status, "reason": r.reason, "wall_s": round(r.wall_s, 4),
+                            "cpu_s": round(r.cpu_s, 4)} for r in results]
+        item["isolation"] = results[0].isolation if results else self.sandbox.isolation
+        c = sum(r.status == "passed" for r in results)
+        n = len(results)
+        item["passed"] = c
+        first_fail = next((r for r in results if r.status != "passed"), None)
+        why = f"{c} of {n} answers passed the tests" + (f"; first failure: {first_fail.status}: {first_fail.reason}"
+                                                         if first_fail else "")
+        return {f"pass@{k}": Score(value=pass_at_k(n, c, k), score=pass_at_k(n, c, k),
+                                   result="not_applicable", reason=why, properties={"n": n, "c": c})
+                for k in p.pass_at}
+
+
+def _metric_entries(t: Task) -> list[dict[str, Any]]:
+    return list(t.metrics) if t.metrics else [{"metric": "exact_match"}]
+
+
+def _binary(v: float, reason: str) -> Score:
+    v = float(v)
+    return Score(value=v, score=v, passed=v == 1.0, result="pass" if v == 1.0 else "fail", reason=reason)
+
+
+def _letter(j: int) -> str:
+    return chr(ord("A") + j) if 0 <= j < 26 else str(j)
+
+
+def _argmax(lls: Sequence[float], choices: Sequence[str], norm: bool) -> int:
+    vals = [ll / max(1, len(c)) for ll, c in zip(lls, choices)] if norm else list(lls)
+    return max(range(len(vals)), key=lambda j: vals[j])
+
+
+def _gold_indices(target: Any, choices: list[str], task: str, i: int) -> list[int]:
+    """The gold choice(s) of a multiple-choice item: an index, a list of them, or a choice's text."""
+    golds = target if isinstance(target, list) else [target]
+    out = []
+    for g in golds:
+        if isinstance(g, bool):
+            g = int(g)
+        if isinstance(g, int) or (isinstance(g, str) and g.strip().isdigit() and g.strip() not in choices):
+            j = int(g)
+            if not 0 <= j < len(choices):
+                raise AssayError(f"task {task}, item {i}: doc_to_target gives choice {j}, but there are "
+                                 f"{len(choices)} choices")
+            out.append(j)
+        elif isinstance(g, str) and g in choices:
+            out.append(choices.index(g))
+        elif isinstance(g, str) and g.strip() in [c.strip() for c in choices]:
+            out.append([c.strip() for c in choices].index(g.strip()))
+        else:
+            raise AssayError(f"task {task}, item {i}: doc_to_target gives {g!r}, which is not one of the choices")
+    return out
+
+
+def choice_prompt(context: str, choices: Sequence[str]) -> str:
+    """The prompt for multiple choice by generation: the task's prompt, the choices lettered
+    when the prompt does not show them already, and how to answer."""
+    shown = all(c.strip() and c.strip() in context for c in choices)
+    listing = "" if shown else "\n\n" + "\n".join(f"{_letter(j)}. {c}" for j, c in enumerate(choices))
+    return f"{context.rstrip()}{listing}\n\nReply with the letter of the correct choice only."
+
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
+
+
+def code_program(prompt: str, answer: str, tests: str, entry_point: str = "") -> str:
+    """The program run for one code answer: the prompt (the function's signature and
+    docstring) continued by the answer, then the task's tests. A chat model that answers with a
+    fenced block holding the whole function has that block run instead of the continuation."""
+    m = _FENCE.search(answer)
+    if m:
+        code = m.group(1)
+        if entry_point and re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.M):
+            return f"{code.rstrip()}\n\n{tests}\n"
+        answer = code
+    return f"{prompt}{answer}\n\n{tests}\n"
+
+
+async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
+                      out: str | Path | None = None, progress: Progress | None = None,
+                      subject: Subject | None = None) -> QualityRun:
+    """Run the benchmark ``cfg`` describes; see the module docstring."""
+    cfg.check()
+    tasks = load_tasks(cfg.tasks, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed)
+    if not tasks:
+        raise AssayError(f"no task found in {cfg.tasks!r}")
+    plans = plan_tasks(cfg, tasks)
+    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency)
+    if cfg.scoring == "loglik" and not subject.loglik:
+        raise AssayError(f"--scoring loglik: {subject.loglik_note}")
+    sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
+        if any(p.task.is_code for p in plans) else None
+    judge = None
+    if cfg.judge:
+        from assay.models import resolve
+
+        judge = resolve(cfg.judge, role="judge")
+    config = quality_config(cfg, subject, plans, judge)
+    data = [{"task": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
+             "items": len(p.task.docs)} for p in plans]
+    saved = open_run(store, resume, cfg.name, data, f"tasks: {', '.join(p.task.name for p in plans)}", config,
+                     subject)
+    runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge)
+    started = time.time()
+    try:
+        await runner.run(progress)
+    except BaseException as exc:
+        if saved.store is not None:
+            interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+            saved.store.finish_run(saved.run_id, "interrupted" if interrupted else "failed",
+                                   error=None if interrupted else f"{type(exc).__name__}: {exc}")
+        raise
+    rows = list(saved.store.iter_scored(saved.run_id)) if saved.store is not None else runner.kept
+    # modes of items scored before a resume are read back from the rows
+    for r in rows:
+        if r.inputs.get("mode"):
+            runner.modes.setdefault(r.inputs["task"], set()).add(r.inputs["mode"])
+    summary = summarize(plans_meta(plans, runner, subject), rows, seed=0)
+    summary.update(schema=QUALITY_SCHEMA, name=cfg.name, model=subject.name, model_kind=subject.kind,
+                   api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
+                   judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
+                   duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
+                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject))
+    items = [stored_item(r) for r in rows]
+    ref = None
+    if saved.store is not None:
+        ref = summary["ref"] = new_ref()
+        saved.store.finish_run(saved.run_id, "completed", aggregates=_flat_aggregates(summary), summary=summary)
+        saved.store.add_benchmark(kind="quality", name=cfg.name or ref, model=subject.name,
+                                  task=",".join(summary["tasks"]), metrics=headline(summary), details=summary,
+                                  run_id=saved.run_id, ref=ref)
+    if out is not None:
+        write_out(Path(out), summary, items)
+    return QualityRun(summary, items, saved.run_id, ref)
+
+
+def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], judge: Any) -> dict[str, Any]:
+    """The configuration the run is saved (and resumed) with: what changes the answers."""
+    layout = []
+    seen = set()
+    for p in plans:
+        for o in p.outputs:
+            if o not in seen:
+                seen.add(o)
+                layout.append([o, [o]])
+    return {"family": "quality", "model": subject.name, "api": subject.api,
+            "tasks": [{"name": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
+                       "samples": p.samples, "pass_at": p.pass_at, "temperature": p.temperature,
+                       "max_tokens": p.max_tokens} for p in plans],
+            "limit": cfg.limit, "shots": cfg.shots, "seed": cfg.seed, "scoring": cfg.scoring,
+            "judge": getattr(judge, "name", None), "metrics": [o for o, _ in layout], "layout": layout}
+
+
+def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> list[dict[str, Any]]:
+    """What the summary says about each task besides its scores."""
+    meta = []
+    for p in plans:
+        t = p.task
+        modes = sorted(runner.modes.get(t.name) or [])
+        notes = list(p.notes)
+        if "generate" in modes and t.output_type == "multiple_choice" and subject.loglik_note:
+            notes.append(subject.loglik_note)
+        meta.append({"name": t.name, "output_type": t.output_type, "outputs": p.outputs,
+                     "primary": primary_output(t, p.pass_at), "modes": modes, "items": len(t.docs),
+                     "num_fewshot": t.num_fewshot, "samples": p.samples, "pass_at": p.pass_at,
+                     "temperature": p.temperature, "source": t.source, "task_hash": t.task_hash,
+                     "data_hash": t.data_hash, "data_files": list(t.data_files), "unsupported": list(t.unsupported),
+                     "notes": notes})
+    return meta
+
+
+def _calls(subject: Subject) -> dict[str, Any] | None:
+    st = subject.stats
+    if st is None:
+        return None
+    return {k: getattr(st, k) for k in ("calls", "cached", "input_tokens", "output_tokens") if hasattr(st, k)}
+
+
+def _flat_aggregates(summary: dict[str, Any]) -> dict[str, Any]:
+    """Per-output aggregates for the run list: a name used by several tasks gets each task's
+    mean under ``<output>:<task>``, and the overall one under its own name."""
+    agg: dict[str, Any] = {}
+    for tname, t in summary["tasks"].items():
+        for o, a in t["metrics"].items():
+            agg[f"{o}:{tname}" if len(summary["tasks"]) > 1 else o] = a
+    idx = summary.get("index") or {}
+    if idx.get("value") is not None:
+        agg["quality_index"] = {"mean": idx["value"], "ci95_low": idx.get("ci95_low"),
+                                "ci95_high": idx.get("ci95_high"), "evaluated": idx.get("tasks")}
+    return agg
+
+
+def headline(summary: dict[str, Any]) -> dict[str, Any]:
+    """The few figures a benchmark list shows: the index and each task's primary score."""
+    return {"quality_index": (summary.get("index") or {}).get("value"),
+            "tasks": {n: {"metric": t["primary"], "value": t.get("primary_value"), "items": t["items"]}
+                      for n, t in summary["tasks"].items()}}
+
+
+def stored_item(r: StoredRow) -> dict[str, Any]:
+    """One line of ``items.jsonl``: the item as stored, and its scores by output."""
+    item = dict(r.inputs)
+    item["scores"] = {o: s.score for outs in r.scores.values() for o, s in outs.items() if s.status == "completed"}
+    item["errors"] = {o: s.reason for outs in r.scores.values() for o, s in outs.items() if s.status == "error"} or None
+    return item
+
+
+def write_out(path: Path, summary: dict[str, Any], items: list[dict[str, Any]]) -> None:
+    """``summary.json`` and ``items.jsonl`` under ``path``."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    with (path / "items.jsonl").open("wb") as f:
+        for it in items:
+            f.write(orjson.dumps(it, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")

@@ -1,0 +1,204 @@
+"""What a quality run's items add up to, and how two runs compare.
+
+**Per task**: the mean of each score over the items scored, with a 95% bootstrap interval
+(:func:`assay.stats.confidence_interval`); errors and skipped items are counted, never scored as
+wrong.
+
+**Quality index**: the mean over tasks of each task's primary score on a 0–1 scale — accuracy
+(``acc``), exact match (the task's first filter), pass@1 for code, or a judge's 1–5 similarity
+rescaled to ``(s − 1) / 4`` — as Azure AI Foundry's model benchmarks define their quality index
+(the mean of accuracy and rescaled similarity scores). Its interval is a stratified bootstrap:
+each task's items are resampled on their own, and each draw of the index is the mean of the
+tasks' resampled means.
+
+**Comparison** of two runs on the same items (same task definition and data, checked by hash):
+for a score that is right or wrong per item, McNemar's exact test on the items where the runs
+disagree (:func:`assay.stats.mcnemar_exact`); for every score, the mean per-item difference with
+a paired bootstrap interval; for the index, the stratified bootstrap of the per-item differences.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from assay.errors import AssayError
+from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_draws, confidence_interval, mcnemar_exact
+
+QUALITY_SCHEMA = "assay.bench.quality/1"
+JUDGE_SCALES = {"similarity": (1.0, 5.0), "groundedness": (1.0, 5.0), "coherence": (1.0, 5.0),
+                "fluency": (1.0, 5.0), "relevance": (1.0, 5.0)}
+
+
+def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
+    """The score names a task's items get, in a fixed order."""
+    if task.output_type == "multiple_choice":
+        named = [str(m.get("metric")) for m in task.metrics or []]
+        outs = [o for o in ("acc", "acc_norm") if not named or o in named]
+        return outs or ["acc"]
+    if task.output_type == "loglikelihood":
+        return ["acc"]
+    if task.is_code:
+        return [f"pass@{k}" for k in pass_at]
+    outs: list[str] = []
+    for m in task.metrics or [{"metric": "exact_match"}]:
+        name = str(m.get("metric"))
+        if name == "exact_match":
+            outs += [f"exact_match,{f.name}" for f in task.filters]
+        elif name in JUDGE_SCALES:
+            outs.append(name)
+    return outs
+
+
+def primary_output(task: Any, pass_at: Sequence[int] = ()) -> str:
+    """The score a task contributes to the quality index."""
+    if task.is_code:
+        return "pass@1" if 1 in pass_at or not pass_at else f"pass@{min(pass_at)}"
+    outs = task_outputs(task, pass_at)
+    if not outs:
+        raise AssayError(f"task {task.name} has no score assay can compute (metric_list: "
+                         f"{[m.get('metric') for m in task.metrics or []]})")
+    return outs[0]
+
+
+def unit_scale(output: str, values: np.ndarray) -> np.ndarray:
+    """A score on 0–1: judge scales rescaled from 1–5, the others as they are."""
+    lo_hi = JUDGE_SCALES.get(output)
+    if lo_hi is None:
+        return values
+    lo, hi = lo_hi
+    return (values - lo) / (hi - lo)
+
+
+def _column(rows: Iterable[Any], task: str, output: str) -> tuple[list[str], np.ndarray]:
+    ids, vals = [], []
+    for r in rows:
+        if r.inputs.get("task") != task:
+            continue
+        s = (r.scores.get(output) or {}).get(output)
+        if s is not None and s.status == "completed" and s.score is not None:
+            ids.append(r.row_id)
+            vals.append(float(s.score))
+    return ids, np.asarray(vals, dtype=np.float64)
+
+
+def _mean_ci(v: np.ndarray) -> dict[str, Any]:
+    if len(v) == 0:
+        return {"mean": None, "ci95_low": None, "ci95_high": None, "evaluated": 0}
+    lo, hi, method = confidence_interval(v)
+    return {"mean": float(v.mean()), "ci95_low": lo, "ci95_high": hi, "evaluated": int(len(v)), "ci_method": method}
+
+
+def stratified_index(columns: Sequence[np.ndarray], *, seed: int = 0,
+                     resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Any]:
+    """The mean over tasks of each column's mean, with a 95% interval from resampling each
+    column on its own."""
+    cols = [c for c in columns if len(c)]
+    if not cols:
+        return {"value": None, "ci95_low": None, "ci95_high": None, "tasks": 0}
+    rng = np.random.default_rng(seed)
+    draws = np.mean([bootstrap_draws(c, "mean", rng, resamples)[0] for c in cols], axis=0)
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return {"value": float(np.mean([c.mean() for c in cols])), "ci95_low": float(lo), "ci95_high": float(hi),
+            "tasks": len(cols)}
+
+
+def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> dict[str, Any]:
+    """Per-task figures and the quality index of a run's stored rows (see the module docstring)."""
+    tasks: dict[str, Any] = {}
+    primaries = []
+    for m in meta:
+        name = m["name"]
+        mine = [r for r in rows if r.inputs.get("task") == name]
+        metrics = {}
+        for o in m["outputs"]:
+            _, v = _column(mine, name, o)
+            metrics[o] = _mean_ci(v)
+        _, pv = _column(mine, name, m["primary"])
+        pv = unit_scale(m["primary"], pv)
+        primaries.append(pv)
+        statuses: dict[str, int] = {}
+        for r in mine:
+            for outs in r.scores.values():
+                for s in outs.values():
+                    statuses[s.status] = statuses.get(s.status, 0) + 1
+        errors = sum(1 for r in mine if r.target_error or r.inputs.get("error"))
+        tasks[name] = {**m, "scored_items": len(mine), "errors": errors,
+                       "first_error": next((r.inputs.get("error") for r in mine if r.inputs.get("error")), None),
+                       "metrics": metrics, "primary_value": float(pv.mean()) if len(pv) else None,
+                       "primary_scale": "0-1 (rescaled from 1-5)" if m["primary"] in JUDGE_SCALES else "0-1"}
+    index = stratified_index(primaries, seed=seed)
+    index["definition"] = ("mean over tasks of each task's primary score on 0-1 (accuracy, exact match, pass@1, "
+                           "judge similarity rescaled from 1-5); 95% stratified bootstrap over items")
+    return {"tasks": tasks, "index": index, "items": len(rows)}
+
+
+def quality_rows(store: Any, rec: dict[str, Any]) -> list[Any]:
+    if not rec.get("run_id"):
+        raise AssayError(f"quality benchmark {rec.get('ref')} has no stored items")
+    return list(store.iter_scored(rec["run_id"]))
+
+
+def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dict[str, Any]:
+    """Two stored quality runs compared item by item (see the module docstring). Refuses runs
+    whose task definitions or data differ."""
+    a = store.get_benchmark(ref_a, kind="quality")
+    b = store.get_benchmark(ref_b, kind="quality")
+    sa, sb = a.get("details") or {}, b.get("details") or {}
+    ta, tb = sa.get("tasks") or {}, sb.get("tasks") or {}
+    common = [t for t in ta if t in tb]
+    if not common:
+        raise AssayError(f"runs {a['ref']} and {b['ref']} share no task ({', '.join(ta)} vs {', '.join(tb)})")
+    differ = []
+    for t in common:
+        for key, what in (("task_hash", "task definition"), ("data_hash", "data")):
+            if ta[t].get(key) != tb[t].get(key):
+                differ.append(f"task {t}: the {what} differs ({str(ta[t].get(key))[:12]} vs {str(tb[t].get(key))[:12]})")
+    if differ:
+        raise AssayError(f"cannot compare {a['ref']} with {b['ref']}: " + "; ".join(differ))
+    rows_a, rows_b = quality_rows(store, a), quality_rows(store, b)
+    out_tasks: dict[str, Any] = {}
+    diffs_primary = []
+    for t in common:
+        outs = [o for o in ta[t].get("outputs") or [] if o in (tb[t].get("outputs") or [])]
+        per: dict[str, Any] = {}
+        for o in outs:
+            ids_a, va = _column(rows_a, t, o)
+            ids_b, vb = _column(rows_b, t, o)
+            at = {i: x for i, x in zip(ids_a, va)}
+            pairs = [(at[i], x) for i, x in zip(ids_b, vb) if i in at]
+            if not pairs:
+                continue
+            pa = np.array([p[0] for p in pairs])
+            pb = np.array([p[1] for p in pairs])
+            d = pb - pa
+            lo, hi, method = confidence_interval(d, seed=seed)
+            entry: dict[str, Any] = {"items": len(pairs), "a": float(pa.mean()), "b": float(pb.mean()),
+                                     "diff": float(d.mean()), "diff_ci95": [lo, hi], "ci_method": f"paired {method}"}
+            if np.isin(pa, (0.0, 1.0)).all() and np.isin(pb, (0.0, 1.0)).all():
+                only_a = int(((pa == 1) & (pb == 0)).sum())
+                only_b = int(((pa == 0) & (pb == 1)).sum())
+                entry["mcnemar"] = {"only_a_right": only_a, "only_b_right": only_b,
+                                    "p_value": mcnemar_exact(only_a, only_b)}
+            entry["significant"] = bool(entry["mcnemar"]["p_value"] < 0.05) if "mcnemar" in entry else \
+                bool(lo > 0 or hi < 0)
+            per[o] = entry
+        prim = ta[t].get("primary")
+        if prim in per:
+            ids_a, va = _column(rows_a, t, prim)
+            ids_b, vb = _column(rows_b, t, prim)
+            at = {i: x for i, x in zip(ids_a, va)}
+            d = np.array([x - at[i] for i, x in zip(ids_b, vb) if i in at])
+            diffs_primary.append(d / 4.0 if prim in JUDGE_SCALES else d)   # a 1-5 difference on 0-1
+        out_tasks[t] = {"primary": prim, "metrics": per,
+                        "items": {"a": ta[t].get("scored_items"), "b": tb[t].get("scored_items")}}
+    idx = stratified_index(diffs_primary, seed=seed)
+    return {"a": _side(a), "b": _side(b), "tasks": out_tasks,
+            "index": {"a": (sa.get("index") or {}).get("value"), "b": (sb.get("index") or {}).get("value"),
+                      "diff": idx["value"], "diff_ci95": [idx["ci95_low"], idx["ci95_high"]]},
+            "only_in_a": [t for t in ta if t not in tb], "only_in_b": [t for t in tb if t not in ta]}
+
+
+def _side(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: rec.get(k) for k in ("ref", "name", "model", "created_at", "run_id")}

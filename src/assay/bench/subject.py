@@ -1,0 +1,131 @@
+"""The model a quality benchmark asks: one object whatever the backend, with the three kinds of
+call the tasks need.
+
+- :meth:`Subject.logliks`: the log-probability of each continuation after a context (multiple
+  choice by log-likelihood), on backends that return prompt log-probabilities: the in-process
+  llama.cpp model, and ``/v1/completions`` with ``echo`` and ``logprobs`` (vLLM, llama.cpp's
+  server). Whether an endpoint does is only known by asking, so the first refusal switches the
+  subject to generation for the rest of the run and says so.
+- :meth:`Subject.generate`: an answer to a prompt, cut at the task's stop strings. ``api``
+  ``completions`` sends the prompt as raw text (what lm-evaluation-harness does with base
+  models); ``chat`` sends it as one user message (the only way to reach chat-only endpoints).
+- a Python pipeline (``python:module:function``) is called with the prompt and returns text.
+
+Model calls go through :func:`assay.models.resolve` (role ``model``): limits, retries and the
+call cache, so a resumed or repeated benchmark does not pay twice for the same call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any, Callable, Sequence
+
+from assay.errors import AssayError
+from assay.models import resolve
+from assay.models.base import ModelCallError, gives_logliks, read_logliks
+from assay.models.spec import parse_model_spec
+
+APIS = ("auto", "chat", "completions")
+
+
+class Subject:
+    """The model under benchmark. ``name`` is what results show; ``kind`` its spec kind
+    (``python`` for a pipeline); ``api`` how generations are asked; ``loglik`` whether
+    log-likelihood scoring is (still) believed to work, and ``loglik_note`` why not."""
+
+    def __init__(self, spec: Any, *, api: str = "auto", concurrency: int | None = None,
+                 cache: Any = ..., timeout: float | None = 600.0):
+        if api not in APIS:
+            raise AssayError(f"--api must be one of {', '.join(APIS)}, not {api!r}")
+        self.pipeline: Callable[..., Any] | None = None
+        self.model: Any = None
+        if isinstance(spec, str) and spec.strip().lower().startswith("python:"):
+            from assay.engine.target import load_target
+
+            ref = spec.strip()[len("python:"):]
+            self.pipeline = load_target(ref)
+            self.name, self.kind, self.spec = f"python:{ref}", "python", spec.strip()
+            self.api = "pipeline"
+        else:
+            kind = parse_model_spec(spec, "model").kind if isinstance(spec, str) else "object"
+            kw: dict[str, Any] = {"role": "model", "concurrency": concurrency, "timeout": timeout}
+            if cache is not ...:
+                kw["cache"] = cache
+            self.model = resolve(spec, **kw)
+            self.name, self.kind, self.spec = self.model.name, kind, str(spec)
+            if api == "auto":
+                api = "chat" if kind in ("openai", "azure") or not callable(getattr(self.model, "complete", None)) \
+                    else "completions"
+            self.api = api
+        self.loglik = self.model is not None and gives_logliks(self.model)
+        self.loglik_note: str | None = None if self.loglik else (
+            "a Python pipeline gives no log-probabilities" if self.pipeline is not None
+            else f"{self.name} gives no prompt log-probabilities")
+        self._loglik_lock = asyncio.Lock()
+        self._loglik_checked = self.kind in ("local", "embedded")
+
+    @property
+    def stats(self) -> Any:
+        return getattr(self.model, "stats", None)
+
+    async def logliks(self, context: str, continuations: Sequence[str]) -> tuple[list[float], list[bool]] | None:
+        """Each continuation's log-probability after ``context`` and whether it is the greedy
+        one; None when this subject cannot give them (then score by generation)."""
+        if not self.loglik:
+            return None
+        if not self._loglik_checked:
+            # The first call finds out whether the endpoint echoes prompt log-probabilities;
+            # the others wait for its answer instead of all failing at once.
+            async with self._loglik_lock:
+                if not self._loglik_checked:
+                    got = await self._ask_logliks(context, continuations)
+                    self._loglik_checked = True
+                    return got
+        return await self._ask_logliks(context, continuations) if self.loglik else None
+
+    async def _ask_logliks(self, context: str, continuations: Sequence[str]) -> tuple[list[float], list[bool]] | None:
+        try:
+            gen = await self.model.loglikelihood(context, list(continuations))
+        except ModelCallError as exc:
+            if exc.kind not in ("bad_request", "not_found", "bad_response"):
+                raise
+            self.loglik = False
+            self.loglik_note = f"{self.name} refused log-likelihood scoring ({exc}); multiple choice was scored " \
+                               "by generation and answer extraction"
+            return None
+        return read_logliks(gen)
+
+    async def generate(self, prompt: str, *, until: Sequence[str] = (), max_tokens: int = 256,
+                       temperature: float = 0.0, seed: int | None = None) -> str:
+        """The answer to ``prompt``, cut before the first stop string in ``until``."""
+        stops = [s for s in until if s]
+        if self.pipeline is not None:
+            got = self.pipeline(prompt)
+            if inspect.isawaitable(got):
+                got = await got
+            if isinstance(got, dict):
+                got = got.get("response", got.get("answer"))
+            if not isinstance(got, str):
+                raise AssayError(f"the pipeline {self.name} returned {type(got).__name__}, not text")
+            text = got
+        elif self.api == "completions":
+            gen = await self.model.complete(prompt, max_tokens=max_tokens, temperature=temperature,
+                                            stop=stops, seed=seed)
+            text = gen.text
+        else:
+            gen = await self.model.generate([{"role": "user", "content": prompt}], max_tokens=max_tokens,
+                                            temperature=temperature, seed=seed)
+            text = gen.text
+        return cut_at_stops(text, stops)
+
+
+def cut_at_stops(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to (not including) the earliest of ``stops``."""
+    end = len(text)
+    for s in stops:
+        if s:
+            at = text.find(s)
+            if 0 <= at < end:
+                end = at
+    return text[:end]

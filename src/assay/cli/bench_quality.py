@@ -1,0 +1,200 @@
+"""``assay bench quality``: a model's quality on standard tasks, and how its stored runs are
+shown, listed and compared (``bench show`` / ``list`` / ``compare`` hand quality runs here)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, stage_progress, when
+from assay.errors import AssayError
+
+
+def _ints(text: Optional[str], what: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise AssayError(f"{what} takes whole numbers separated by commas, e.g. 1,5,10; got {text!r}") from None
+
+
+def quality_cmd(
+    model: str = typer.Option(..., "--model", help="openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, "
+                              "local:/path/model.gguf, embedded, or python:module:function (your pipeline)."),
+    tasks: str = typer.Option(..., "--tasks", help="Task YAML files, folders of them, or python:module:function, "
+                              "separated by commas."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N items of each task."),
+    shots: Optional[int] = typer.Option(None, "--shots", help="Few-shot examples per prompt (default: the task's)."),
+    seed: int = typer.Option(1234, "--seed", help="Seed of the few-shot sampling (lm-evaluation-harness's default)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Answers per code item (default: the task's "
+                                          "repeats, else the largest k)."),
+    pass_at: Optional[str] = typer.Option(None, "--pass-at", help="The k of pass@k for code tasks, e.g. 1,5,10."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="Overrides the tasks' temperature."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Overrides the tasks' max_gen_toks."),
+    scoring: str = typer.Option("auto", "--scoring", help="Multiple choice: auto (log-likelihood where the model "
+                                "gives it, else generation), loglik, or generate."),
+    api: str = typer.Option("auto", "--api", help="auto, chat or completions (raw prompts, as lm-eval's "
+                            "local-completions). auto: chat for openai/azure, completions otherwise."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for judged metrics (similarity ...)."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once."),
+    sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
+    name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
+                                "data and options."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
+    store: Optional[str] = STORE_OPT,
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Score a model on standard tasks (lm-evaluation-harness task YAML): accuracy by log-likelihood or
+    generation, exact match with the task's filters, pass@k in a sandbox, and the quality index."""
+    from assay.bench.quality import QualityConfig, run_quality
+
+    cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
+                        pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
+                        scoring=scoring, api=api, judge=judge, concurrency=concurrency,
+                        sandbox_timeout=sandbox_timeout, name=name)
+    cfg.check()
+    with stage_progress(quiet) as progress:
+        run = asyncio.run(run_quality(cfg, resume=resume, store=store, out=out_dir, progress=progress))
+    if json_out:
+        print_json(run.summary)
+        return
+    render_quality(run.summary)
+    if run.ref:
+        err.print(f"stored as {run.ref} (run {run.run_id}; items: assay show {run.run_id})")
+
+
+def _pct(v: Any) -> str:
+    return "—" if not isinstance(v, (int, float)) else f"{100 * v:.1f}"
+
+
+def _ci(a: dict[str, Any]) -> str:
+    lo, hi = a.get("ci95_low"), a.get("ci95_high")
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return ""
+    return f" [{_pct(lo)}–{_pct(hi)}]"
+
+
+def _value(output: str, a: dict[str, Any]) -> str:
+    """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
+    from assay.bench.quality_report import JUDGE_SCALES
+
+    m = a.get("mean")
+    if m is None:
+        return "—"
+    if output in JUDGE_SCALES:
+        lo, hi = a.get("ci95_low"), a.get("ci95_high")
+        return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else "")
+    return f"{_pct(m)}%{_ci(a)}"
+
+
+def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
+    """A quality run's summary: the index, each task's scores with intervals, modes and notes."""
+    rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
+    named = f" ({escape(str(rec['name']))})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
+    out.print(f"quality run [bold]{escape(str(rec.get('ref') or '—'))}[/bold]{named} · model "
+              f"{escape(str(rec.get('model') or '—'))} · api {escape(str(s.get('api') or '—'))} · "
+              f"{when(rec.get('created_at'))}", highlight=False, soft_wrap=True)
+    idx = s.get("index") or {}
+    if idx.get("value") is not None:
+        out.print(f"  quality index [bold]{_pct(idx['value'])}[/bold]{_ci(idx)} over {idx.get('tasks')} task(s) "
+                  "(mean of each task's primary score on 0–100; 95% stratified bootstrap)", highlight=False,
+                  soft_wrap=True)
+    t = Table(title="tasks", title_justify="left")
+    for col in ("task", "items", "scored by", "score", "value [95% CI]", "errors", "shots"):
+        t.add_column(col, justify="right" if col in ("items", "errors", "shots") else "left", overflow="fold")
+    for tname, tk in (s.get("tasks") or {}).items():
+        first = True
+        for o, a in (tk.get("metrics") or {}).items():
+            primary = " (primary)" if o == tk.get("primary") and len(tk.get("metrics") or {}) > 1 else ""
+            t.add_row(escape(tname) if first else "", str(tk.get("items")) if first else "",
+                      escape(", ".join(tk.get("modes") or [])) if first else "", escape(o) + primary,
+                      _value(o, a), str(tk.get("errors") or 0) if first else "",
+                      str(tk.get("num_fewshot")) if first else "")
+            first = False
+    out.print(t)
+    for tname, tk in (s.get("tasks") or {}).items():
+        for note in tk.get("notes") or []:
+            out.print(f"  {escape(tname)}: {escape(str(note))}", highlight=False, soft_wrap=True)
+        if tk.get("unsupported"):
+            out.print(f"  {escape(tname)}: not supported, ignored: {escape(', '.join(tk['unsupported']))}",
+                      highlight=False, soft_wrap=True)
+        if tk.get("first_error"):
+            out.print(f"  [red]{escape(tname)}: {tk['errors']} item(s) failed; first: "
+                      f"{escape(str(tk['first_error']))}[/red]", highlight=False, soft_wrap=True)
+    if s.get("isolation"):
+        out.print(f"  code ran in a sandbox: {escape(str(s['isolation']))}", highlight=False, soft_wrap=True)
+    calls = s.get("calls") or {}
+    if calls.get("calls"):
+        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cached', 0):,} from the call cache)",
+                  highlight=False, soft_wrap=True)
+
+
+def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
+    """The stored quality runs: index and each task's primary score."""
+    t = Table(title=f"quality runs in {escape(where)}", title_justify="left")
+    for col in ("ref", "name", "model", "index", "tasks", "when"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        m = r.get("metrics") or {}
+        tasks = ", ".join(f"{escape(n)} {escape(str(x.get('metric')))} {_pct(x.get('value'))}"
+                          for n, x in (m.get("tasks") or {}).items())
+        t.add_row(r["ref"] or str(r["id"]), escape(r.get("name") or ""), escape(r.get("model") or "—"),
+                  _pct(m.get("quality_index")), tasks, when(r["created_at"]))
+    return t
+
+
+def show_quality(rec: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json({**{k: rec.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "run_id")},
+                    "summary": rec.get("details")})
+        return
+    render_quality(rec.get("details") or {}, rec)
+
+
+def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: Optional[str]) -> None:
+    """Two quality runs on the same items: per-task differences, McNemar's exact test, paired bootstrap."""
+    from assay.bench.quality_report import JUDGE_SCALES, compare_quality
+    cmp = compare_quality(open_store(store), ref_a, ref_b, seed=seed)
+    if as_json:
+        print_json(cmp)
+        return
+    for side in ("a", "b"):
+        r = cmp[side]
+        out.print(f"{side.upper()}: [bold]{escape(str(r['ref']))}[/bold] ({escape(str(r['name'] or ''))}) · model "
+                  f"{escape(str(r['model'] or '—'))} · {when(r['created_at'])}", highlight=False, soft_wrap=True)
+    idx = cmp["index"]
+    if idx.get("diff") is not None:
+        lo, hi = idx["diff_ci95"]
+        out.print(f"quality index: A {_pct(idx['a'])}, B {_pct(idx['b'])}, B − A {100 * idx['diff']:+.1f} "
+                  f"[{100 * lo:+.1f}, {100 * hi:+.1f}] (paired, stratified bootstrap)", highlight=False, soft_wrap=True)
+    t = Table(title="B − A per task, on the same items (McNemar's exact test for right/wrong scores, paired "
+                    "bootstrap 95% interval)", title_justify="left")
+    for col in ("task", "score", "items", "A", "B", "B − A [95% CI]", "only A right", "only B right", "p", "verdict"):
+        t.add_column(col, justify="left" if col in ("task", "score", "verdict") else "right")
+    for tname, tk in cmp["tasks"].items():
+        for k, (o, e) in enumerate(tk["metrics"].items()):
+            scale = 1.0 if o in JUDGE_SCALES else 100.0
+            fmt = "{:+.2f}" if o in JUDGE_SCALES else "{:+.1f}"
+            mc = e.get("mcnemar") or {}
+            verdict = ("B better" if e["diff"] > 0 else "A better") if e["significant"] else "no clear difference"
+            color = {"B better": "green", "A better": "red"}.get(verdict)
+            t.add_row(escape(tname) if k == 0 else "", escape(o), str(e["items"]),
+                      f"{e['a'] * scale:.1f}" if scale == 100 else f"{e['a']:.2f}",
+                      f"{e['b'] * scale:.1f}" if scale == 100 else f"{e['b']:.2f}",
+                      fmt.format(e["diff"] * scale) + f" [{fmt.format(e['diff_ci95'][0] * scale)}, "
+                                                      f"{fmt.format(e['diff_ci95'][1] * scale)}]",
+                      str(mc.get("only_a_right", "—")), str(mc.get("only_b_right", "—")),
+                      f"{mc['p_value']:.3g}" if mc else "—",
+                      f"[{color}]{verdict}[/{color}]" if color else verdict)
+    out.print(t)
+    if cmp["only_in_a"] or cmp["only_in_b"]:
+        out.print(f"tasks in one run only: A: {', '.join(cmp['only_in_a']) or '—'}; "
+                  f"B: {', '.join(cmp['only_in_b']) or '—'}", highlight=False, soft_wrap=True)
