@@ -80,7 +80,10 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
            "--chat_format", "gemma",
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
            # queue concurrent requests (the default cuts the running one off: a benchmark would see it)
-           "--interrupt_requests", "False"]
+           "--interrupt_requests", "False",
+           # prompt log-probabilities (/v1/completions with echo and logprobs: log-likelihood scoring);
+           # llama-cpp-python's default today, said explicitly so that a changed default cannot drop them
+           "--logits_all", "True"]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}/v1"

@@ -113,6 +113,22 @@ class ChatModel(Protocol):
     :class:`Generation` made by :func:`distribution_generation` (read it back with
     :func:`read_distribution`). A backend that cannot do this sets ``gives_distributions =
     False`` and raises :class:`ModelCallError`; :func:`gives_distributions` tells callers.
+
+    Backends that can score raw text (a local model, a ``/v1/completions`` server that echoes
+    prompt log-probabilities) also have two methods that are *not* protocol members (other
+    backends and user objects lack them; :func:`gives_logliks` tells callers):
+
+    ``async loglikelihood(context, continuations) -> Generation``
+        For each continuation, the sum of the log-probabilities of its tokens after the raw
+        ``context`` (no chat template), and whether each of its tokens is the model's greedy
+        choice: a :func:`loglik_generation` (read it back with :func:`read_logliks`). What
+        multiple-choice tasks score with (acc, acc_norm), as lm-evaluation-harness does.
+    ``async complete(prompt, *, max_tokens, temperature=0.0, stop=()) -> Generation``
+        A raw text completion of ``prompt`` (no chat template), cut before the first stop
+        string (``finish_reason`` ``"stop"``) or at ``max_tokens`` (``"length"``).
+
+    A backend that may lack them at run time (a server that turns out not to echo prompt
+    log-probabilities) raises :class:`ModelCallError` (``bad_request``) and says so.
     """
 
     name: str
@@ -160,6 +176,41 @@ def read_distribution(gen: Generation) -> tuple[dict[str, float], float]:
     """``(probs, mass)`` of a :func:`distribution_generation`."""
     d = orjson.loads(gen.text)
     return {str(k): float(v) for k, v in d["probs"].items()}, float(d.get("mass", 1.0))
+
+
+NO_LOGLIKS = ("returns no prompt log-probabilities, so multiple choice cannot be scored by log-likelihood "
+              "on it (it falls back to generation and answer extraction)")
+
+
+def gives_logliks(model: Any) -> bool:
+    """True when ``model`` can score continuations (``loglikelihood``) and complete raw text
+    (``complete``), and does not say it cannot (``gives_logliks = False``). For a remote
+    server this is only a promise: whether it echoes prompt log-probabilities is known by
+    trying (its ``loglikelihood`` raises :class:`ModelCallError` when it does not)."""
+    return (callable(getattr(model, "loglikelihood", None)) and callable(getattr(model, "complete", None))
+            and getattr(model, "gives_logliks", True) is not False)
+
+
+def loglik_generation(logliks: Sequence[float], greedy: Sequence[bool], *, prompt_tokens: int = 0,
+                      latency_s: float = 0.0, model: str = "") -> Generation:
+    """Continuation log-likelihoods as a :class:`Generation` (so the limiter, the call cache and
+    the usage counts treat them as any other call): ``text`` is the JSON ``{"logliks": [...],
+    "greedy": [...]}``, one entry per continuation in the order asked; ``usage`` the prompt
+    tokens evaluated and no output token."""
+    if len(logliks) != len(greedy):
+        raise ValueError(f"{len(logliks)} log-likelihoods but {len(greedy)} greedy flags")
+    body = orjson.dumps({"logliks": [float(x) for x in logliks], "greedy": [bool(g) for g in greedy]}).decode()
+    return Generation(text=body, usage=TokenUsage(int(prompt_tokens or 0), 0), latency_s=latency_s, model=model,
+                      raw={"kind": "loglikelihood"}, finish_reason="stop")
+
+
+def read_logliks(gen: Generation) -> tuple[list[float], list[bool]]:
+    """``(logliks, greedy)`` of a :func:`loglik_generation`."""
+    try:
+        d = orjson.loads(gen.text)
+        return [float(x) for x in d["logliks"]], [bool(g) for g in d["greedy"]]
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ModelCallError(f"not a log-likelihood answer: {gen.text[:120]!r}", kind="bad_response") from exc
 
 
 @runtime_checkable

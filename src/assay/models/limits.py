@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from assay.errors import AssayError
-from assay.models.base import (NO_DISTRIBUTIONS, ChatModel, Generation, Messages, ModelCallError, cache_identity,
-                               estimate_tokens, gives_distributions)
+from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, ChatModel, Generation, Messages, ModelCallError,
+                               cache_identity, estimate_tokens, gives_distributions, gives_logliks)
 
 log = logging.getLogger("assay.models")
 T = TypeVar("T")
@@ -455,6 +455,48 @@ class LimitedModel:
         # distributions cached by an earlier version still answer.
         params = {"next_token_distribution": cands, "assistant_prefix": assistant_prefix}
         return await self._answer(messages, params, call, estimate_tokens(messages) + 1, distribution=True)
+
+    @property
+    def gives_logliks(self) -> bool:
+        """True when the backend can score continuations and complete raw text (see
+        :func:`~assay.models.base.gives_logliks`)."""
+        return gives_logliks(self.model)
+
+    async def loglikelihood(self, context: str, continuations: Sequence[str]) -> Generation:
+        """The backend's ``loglikelihood`` of each continuation after the raw ``context``, under the
+        same limiter, cache and counts as :meth:`generate`: a
+        :func:`~assay.models.base.loglik_generation` (read it with
+        :func:`~assay.models.base.read_logliks`)."""
+        backend = self.model
+        conts = [str(c) for c in continuations]
+        if not self.gives_logliks:
+            raise ModelCallError(f"{self.name} {NO_LOGLIKS}", kind="bad_request")
+
+        def call() -> Awaitable[Generation]:
+            return backend.loglikelihood(context, conts)  # type: ignore[attr-defined]
+
+        messages = [{"role": "raw", "content": str(context)}]
+        params = {"loglikelihood": conts}
+        tokens = (len(context) // 4 + 1) * len(conts) + sum(len(c) for c in conts) // 4
+        return await self._answer(messages, params, call, tokens)
+
+    async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
+                       stop: Sequence[str] = ()) -> Generation:
+        """The backend's raw-text ``complete`` of ``prompt`` (no chat template), under the same
+        limiter, cache and counts as :meth:`generate`."""
+        backend = self.model
+        stops = [str(x) for x in stop or ()]
+        if not callable(getattr(backend, "complete", None)):
+            raise ModelCallError(f"{self.name} cannot complete raw text (it has no complete method)",
+                                 kind="bad_request")
+
+        def call() -> Awaitable[Generation]:
+            return backend.complete(prompt, max_tokens=max_tokens, temperature=temperature,  # type: ignore[attr-defined]
+                                    stop=stops)
+
+        messages = [{"role": "raw", "content": str(prompt)}]
+        params = {"complete": True, "max_tokens": int(max_tokens), "temperature": temperature, "stop": stops}
+        return await self._answer(messages, params, call, len(prompt) // 4 + 1 + int(max_tokens))
 
     async def _answer(self, messages: Messages, params: _Params, make_call: Callable[[], Awaitable[Generation]],
                       tokens: int, *, distribution: bool = False) -> Generation:

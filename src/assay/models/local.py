@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from assay.errors import AssayError
-from assay.models.base import Generation, Messages, ModelCallError, TokenUsage, distribution_generation
+from assay.models.base import (Generation, Messages, ModelCallError, TokenUsage, distribution_generation,
+                               loglik_generation)
 
 T = TypeVar("T")
 log = logging.getLogger("assay.models.local")
@@ -586,11 +587,18 @@ class LlamaCppModel:
     def _generate(self, eng: _Engine, cancel: threading.Event, messages: Messages, max_tokens: int | None,
                   temperature: float, response_format: Mapping[str, Any] | None, k: int,
                   stop: tuple[str, ...]) -> Generation:
-        import numpy as np
-        llm = eng.llm
         t0 = time.perf_counter()
         prompt, tmpl_stops = self._render(eng, messages)
-        stops = tuple(s for s in stop + tmpl_stops if s)
+        return self._decode(eng, cancel, prompt, stop + tmpl_stops, max_tokens, temperature, response_format, k, t0)
+
+    def _decode(self, eng: _Engine, cancel: threading.Event, prompt: str, stop: tuple[str, ...],
+                max_tokens: int | None, temperature: float, response_format: Mapping[str, Any] | None, k: int,
+                t0: float) -> Generation:
+        """Generate after the prompt text ``prompt`` (already rendered): what :meth:`generate` and
+        :meth:`complete` share."""
+        import numpy as np
+        llm = eng.llm
+        stops = tuple(s for s in stop if s)
         tokens = self._prompt_tokens(eng, prompt)
         room = self.n_ctx - len(tokens)
         n_max = int(max_tokens) if max_tokens else min(DEFAULT_MAX_TOKENS, max(room, 1))
@@ -732,6 +740,103 @@ class LlamaCppModel:
         else:
             norm = [x / mass for x in per]
         return {c: norm[i] for i, c in enumerate(cands)}, mass, len(ctx)
+
+
+    # -- raw text: completion and log-likelihood scoring --------------------------------------------
+    gives_logliks = True
+
+    async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
+                       stop: Sequence[str] = ()) -> Generation:
+        """Continue the raw text ``prompt`` (no chat template; BOS added as the model wants):
+        greedy unless ``temperature`` > 0, at most ``max_tokens`` tokens, cut before the first of
+        ``stop`` (``finish_reason`` ``"stop"``, as is an end-of-generation token) or ``"length"``."""
+        n = int(max_tokens)
+        if n < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}")
+        stops = tuple(str(x) for x in stop or () if x)
+        t0 = time.perf_counter()
+        gen = await self._run(lambda eng, cancel: self._decode(
+            eng, cancel, str(prompt), stops, n, float(temperature or 0.0), None, 0, time.perf_counter()))
+        gen.latency_s = time.perf_counter() - t0
+        return gen
+
+    async def loglikelihood(self, context: str, continuations: Sequence[str]) -> Generation:
+        """For each continuation, log P(continuation | context) summed over its tokens, and whether
+        every one of its tokens is the model's greedy (argmax) choice; raw text, no chat template.
+
+        Tokens follow lm-evaluation-harness: trailing whitespace of ``context`` moves to the front of
+        the continuation, then ``context + continuation`` and ``context`` are tokenized apart and
+        the continuation's tokens are those of the whole past the context's count, so that a token
+        the tokenizer merges across the boundary is not split. The context is evaluated once per
+        call; each continuation then runs one token at a time on top of it. Returns a
+        :func:`~assay.models.base.loglik_generation` (usage: the tokens each scoring took, summed,
+        as a server given one request per continuation would count them)."""
+        conts = [str(c) for c in continuations]
+        if not conts or any(c == "" for c in conts):
+            raise ValueError(f"continuations must be non-empty strings: {conts!r}")
+        t0 = time.perf_counter()
+        logliks, greedy, n_tokens = await self._run(
+            lambda eng, cancel: self._loglikelihood(eng, cancel, str(context), conts))
+        return loglik_generation(logliks, greedy, prompt_tokens=n_tokens, latency_s=time.perf_counter() - t0,
+                                 model=self.name)
+
+    def _loglikelihood(self, eng: _Engine, cancel: threading.Event, context: str,
+                       conts: list[str]) -> tuple[list[float], list[bool], int]:
+        import numpy as np
+        llm = eng.llm
+        pairs = [_split_pair(context, c) for c in conts]
+        ctx_tokens: dict[str, list[int]] = {}
+        encoded: list[tuple[list[int], list[int]]] = []
+        for ctx, cont in pairs:
+            if ctx not in ctx_tokens:
+                ctx_tokens[ctx] = self._prompt_tokens(eng, ctx)
+            head = ctx_tokens[ctx]
+            whole = self._prompt_tokens(eng, ctx + cont)
+            tail = whole[len(head):]
+            if not tail:
+                raise ModelCallError(f"{self.name}: the continuation {cont!r} adds no token to the context",
+                                     kind="bad_request")
+            if not head:   # no BOS and an empty context: nothing to condition the first token on
+                raise ModelCallError(f"{self.name}: an empty context needs a model that adds a BOS token",
+                                     kind="bad_request")
+            self._check_fits(len(head), len(tail))
+            encoded.append((head, tail))
+        logliks: list[float] = []
+        greedy: list[bool] = []
+        n_total = 0
+        prefix: list[int] | None = None
+        first: Any = None
+        for head, tail in encoded:
+            if cancel.is_set():   # the caller is gone: nobody reads this
+                raise ModelCallError(f"{self.name}: cancelled", kind="timeout")
+            if head == prefix and llm.n_tokens >= len(head) and list(llm.input_ids[:len(head)]) == head \
+                    and llm._ctx.kv_cache_seq_rm(-1, len(head), -1):
+                llm.n_tokens = len(head)      # the context's KV cache is still there: drop what followed
+            else:
+                eng.evaluate(head)
+                first = np.array(eng.logits(), dtype=np.float32, copy=True)
+                prefix = head
+            total, all_greedy = 0.0, True
+            logits = first
+            for i, tok in enumerate(tail):
+                if i > 0:
+                    llm.eval([tail[i - 1]])
+                    logits = eng.logits()
+                m = float(logits.max())
+                lse = m + math.log(float(np.exp(logits - m).sum()))
+                total += float(logits[tok]) - lse
+                all_greedy = all_greedy and int(logits.argmax()) == tok
+            logliks.append(total)
+            greedy.append(all_greedy)
+            n_total += len(head) + len(tail)
+        return logliks, greedy, n_total
+
+
+def _split_pair(context: str, continuation: str) -> tuple[str, str]:
+    """lm-evaluation-harness's boundary rule: trailing whitespace of the context belongs to the
+    continuation (``"Answer: "`` + ``"Paris"`` is scored as ``"Answer:"`` + ``" Paris"``)."""
+    kept = context.rstrip()
+    return kept, context[len(kept):] + continuation
 
 
 def _variants(c: str, prompt: str) -> list[str]:

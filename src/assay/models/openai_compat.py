@@ -45,7 +45,8 @@ import orjson
 
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
-from assay.models.base import NO_DISTRIBUTIONS, Generation, Messages, ModelCallError, TokenUsage
+from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, Generation, Messages, ModelCallError, TokenUsage,
+                               loglik_generation)
 
 log = logging.getLogger("assay.models")
 
@@ -201,6 +202,8 @@ class OpenAICompat:
         self._no_json = json_mode is False
         self.json_mode_supported: bool | None = False if self._no_json else None
         self.logprobs_supported: bool | None = None
+        # whether /completions echoes prompt log-probabilities (None: not tried yet)
+        self.logliks_supported: bool | None = None
         self._http: LeanHTTP | None = None
         self._sdk: Any = None
         self._sdk_loop: Any = None
@@ -386,6 +389,127 @@ class OpenAICompat:
         """Not available over chat completions: raises :class:`ModelCallError` (``bad_request``)."""
         raise ModelCallError(f"{self.name} {NO_DISTRIBUTIONS}", kind="bad_request")
 
+    # -- raw text over /completions: completion and log-likelihood scoring -----------------------
+    @property
+    def gives_logliks(self) -> bool:
+        """False once the server has shown that ``/completions`` echoes no prompt log-probabilities;
+        before the first :meth:`loglikelihood` call it is a hope, not a fact."""
+        return self.logliks_supported is not False and not self.reasoning
+
+    def _completions_body(self, prompt: str, **fields: Any) -> dict[str, Any]:
+        body: dict[str, Any] = dict(self.extra_body)
+        body.update(model=self.model or "", prompt=prompt, **fields)
+        return body
+
+    async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
+                       stop: Sequence[str] = ()) -> Generation:
+        """A raw completion of ``prompt`` through ``POST /completions`` (no chat template), cut
+        before the first of ``stop``."""
+        if int(max_tokens) < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}")
+        if not self.model and self.provider == "compatible":
+            await self._resolve_model()
+        stops = [str(x) for x in stop or () if x]
+        body = self._completions_body(str(prompt), max_tokens=int(max_tokens), temperature=float(temperature or 0.0))
+        if stops:
+            body["stop"] = stops
+        data, latency = await self._post(body, "completions")
+        choice = _first_choice(self.name, data)
+        text = str(choice.get("text") or "")
+        finish = choice.get("finish_reason")
+        cut = min((text.find(x) for x in stops if x in text), default=-1)
+        if cut >= 0:   # a server that leaves the stop string in
+            text, finish = text[:cut], "stop"
+        u = data.get("usage") or {}
+        usage = TokenUsage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
+        return Generation(text=text, usage=usage, latency_s=latency, model=data.get("model") or self.model or "",
+                          raw=data, finish_reason=finish)
+
+    async def loglikelihood(self, context: str, continuations: Sequence[str]) -> Generation:
+        """For each continuation, the summed log-probability of its tokens after ``context`` and
+        whether each was the greedy choice, from one ``POST /completions`` per continuation with
+        ``echo: true, logprobs: 1`` (vLLM; llama-cpp-python's server started with ``--logits_all
+        True``). ``max_tokens`` is 1, not 0: llama-cpp-python reads 0 as "until the context is
+        full"; the generated token is dropped. Where the continuation starts is read from the
+        tokens' ``text_offset``; trailing whitespace of the context counts with the continuation
+        (lm-evaluation-harness's rule), and a token that straddles the boundary counts with the
+        continuation. A server that returns no prompt log-probabilities raises
+        :class:`ModelCallError` (``bad_request``) and :attr:`gives_logliks` turns False."""
+        conts = [str(c) for c in continuations]
+        if not conts or any(c == "" for c in conts):
+            raise ValueError(f"continuations must be non-empty strings: {conts!r}")
+        if not self.gives_logliks:
+            raise ModelCallError(f"{self.name} {NO_LOGLIKS}", kind="bad_request")
+        if not self.model and self.provider == "compatible":
+            await self._resolve_model()
+        context = str(context)
+        kept = context.rstrip()
+        logliks: list[float] = []
+        greedy: list[bool] = []
+        n_prompt = 0
+        latency = 0.0
+        for cont in conts:
+            text = context + cont
+            body = self._completions_body(text, max_tokens=1, temperature=0.0, echo=True, logprobs=1)
+            try:
+                data, dt = await self._post(body, "completions")
+            except ModelCallError as exc:
+                said = f"{exc} {exc.body or ''}".lower()
+                if exc.kind == "not_found" or (exc.status in (400, 422, 500, 501)
+                                               and any(w in said for w in ("logprob", "echo", "logits"))):
+                    self.logliks_supported = False
+                    raise ModelCallError(f"{self.name} {NO_LOGLIKS} ({exc})", kind="bad_request",
+                                         status=exc.status, body=exc.body) from None
+                raise
+            latency += dt
+            total, all_greedy, used = self._read_echo(data, text, len(kept))
+            self.logliks_supported = True
+            logliks.append(total)
+            greedy.append(all_greedy)
+            n_prompt += used
+        return loglik_generation(logliks, greedy, prompt_tokens=n_prompt, latency_s=latency,
+                                 model=self.model or "")
+
+    def _read_echo(self, data: Any, text: str, boundary: int) -> tuple[float, bool, int]:
+        """(summed log-probability, all greedy, prompt tokens) of the tokens of ``text`` that end
+        past ``boundary`` (characters), from an echoed ``/completions`` answer."""
+        choice = _first_choice(self.name, data)
+        lp = choice.get("logprobs")
+        offsets = lp.get("text_offset") if isinstance(lp, Mapping) else None
+        values = lp.get("token_logprobs") if isinstance(lp, Mapping) else None
+        tops = (lp.get("top_logprobs") if isinstance(lp, Mapping) else None) or []
+        u = data.get("usage") or {}
+        generated = int(u.get("completion_tokens") or 0)
+        n = len(offsets or ()) - generated
+        if not offsets or not values or len(values) != len(offsets) or n < 1 \
+                or not any(v is not None for v in values[:n]):
+            self.logliks_supported = False
+            raise ModelCallError(f"{self.name} {NO_LOGLIKS} (the /completions answer has no log-probabilities "
+                                 "for the prompt's tokens; llama-cpp-python's server needs --logits_all True)",
+                                 kind="bad_request")
+        start = None
+        for i in range(n):
+            end = offsets[i + 1] if i + 1 < n else len(text)
+            if end > boundary:
+                start = i
+                break
+        if start is None:
+            raise ModelCallError(f"{self.name}: cannot find where the continuation starts in the echoed prompt",
+                                 kind="bad_response")
+        total, all_greedy = 0.0, True
+        for i in range(start, n):
+            v = values[i]
+            if v is None:
+                raise ModelCallError(f"{self.name}: the server gives no log-probability for the first token; "
+                                     "score with a non-empty context", kind="bad_request")
+            total += float(v)
+            top = tops[i] if i < len(tops) else None
+            if isinstance(top, Mapping) and top:
+                all_greedy = all_greedy and float(v) >= max(float(x) for x in top.values()) - 1e-6
+            else:
+                all_greedy = False
+        return total, all_greedy, int(u.get("prompt_tokens") or n)
+
     def _drop_rejected(self, body: dict[str, Any], exc: ModelCallError) -> list[str]:
         text = f"{exc} {exc.body or ''}".lower()
         dropped = []
@@ -398,10 +522,14 @@ class OpenAICompat:
             dropped.append("json_mode")
         return dropped
 
-    async def _post(self, body: dict[str, Any]) -> tuple[Any, float]:
+    async def _post(self, body: dict[str, Any], api: str = "chat") -> tuple[Any, float]:
         if self.transport == "lean":
-            return await self._post_lean(body)
-        return await self._post_sdk(body)
+            head = None
+            if api != "chat":
+                url, headers = self.route(api)
+                head = self._lean().head("POST", self._target(url), headers)
+            return await self._post_lean(body, head)
+        return await self._post_sdk(body, api)
 
     def _generation(self, data: Any, latency: float) -> Generation:
         try:
@@ -454,18 +582,20 @@ class OpenAICompat:
         parts = urllib.parse.urlsplit(url)
         return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
-    async def _post_lean(self, body: dict[str, Any]) -> tuple[Any, float]:
+    async def _post_lean(self, body: dict[str, Any], head: bytes | None = None) -> tuple[Any, float]:
         http = self._http or self._lean()
-        if not self._head:
-            self._head = http.head("POST", self._target(self._url), self._headers)
+        if head is None:
+            if not self._head:
+                self._head = http.head("POST", self._target(self._url), self._headers)
+            head = self._head
         payload = orjson.dumps(body)
         t0 = time.perf_counter()
         try:
             if _timeout is not None:
                 async with _timeout(self.timeout):
-                    resp = await http.request(self._head, payload)
+                    resp = await http.request(head, payload)
             else:  # pragma: no cover - Python 3.10
-                resp = await asyncio.wait_for(http.request(self._head, payload), self.timeout)
+                resp = await asyncio.wait_for(http.request(head, payload), self.timeout)
         except (TimeoutError, asyncio.TimeoutError):
             raise ModelCallError(f"{self.name}: no answer within {self.timeout:g} s", kind="timeout",
                                  retryable=True) from None
@@ -527,15 +657,20 @@ class OpenAICompat:
         self._sdk_loop = loop
         return self._sdk
 
-    async def _post_sdk(self, body: dict[str, Any]) -> tuple[Any, float]:
+    async def _post_sdk(self, body: dict[str, Any], api: str = "chat") -> tuple[Any, float]:
         import openai
 
         client = self._sdk_client()
-        rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
         t0 = time.perf_counter()
         try:
-            resp = await client.chat.completions.with_raw_response.create(
-                model=body["model"], messages=body["messages"], extra_body=rest)
+            if api == "chat":
+                rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
+                resp = await client.chat.completions.with_raw_response.create(
+                    model=body["model"], messages=body["messages"], extra_body=rest)
+            else:
+                rest = {k: v for k, v in body.items() if k not in ("model", "prompt")}
+                resp = await client.completions.with_raw_response.create(
+                    model=body["model"], prompt=body["prompt"], extra_body=rest)
             raw = resp.http_response.content
         except openai.APIStatusError as exc:
             r = exc.response
@@ -576,6 +711,17 @@ class OpenAICompat:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _first_choice(name: str, data: Any) -> Mapping[str, Any]:
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        choice = None
+    if not isinstance(choice, Mapping):
+        raise ModelCallError(f"{name}: response has no choices: {str(data)[:200]}",
+                             kind="bad_response", retryable=True)
+    return choice
 
 
 def _env_proxy(url: str) -> str | None:
