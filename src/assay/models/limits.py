@@ -421,15 +421,20 @@ class LimitedModel:
 
     async def generate(self, messages: Messages, *, max_tokens: int | None = None,
                        temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
-                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
+                       logprobs: bool = False, top_logprobs: int | None = None,
+                       seed: int | None = None) -> Generation:
+        """The backend's answer; ``seed`` (passed on only when given, and then part of the cache
+        key) tells several samples of one prompt apart."""
         model = self.model
+        more = {} if seed is None else {"seed": int(seed)}
 
         def call() -> Awaitable[Generation]:
             return model.generate(messages, max_tokens=max_tokens, temperature=temperature,
-                                  response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
+                                  response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs,
+                                  **more)
 
         params = {"max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
-                  "logprobs": logprobs, "top_logprobs": top_logprobs}
+                  "logprobs": logprobs, "top_logprobs": top_logprobs, **more}
         return await self._answer(messages, params, call, estimate_tokens(messages) + (max_tokens or 256))
 
     @property
@@ -481,21 +486,22 @@ class LimitedModel:
         return await self._answer(messages, params, call, tokens)
 
     async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                       stop: Sequence[str] = ()) -> Generation:
+                       stop: Sequence[str] = (), seed: int | None = None) -> Generation:
         """The backend's raw-text ``complete`` of ``prompt`` (no chat template), under the same
-        limiter, cache and counts as :meth:`generate`."""
+        limiter, cache and counts as :meth:`generate` (``seed`` as there)."""
         backend = self.model
         stops = [str(x) for x in stop or ()]
+        more = {} if seed is None else {"seed": int(seed)}
         if not callable(getattr(backend, "complete", None)):
             raise ModelCallError(f"{self.name} cannot complete raw text (it has no complete method)",
                                  kind="bad_request")
 
         def call() -> Awaitable[Generation]:
             return backend.complete(prompt, max_tokens=max_tokens, temperature=temperature,  # type: ignore[attr-defined]
-                                    stop=stops)
+                                    stop=stops, **more)
 
         messages = [{"role": "raw", "content": str(prompt)}]
-        params = {"complete": True, "max_tokens": int(max_tokens), "temperature": temperature, "stop": stops}
+        params = {"complete": True, "max_tokens": int(max_tokens), "temperature": temperature, "stop": stops, **more}
         return await self._answer(messages, params, call, len(prompt) // 4 + 1 + int(max_tokens))
 
     async def _answer(self, messages: Messages, params: _Params, make_call: Callable[[], Awaitable[Generation]],

@@ -573,27 +573,29 @@ class LlamaCppModel:
     async def generate(self, messages: Messages, *, max_tokens: int | None = None,
                        temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
                        logprobs: bool = False, top_logprobs: int | None = None,
-                       stop: Sequence[str] | None = None) -> Generation:
-        """Answer ``messages``: greedy unless ``temperature`` > 0; see the module docstring."""
+                       stop: Sequence[str] | None = None, seed: int | None = None) -> Generation:
+        """Answer ``messages``: greedy unless ``temperature`` > 0 (sampled with ``seed``, else the
+        model's); see the module docstring."""
         k = 0
         if logprobs:
             k = max(1, min(int(top_logprobs or 1), MAX_TOP_LOGPROBS))
         t0 = time.perf_counter()
         gen = await self._run(lambda eng, cancel: self._generate(
-            eng, cancel, messages, max_tokens, float(temperature or 0.0), response_format, k, tuple(stop or ())))
+            eng, cancel, messages, max_tokens, float(temperature or 0.0), response_format, k, tuple(stop or ()), seed))
         gen.latency_s = time.perf_counter() - t0
         return gen
 
     def _generate(self, eng: _Engine, cancel: threading.Event, messages: Messages, max_tokens: int | None,
                   temperature: float, response_format: Mapping[str, Any] | None, k: int,
-                  stop: tuple[str, ...]) -> Generation:
+                  stop: tuple[str, ...], seed: int | None = None) -> Generation:
         t0 = time.perf_counter()
         prompt, tmpl_stops = self._render(eng, messages)
-        return self._decode(eng, cancel, prompt, stop + tmpl_stops, max_tokens, temperature, response_format, k, t0)
+        return self._decode(eng, cancel, prompt, stop + tmpl_stops, max_tokens, temperature, response_format, k, t0,
+                            seed)
 
     def _decode(self, eng: _Engine, cancel: threading.Event, prompt: str, stop: tuple[str, ...],
                 max_tokens: int | None, temperature: float, response_format: Mapping[str, Any] | None, k: int,
-                t0: float) -> Generation:
+                t0: float, seed: int | None = None) -> Generation:
         """Generate after the prompt text ``prompt`` (already rendered): what :meth:`generate` and
         :meth:`complete` share."""
         import numpy as np
@@ -604,7 +606,7 @@ class LlamaCppModel:
         n_max = int(max_tokens) if max_tokens else min(DEFAULT_MAX_TOKENS, max(room, 1))
         self._check_fits(len(tokens), n_max)
         grammar = eng.grammar(response_format)
-        rng = np.random.default_rng(self.seed) if temperature > 0 else None
+        rng = np.random.default_rng(self.seed if seed is None else int(seed)) if temperature > 0 else None
         reused = eng.evaluate(tokens)
         t_prompt = time.perf_counter()
         out: list[int] = []
@@ -746,9 +748,9 @@ class LlamaCppModel:
     gives_logliks = True
 
     async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                       stop: Sequence[str] = ()) -> Generation:
+                       stop: Sequence[str] = (), seed: int | None = None) -> Generation:
         """Continue the raw text ``prompt`` (no chat template; BOS added as the model wants):
-        greedy unless ``temperature`` > 0, at most ``max_tokens`` tokens, cut before the first of
+        greedy unless ``temperature`` > 0 (sampled with ``seed``, else the model's), at most ``max_tokens`` tokens, cut before the first of
         ``stop`` (``finish_reason`` ``"stop"``, as is an end-of-generation token) or ``"length"``."""
         n = int(max_tokens)
         if n < 1:
@@ -756,7 +758,7 @@ class LlamaCppModel:
         stops = tuple(str(x) for x in stop or () if x)
         t0 = time.perf_counter()
         gen = await self._run(lambda eng, cancel: self._decode(
-            eng, cancel, str(prompt), stops, n, float(temperature or 0.0), None, 0, time.perf_counter()))
+            eng, cancel, str(prompt), stops, n, float(temperature or 0.0), None, 0, time.perf_counter(), seed))
         gen.latency_s = time.perf_counter() - t0
         return gen
 

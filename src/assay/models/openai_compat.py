@@ -331,9 +331,11 @@ class OpenAICompat:
     # -- request ----------------------------------------------------------------------------
     def build_body(self, messages: Messages, *, max_tokens: int | None = None,
                    temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
-                   logprobs: bool = False, top_logprobs: int | None = None) -> dict[str, Any]:
+                   logprobs: bool = False, top_logprobs: int | None = None, seed: int | None = None) -> dict[str, Any]:
         """The JSON body of one chat-completions request."""
         body: dict[str, Any] = {"model": self.model or "", "messages": list(messages)}
+        if seed is not None:
+            body["seed"] = int(seed)
         if self.reasoning:
             if max_tokens is not None:
                 body["max_completion_tokens"] = max(int(max_tokens), REASONING_MIN_COMPLETION_TOKENS)
@@ -355,11 +357,12 @@ class OpenAICompat:
 
     async def generate(self, messages: Messages, *, max_tokens: int | None = None,
                        temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
-                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
+                       logprobs: bool = False, top_logprobs: int | None = None, seed: int | None = None) -> Generation:
         if not self.model and self.provider == "compatible":
             await self._resolve_model()
         body = self.build_body(messages, max_tokens=max_tokens, temperature=temperature,
-                               response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
+                               response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs,
+                               seed=seed)
         try:
             data, latency = await self._post(body)
         except ModelCallError as exc:
@@ -402,9 +405,9 @@ class OpenAICompat:
         return body
 
     async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                       stop: Sequence[str] = ()) -> Generation:
+                       stop: Sequence[str] = (), seed: int | None = None) -> Generation:
         """A raw completion of ``prompt`` through ``POST /completions`` (no chat template), cut
-        before the first of ``stop``."""
+        before the first of ``stop``; ``seed`` asks the server for a reproducible sample."""
         if int(max_tokens) < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens!r}")
         if not self.model and self.provider == "compatible":
@@ -413,6 +416,8 @@ class OpenAICompat:
         body = self._completions_body(str(prompt), max_tokens=int(max_tokens), temperature=float(temperature or 0.0))
         if stops:
             body["stop"] = stops
+        if seed is not None:
+            body["seed"] = int(seed)
         data, latency = await self._post(body, "completions")
         choice = _first_choice(self.name, data)
         text = str(choice.get("text") or "")
