@@ -205,7 +205,7 @@ _PUNCT_EDGES = " \t\n\r.,;:!?\"'`*()[]{}"
 _LETTER_PATTERNS = [
     # "answer is (B)", "Answer: B", "correct option is B."
     r"(?:answer|option|choice)\s*(?:is|:)?\s*(?:option\s*|choice\s*)?\(?([A-Z])\)?(?![A-Za-z])",
-    r"^\s*\(?([A-Z])\)?(?:[.):]|\s*$|\s)",             # leading "B", "B.", "(B)", "B)"
+    r"^\s*\(?([A-Z])(?:\)|[.:]|\s*$)",                 # leading "B", "B.", "(B)", "B)" (not "A gas ...")
     r"\(([A-Z])\)",                                    # "(B)" anywhere
 ]
 
