@@ -281,7 +281,11 @@ def test_data_formats_give_the_same_docs(tmp_path: Path):
     import pyarrow.parquet as pq
 
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
-    for name in ("d.jsonl", "d.json", "l.json", "d.csv", "d.parquet"):
+    import gzip
+
+    with gzip.open(tmp_path / "z.jsonl.gz", "wt") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("d.jsonl", "d.json", "l.json", "d.csv", "d.parquet", "z.jsonl.gz"):
         (tmp_path / "t.yaml").write_text(f"task: t\ndataset_kwargs: {{data_files: {name}}}\ntest_split: test\n"
                                          "doc_to_text: '{{q}}'\ndoc_to_target: '{{n}}'\n")
         (t,) = load_tasks(tmp_path / "t.yaml")
@@ -352,6 +356,10 @@ def test_missing_data_file_and_missing_fewshot_split(tmp_path: Path):
                  "doc_to_text: '{{q}}'\ndoc_to_target: a\n")
     msg = _one_line_error(p, shots=1)
     assert "'dev: FILE'" in msg and "data_files" in msg
+    p.write_text("task: t\ndataset_kwargs: {data_files: {test: d.jsonl}}\ntest_split: test\nfewshot_split: test\n"
+                 "doc_to_text: '{{q}}'\ndoc_to_target: a\n")
+    msg = _one_line_error(p, shots=1)
+    assert "field 'num_fewshot'" in msg and "has 1 docs" in msg
     (tmp_path / "bad.jsonl").write_text('{"q": "a"}\n{"q": \n')
     p.write_text("task: t\ndataset_kwargs: {data_files: {test: bad.jsonl}}\ntest_split: test\n"
                  "doc_to_text: '{{q}}'\ndoc_to_target: q\n")

@@ -263,7 +263,7 @@ class Task:
         if target != "":
             out += self.target_delimiter
             if isinstance(target, (list, tuple)):
-                out += str(target[0])
+                out += str(target[0]) if target else ""
             elif isinstance(target, str) or self.choice_spec is None:
                 out += str(target)
             else:
@@ -727,6 +727,10 @@ def _check(t: Task) -> Task:
                 raise t._error("doc_to_target", f"the first doc's target {t.doc_to_target(doc)!r} is none of "
                                                 f"its choices {t.doc_to_choice(doc)}")
     if t.num_fewshot > 0:
+        need = t.num_fewshot + 1 if t.fewshot_same_split else t.num_fewshot
+        if need > len(t.fewshot_docs):
+            raise t._error("num_fewshot", f"{t.num_fewshot} few-shot examples asked for, but the few-shot split has "
+                                          f"{len(t.fewshot_docs)} docs")
         for doc in t.fewshot_docs[:1]:
             t._example(doc)
     return t
