@@ -268,7 +268,13 @@ def test_hub_dataset_offline_names_the_file_to_provide(tmp_path: Path, monkeypat
         load_tasks(tmp_path / "gsm8k.yaml")
     msg = str(exc.value)
     assert "\n" not in msg and "gsm8k.yaml" in msg and "'dataset_path'" in msg
-    assert "dataset_kwargs: {data_files: {test: gsm8k_main_test.jsonl}}" in msg
+    assert "dataset_kwargs: {data_files: {test: gsm8k_main_test.jsonl, train: gsm8k_main_train.jsonl}}" in msg
+    # through an include, the message names the file the user gave
+    (tmp_path / "mine.yaml").write_text("include: gsm8k.yaml\ntask: mine\nnum_fewshot: 0\n")
+    with pytest.raises(TaskError) as exc:
+        load_tasks(tmp_path / "mine.yaml")
+    assert str(exc.value).startswith(str(tmp_path / "mine.yaml") + ", field 'dataset_path'")
+    assert "{data_files: {test: gsm8k_main_test.jsonl}}" in str(exc.value)
 
 
 def test_data_formats_give_the_same_docs(tmp_path: Path):

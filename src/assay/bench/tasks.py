@@ -348,9 +348,9 @@ def _read_yaml(path: Path) -> tuple[dict, dict]:
 
 def _resolve(path: Path, seen: tuple = ()) -> tuple[dict, dict]:
     """The task's mapping with ``include`` resolved: the included file's keys, overridden by this file's."""
-    path = path.resolve()
-    if path in seen:
-        raise TaskError("include loop: " + " -> ".join(str(p) for p in (*seen, path)), source=str(path),
+    key = path.resolve()
+    if key in seen:
+        raise TaskError("include loop: " + " -> ".join(str(p) for p in (*seen, key)), source=str(path),
                         field="include")
     data, origin = _read_yaml(path)
     inc = data.pop("include", None)
@@ -362,7 +362,7 @@ def _resolve(path: Path, seen: tuple = ()) -> tuple[dict, dict]:
     if not target.exists():
         raise TaskError(f"included file {inc} not found (looked in {path.parent})", source=str(path),
                         line=origin["include"][1], field="include")
-    base, base_origin = _resolve(target, (*seen, path))
+    base, base_origin = _resolve(target, (*seen, key))
     base.update(data)
     base_origin.update(origin)
     return base, base_origin
@@ -459,6 +459,7 @@ class _Data:
         self.data_files = kwargs.get("data_files")
         self.hub_kwargs = {k: v for k, v in kwargs.items() if k not in ("data_files", "trust_remote_code")}
         self._hub = None
+        self.wanted: list[str] = []     # every split the task will read, for the offline message
 
     def error(self, fieldname: str, message: str) -> TaskError:
         key = fieldname.split(".")[0]
@@ -532,9 +533,15 @@ class _Data:
             sub = self.cfg.get("dataset_name")
             label = f"{dataset}" + (f" ({sub})" if sub else "")
             stem = str(dataset).replace("/", "_") + (f"_{sub}" if sub else "")
-            raise self.error("dataset_path", f"task {self.name} reads the hub dataset {label} and {why}; "
-                             f"download its {split!r} split to a local file and add to the YAML: "
-                             f"dataset_kwargs: {{data_files: {{{split}: {stem}_{split}.jsonl}}}}")
+            splits = list(dict.fromkeys([split, *self.wanted]))
+            files = ", ".join(f"{sp}: {stem}_{sp}.jsonl" for sp in splits)
+            src, line = self.origin.get("dataset_path", (str(self.path), None))
+            # name the task file the user gave, even when dataset_path comes from an included file
+            raise TaskError(f"task {self.name} reads the hub dataset {label} and {why}; download "
+                            f"{' and '.join(repr(sp) for sp in splits)} to local files and add to the YAML: "
+                            f"dataset_kwargs: {{data_files: {{{files}}}}}", source=str(self.path),
+                            line=line if Path(src).resolve() == self.path.resolve() else None,
+                            field="dataset_path")
         if self._hub is None:
             import datasets
 
@@ -767,6 +774,9 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
     test_split = cfg.get("test_split") or cfg.get("validation_split")
     if not test_split:
         raise err("test_split", f"task {name} names no test_split (or validation_split) to evaluate")
+    fs_split = cfg.get("fewshot_split") or cfg.get("training_split") or cfg.get("validation_split") or test_split
+    if common["num_fewshot"] > 0 and not isinstance((cfg.get("fewshot_config") or {}).get("samples"), list):
+        data.wanted = [str(test_split), str(fs_split)]
     docs = list(data.split(str(test_split)))
     if limit is not None:
         docs = docs[:max(limit, 0)]
@@ -779,8 +789,6 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
         elif isinstance(fc.get("samples"), FunctionRef):
             raise err("fewshot_config", f"few-shot samples come from {fc['samples']}, which assay does not run")
         else:
-            fs_split = (cfg.get("fewshot_split") or cfg.get("training_split") or cfg.get("validation_split")
-                        or test_split)
             # the harness draws one extra only when fewshot_split is literally the test split
             same = cfg.get("fewshot_split") == test_split
             if str(fs_split) == str(test_split):
