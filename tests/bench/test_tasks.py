@@ -445,6 +445,7 @@ def test_science_mc_sample():
     assert t.output_type == "multiple_choice" and len(t.docs) == 12 and len(t.fewshot_docs) == 5
     assert [m["metric"] for m in t.metrics] == ["acc", "acc_norm"] and t.unsupported == []
     assert _sample("science_mc").num_fewshot == 0
+    assert t.continuations(t.docs[0]) == [" Oxygen", " Carbon dioxide", " Nitrogen", " Helium"]
     for i, doc in enumerate(t.docs):
         assert len(t.doc_to_choice(doc)) == 4 and 0 <= t.gold_index(doc) < 4
         ctx = t.context(i)
@@ -479,6 +480,7 @@ def test_code_sample_canonical_solutions_pass_and_broken_bodies_fail(tmp_path: P
         prompt, target = t.context(i), t.target_text(doc)
         assert prompt == doc["prompt"] and target.endswith(f"check({doc['entry_point']})")
         good = prompt + doc["canonical_solution"] + "\n" + target
+        assert t.program(i, doc["canonical_solution"]) == good
         assert _run_program(good, tmp_path) == 0, doc["task_id"]
         broken = prompt + "    return None\n" + "\n" + target
         assert _run_program(broken, tmp_path) != 0, doc["task_id"]

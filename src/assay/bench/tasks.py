@@ -251,6 +251,17 @@ class Task:
             return [one(x) for x in t]
         return one(t)
 
+    def continuations(self, doc: dict) -> list[str]:
+        """What log-likelihood scoring measures after ``context``: each choice (multiple_choice) or the target
+        (loglikelihood), preceded by ``target_delimiter``, as the harness sends them."""
+        if self.output_type == "multiple_choice":
+            return [self.target_delimiter + c for c in self.doc_to_choice(doc)]
+        return [self.target_delimiter + self.target_text(doc)]
+
+    def program(self, i: int, completion: str) -> str:
+        """For code tasks: the program the sandbox runs — prompt, the model's completion, then the tests."""
+        return self.context(i) + completion + "\n" + self.target_text(self.docs[i])
+
     @property
     def is_code(self) -> bool:
         return any(m.get("metric") == "pass_at_k" for m in self.metrics)
@@ -523,11 +534,9 @@ class _Data:
             raise self.error("dataset_path", f"task {self.name}: no data: set dataset_path, or add "
                              f"dataset_kwargs: {{data_files: {{{split}: PATH}}}}")
         offline = os.environ.get("HF_DATASETS_OFFLINE", "").strip().lower() not in ("", "0", "false", "no")
-        try:
-            import datasets  # noqa: F401
-            have = True
-        except ImportError:
-            have = False
+        import importlib.util
+
+        have = importlib.util.find_spec("datasets") is not None
         if offline or not have:
             why = "HF_DATASETS_OFFLINE is set" if offline else "the 'datasets' package is not installed"
             sub = self.cfg.get("dataset_name")
