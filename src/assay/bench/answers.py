@@ -1,0 +1,249 @@
+"""Turning a model's answer into a score, the way lm-evaluation-harness tasks define it.
+
+Filters (a task's ``filter_list``) pull the scored part out of a generated answer — GSM8K's final number, for
+instance — before ``exact_match`` compares it with the gold text under the task's options (HF ``evaluate``'s
+semantics, which lm-evaluation-harness reuses). Multiple-choice items scored by log-likelihood use
+``choice_accuracy``; chat-only endpoints, which give no log-probabilities, answer in text and ``extract_choice``
+reads which choice they named. Code tasks use ``pass_at_k``, the unbiased estimator of the chance that at least one
+of k samples passes, in its product form so large n stays exact in floating point.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+__all__ = ["FilterPipeline", "FilterStep", "exact_match", "choice_accuracy", "pass_at_k", "extract_choice",
+           "FILTER_FUNCTIONS"]
+
+# The filter functions a pipeline understands, by lm-evaluation-harness's names.
+FILTER_FUNCTIONS = ("regex", "take_first", "take_first_k", "majority_vote", "lowercase", "uppercase",
+                    "remove_whitespace", "strip", "map")
+
+
+@dataclass
+class FilterStep:
+    """One step of a pipeline: ``function`` with its options (as written in the task's ``filter_list``)."""
+
+    function: str
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.function not in FILTER_FUNCTIONS:
+            raise ValueError(f"filter function {self.function!r} is not supported "
+                             f"(supported: {', '.join(FILTER_FUNCTIONS)})")
+        if self.function == "regex":
+            pattern = self.options.get("regex_pattern", r"#### (\-?[0-9\.\,]+)")
+            try:
+                self._regex = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"regex_pattern {pattern!r} does not compile: {exc}") from None
+            self._group = int(self.options.get("group_select", 0))
+            self._fallback = str(self.options.get("fallback", "[invalid]"))
+        elif self.function == "take_first_k":
+            self._k = int(self.options.get("k", 1))
+        elif self.function == "map":
+            self._mapping = dict(self.options.get("mapping_dict") or {})
+            self._default = self.options.get("default_value")
+
+    @property
+    def per_text(self) -> bool:
+        """True for steps that transform each answer; False for those that select among a doc's answers."""
+        return self.function not in ("take_first", "take_first_k", "majority_vote")
+
+    def apply(self, text: str) -> str:
+        f = self.function
+        if f == "regex":
+            found = self._regex.findall(text)
+            if not found:
+                return self._fallback
+            try:
+                match = found[self._group]
+            except IndexError:
+                return self._fallback
+            if isinstance(match, tuple):      # several groups: the first that matched something
+                match = next((m for m in match if m), None)
+                if match is None:
+                    return self._fallback
+            return match.strip()
+        if f == "lowercase":
+            return text.lower()
+        if f == "uppercase":
+            return text.upper()
+        if f == "remove_whitespace":          # lm-eval drops one leading space only
+            return text[1:] if text.startswith(" ") else text
+        if f == "strip":
+            return text.strip()
+        if f == "map":
+            if text in self._mapping:
+                return str(self._mapping[text])
+            return text if self._default is None else str(self._default)
+        return text
+
+    def select(self, texts: list[str]) -> list[str]:
+        f = self.function
+        if f == "take_first":
+            return texts[:1]
+        if f == "take_first_k":
+            return texts[:self._k]
+        if f == "majority_vote":              # the most common answer; ties go to the earliest seen
+            if not texts:
+                return texts
+            counts = Counter(texts)
+            best = max(counts.values())
+            return [next(t for t in texts if counts[t] == best)]
+        return [self.apply(t) for t in texts]
+
+
+@dataclass
+class FilterPipeline:
+    """A named chain of filter steps; ``apply`` runs the per-answer steps on one generated text.
+
+    ``take_first`` and its kin select among a doc's several samples (``repeats``); ``apply_all`` runs them on the
+    list of a doc's answers, ``apply`` on one answer (where selection is the identity)."""
+
+    name: str = "none"
+    steps: list[FilterStep] = field(default_factory=list)
+
+    @classmethod
+    def from_config(cls, entry: dict) -> "FilterPipeline":
+        """Build from one ``filter_list`` entry: ``{"name": ..., "filter": [{"function": ..., ...}, ...]}``."""
+        if not isinstance(entry, dict):
+            raise ValueError("a filter_list entry must be a mapping with 'name' and 'filter'")
+        name = str(entry.get("name", "none"))
+        raw = entry.get("filter") or []
+        if not isinstance(raw, list):
+            raise ValueError(f"filter {name!r}: 'filter' must be a list of steps")
+        steps = []
+        for step in raw:
+            if not isinstance(step, dict) or "function" not in step:
+                raise ValueError(f"filter {name!r}: each step needs a 'function'")
+            opts = {k: v for k, v in step.items() if k != "function"}
+            steps.append(FilterStep(str(step["function"]), opts))
+        return cls(name, steps)
+
+    @property
+    def take_first(self) -> bool:
+        """True when the pipeline keeps only a doc's first sample."""
+        return any(s.function == "take_first" for s in self.steps)
+
+    def apply(self, text: str) -> str:
+        for step in self.steps:
+            if step.per_text:
+                text = step.apply(text)
+        return text
+
+    def apply_all(self, texts: Sequence[str]) -> list[str]:
+        out = list(texts)
+        for step in self.steps:
+            out = step.select(out)
+        return out
+
+
+def exact_match(pred: str, gold: str, *, ignore_case: bool = False, ignore_punctuation: bool = False,
+                regexes_to_ignore: Sequence[str] = (), ignore_numbers: bool = False) -> float:
+    """1.0 when ``pred`` equals ``gold`` after the options, else 0.0.
+
+    The order is HF ``evaluate``'s: every regex in ``regexes_to_ignore`` is removed from both strings first, then
+    case is folded, then ASCII punctuation and then digits are deleted."""
+    for rx in regexes_to_ignore or ():
+        pred, gold = re.sub(rx, "", pred), re.sub(rx, "", gold)
+    if ignore_case:
+        pred, gold = pred.lower(), gold.lower()
+    if ignore_punctuation:
+        table = str.maketrans("", "", string.punctuation)
+        pred, gold = pred.translate(table), gold.translate(table)
+    if ignore_numbers:
+        table = str.maketrans("", "", string.digits)
+        pred, gold = pred.translate(table), gold.translate(table)
+    return 1.0 if pred == gold else 0.0
+
+
+def _argmax(values: Sequence[float]) -> int:
+    best = 0
+    for i, v in enumerate(values):
+        if v > values[best]:
+            best = i
+    return best
+
+
+def choice_accuracy(logliks: Sequence[float], choices: Sequence[str], gold: int | Sequence[int]) -> dict:
+    """``acc``: the choice with the highest log-likelihood is gold; ``acc_norm``: the same after dividing each
+    log-likelihood by its choice's length in characters (lm-evaluation-harness's normalisation). Ties go to the
+    first choice. ``gold`` may be several indices (any counts)."""
+    if len(logliks) != len(choices) or not choices:
+        raise ValueError(f"{len(logliks)} log-likelihoods for {len(choices)} choices")
+    golds = {gold} if isinstance(gold, int) else set(gold)
+    pred = _argmax(logliks)
+    norm = [ll / max(len(c), 1) for ll, c in zip(logliks, choices)]
+    pred_norm = _argmax(norm)
+    return {"acc": 1.0 if pred in golds else 0.0, "acc_norm": 1.0 if pred_norm in golds else 0.0,
+            "pred": pred, "pred_norm": pred_norm}
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed: 1 − C(n−c, k)/C(n, k), computed as
+    1 − ∏(1 − k/i) for i = n−c+1..n. Refuses k > n rather than reporting a figure the samples cannot support."""
+    if n < 1 or k < 1:
+        raise ValueError(f"pass@k needs n >= 1 and k >= 1 (n={n}, k={k})")
+    if not 0 <= c <= n:
+        raise ValueError(f"pass@k: passed count c={c} outside 0..n={n}")
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per item, got {n}")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+_PUNCT_EDGES = " \t\n\r.,;:!?\"'`*()[]{}"
+_LETTER_PATTERNS = [
+    # "answer is (B)", "Answer: B", "correct option is B."
+    r"(?:answer|option|choice)\s*(?:is|:)?\s*(?:option\s*|choice\s*)?\(?([A-Z])\)?(?![A-Za-z])",
+    r"^\s*\(?([A-Z])(?:\)|[.:]|\s*$)",                 # leading "B", "B.", "(B)", "B)" (not "A gas ...")
+    r"\(([A-Z])\)",                                    # "(B)" anywhere
+]
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.lower().strip(_PUNCT_EDGES).split())
+
+
+def extract_choice(text: str, choices: Sequence[str]) -> int | None:
+    """Which choice a generated answer names, for chat-only endpoints that return text instead of
+    log-probabilities: the whole answer equal to a choice's text; a letter (A, B, ...) in an answer-like
+    position; a 1-based number (when no choice is itself a number); or exactly one choice's text found in the
+    answer. None when the answer names none, or several equally."""
+    if not choices or not text:
+        return None
+    n = len(choices)
+    normed = [_norm(str(c)) for c in choices]
+    t = _norm(text)
+    # 1. the whole answer is one choice's text
+    if t in normed:
+        return normed.index(t)
+    # 2. a letter in an answer-like position
+    for pat in _LETTER_PATTERNS:
+        flags = re.IGNORECASE if pat.startswith("(?:answer") else 0
+        m = re.search(pat, text.strip(), flags)
+        if m:
+            idx = ord(m.group(1).upper()) - ord("A")
+            if 0 <= idx < n:
+                return idx
+    # 3. a bare 1-based number, unless the choices are numbers themselves
+    if not any(re.fullmatch(r"-?\d+(\.\d+)?", c) for c in normed):
+        m = re.fullmatch(r"(?:option\s*|choice\s*)?(\d+)", t)
+        if m and 1 <= int(m.group(1)) <= n:
+            return int(m.group(1)) - 1
+    # 4. exactly one choice's text inside the answer (a choice inside another found choice does not count)
+    found = [i for i, c in enumerate(normed)
+             if c and re.search(r"(?<!\w)" + re.escape(c) + r"(?!\w)", t)]
+    found = [i for i in found if not any(j != i and normed[i] in normed[j] for j in found)]
+    if len(found) == 1:
+        return found[0]
+    return None
