@@ -130,7 +130,7 @@ def plan_tasks(cfg: QualityConfig, tasks: list[Task]) -> list[_Plan]:
         until = [str(u) for u in (gk.get("until") or [])] if isinstance(gk.get("until"), list) else \
             ([str(gk["until"])] if gk.get("until") else [])
         temp = float(cfg.temperature if cfg.temperature is not None else gk.get("temperature") or 0.0)
-        p = _Plan(t, [t.context(i) for i in range(len(t.docs))], [], until=until, temperature=temp,
+        p = _Plan(t, t.contexts(), [], until=until, temperature=temp,
                   max_tokens=int(cfg.max_tokens or gk.get("max_gen_toks") or 256))
         if t.is_code:
             task_ks = [int(k) for m in t.metrics for k in _as_list(m.get("k"))] if t.metrics else []
@@ -254,23 +254,24 @@ class QualityRunner:
         t = p.task
         doc = t.docs[i]
         choices = [str(c) for c in t.doc_to_choice(doc)]
-        gold = _gold_indices(t.doc_to_target(doc), choices, t.name, i)
+        g = t.gold_index(doc)
+        gold = [x for x in (g if isinstance(g, list) else [g]) if x >= 0]   # none: the target names no choice
         item["choices"] = choices
         item["gold"] = gold
         got = None
         if self.cfg.scoring != "generate":
-            got = await self.subject.logliks(p.contexts[i], [t.target_delimiter + c for c in choices])
+            got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
             if got is None and self.cfg.scoring == "loglik":
                 raise AssayError(f"--scoring loglik: {self.subject.loglik_note}")
         if got is not None:
             lls, _greedy = got
             item["logliks"], item["mode"] = lls, "loglik"
-            acc = choice_accuracy(lls, choices, gold)
+            acc = choice_accuracy(lls, choices, gold) if gold else {"acc": 0.0, "acc_norm": 0.0}
             picked = max(range(len(lls)), key=lambda j: lls[j])
             item["extracted"] = {"loglik": choices[picked]}
             return {name: _binary(acc[name], f"highest log-likelihood{' per character' if name == 'acc_norm' else ''}: "
                                   f"{_letter(_argmax(lls, choices, name == 'acc_norm'))}; gold "
-                                  f"{', '.join(_letter(g) for g in gold)}")
+                                  f"{', '.join(_letter(g) for g in gold) or 'none (the target names no choice)'}")
                     for name in ("acc", "acc_norm") if name in p.outputs}
         prompt = choice_prompt(p.contexts[i], choices)
         item["prompt"], item["mode"] = prompt, "generate"
@@ -285,8 +286,7 @@ class QualityRunner:
 
     async def _loglikelihood(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
         t = p.task
-        target = item["target"]
-        got = await self.subject.logliks(p.contexts[i], [t.target_delimiter + target])
+        got = await self.subject.logliks(p.contexts[i], t.continuations(t.docs[i]))
         if got is None:
             raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
         lls, greedy = got
@@ -300,6 +300,7 @@ class QualityRunner:
         answer = await self.subject.generate(p.contexts[i], until=p.until, max_tokens=p.max_tokens,
                                              temperature=p.temperature)
         item["answer"], item["mode"] = answer, "generate"
+        golds = t.targets(t.docs[i])
         gold = item["target"]
         scores: dict[str, Score] = {}
         extracted: dict[str, str] = {}
@@ -311,7 +312,7 @@ class QualityRunner:
                 for f in t.filters:
                     got = f.apply(answer)
                     extracted[f.name] = got
-                    v = exact_match(got, gold, **opts)
+                    v = max(exact_match(got, g, **opts) for g in golds)   # several targets: the best
                     scores[f"exact_match,{f.name}"] = _binary(v, f"extracted {got!r} by {f.name}; target {gold!r}")
             elif name in JUDGED and self.judge is not None:
                 metric = get_metric(name)
@@ -332,7 +333,7 @@ class QualityRunner:
                                   seed=None if p.samples == 1 else s)
             for s in range(p.samples)))
         entry = str(doc.get("entry_point") or "") if isinstance(doc, dict) else ""
-        programs = [code_program(t.doc_to_text(doc), a, item["target"], entry) for a in answers]
+        programs = [code_program(t, i, a, entry) for a in answers]
         assert self.sandbox is not None
         results = await asyncio.gather(*(asyncio.to_thread(self.sandbox.run, prog) for prog in programs))
         item["mode"] = "sandbox"
@@ -370,28 +371,6 @@ def _argmax(lls: Sequence[float], choices: Sequence[str], norm: bool) -> int:
     return max(range(len(vals)), key=lambda j: vals[j])
 
 
-def _gold_indices(target: Any, choices: list[str], task: str, i: int) -> list[int]:
-    """The gold choice(s) of a multiple-choice item: an index, a list of them, or a choice's text."""
-    golds = target if isinstance(target, list) else [target]
-    out = []
-    for g in golds:
-        if isinstance(g, bool):
-            g = int(g)
-        if isinstance(g, int) or (isinstance(g, str) and g.strip().isdigit() and g.strip() not in choices):
-            j = int(g)
-            if not 0 <= j < len(choices):
-                raise AssayError(f"task {task}, item {i}: doc_to_target gives choice {j}, but there are "
-                                 f"{len(choices)} choices")
-            out.append(j)
-        elif isinstance(g, str) and g in choices:
-            out.append(choices.index(g))
-        elif isinstance(g, str) and g.strip() in [c.strip() for c in choices]:
-            out.append([c.strip() for c in choices].index(g.strip()))
-        else:
-            raise AssayError(f"task {task}, item {i}: doc_to_target gives {g!r}, which is not one of the choices")
-    return out
-
-
 def choice_prompt(context: str, choices: Sequence[str]) -> str:
     """The prompt for multiple choice by generation: the task's prompt, the choices lettered
     when the prompt does not show them already, and how to answer."""
@@ -403,17 +382,17 @@ def choice_prompt(context: str, choices: Sequence[str]) -> str:
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 
 
-def code_program(prompt: str, answer: str, tests: str, entry_point: str = "") -> str:
-    """The program run for one code answer: the prompt (the function's signature and
-    docstring) continued by the answer, then the task's tests. A chat model that answers with a
-    fenced block holding the whole function has that block run instead of the continuation."""
+def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
+    """The program run for one code answer: the task's (prompt, the answer, the tests). A chat
+    model that answers with a fenced block holding the whole function has that block run with
+    the tests instead."""
     m = _FENCE.search(answer)
     if m:
         code = m.group(1)
         if entry_point and re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.M):
-            return f"{code.rstrip()}\n\n{tests}\n"
+            return f"{code.rstrip()}\n\n{task.target_text(task.docs[i])}\n"
         answer = code
-    return f"{prompt}{answer}\n\n{tests}\n"
+    return task.program(i, answer)
 
 
 async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
