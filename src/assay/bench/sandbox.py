@@ -255,6 +255,24 @@ def _python() -> tuple[str, list[str]]:
     return exe, [p for p in prefixes if p not in ("/", "/usr")]
 
 
+def _reachable_by_others(path: str) -> bool:
+    """Whether an unprivileged uid can run ``path`` (every folder on the way searchable by others)."""
+    import stat
+    path = os.path.realpath(path)
+    try:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(path)
+        while True:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+
+
 def _uid() -> int:
     # a fresh uid per run: RLIMIT_NPROC counts per uid, so concurrent samples never share the budget
     return 1_000_000 + secrets.randbelow(1_000_000_000)
@@ -331,6 +349,16 @@ class Sandbox:
         self.memory_mb, self.max_procs, self.max_file_mb = int(memory_mb), int(max_procs), int(max_file_mb)
         self.root = os.geteuid() == 0
         self.mode = self._choose(isolation)
+        self.python, self.prefixes = _python()
+        if self.mode == "rlimits" and self.root and not _reachable_by_others(self.python):
+            # the fresh uid cannot reach this interpreter (e.g. under /root): a system one, or refuse
+            for candidate in ("/usr/local/bin/python3", "/usr/bin/python3"):
+                if os.path.exists(candidate) and _reachable_by_others(candidate):
+                    self.python = os.path.realpath(candidate)
+                    break
+            else:
+                raise SandboxError(f"sandbox isolation 'rlimits': {self.python} cannot be run by an "
+                                   "unprivileged uid; install python3 under /usr or allow namespaces (unshare)")
         self.isolation = {
             "unshare": "unshare(mount,pid,net,ipc,uts)+chroot+fresh uid+rlimits",
             "unshare-user": "unshare(user,mount,pid,net,ipc,uts)+chroot+no capabilities+rlimits",
@@ -381,7 +409,7 @@ class Sandbox:
 
     def run(self, program: str) -> SandboxResult:
         """Runs ``program`` to completion or to a limit; never raises for anything the program does."""
-        python, prefixes = _python()
+        python, prefixes = self.python, self.prefixes
         uid = _uid() if self.root and self.mode in ("unshare", "rlimits") else None
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
         status_r, status_w = os.pipe()
@@ -415,6 +443,7 @@ class Sandbox:
                 os.chown(workdir, uid, uid)
             os.chmod(workdir, 0o700)
             cfg["workdir"] = workdir
+            cmd = launcher
         env["HOME"] = env["TMPDIR"] = cfg.get("workdir") or "/tmp"
         cfg["env"] = env
         cmd.append(json.dumps(cfg))
