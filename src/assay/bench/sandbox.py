@@ -158,6 +158,8 @@ def start_child(workdir):
             soft, hard = value if isinstance(value, list) else (value, value)
             resource.setrlimit(getattr(resource, name), (soft, hard))
         if cfg["uid"] is not None:
+            for cap in range(64):                    # the bounding set too: nothing to regain, ever
+                libc.prctl(24, cap, 0, 0, 0)         # PR_CAPBSET_DROP
             os.setgroups([])
             os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
             os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
@@ -168,12 +170,14 @@ def start_child(workdir):
         os.chdir(workdir)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
-        os.close(status_fd)
+        os.set_inheritable(status_fd, False)     # closed by exec, still there to report a failed exec
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         os.execve(cfg["python"], [cfg["python"], "-I", os.path.join(workdir, "main.py")], cfg["env"])
     except BaseException as e:
-        report(error="sandbox setup: %s" % e)
-        os._exit(127)
+        try:
+            report(error="sandbox setup: %s" % e)
+        finally:
+            os._exit(127)
 
 def kill_uid():
     # every process of the sample's uid (no PID namespace to do it for us)
@@ -200,9 +204,12 @@ try:
                 f.write(program)
             if cfg["uid"] is not None:
                 os.chown(os.path.join(workdir, "main.py"), cfg["uid"], cfg["gid"])
-        else:                                         # bwrap: /tmp is its tmpfs, already ours
+        else:                                         # bwrap: /tmp is its tmpfs, only ours
             with open(os.path.join(workdir, "main.py"), "wb") as f:
                 f.write(program)
+            if cfg["uid"] is not None:
+                os.chown(workdir, cfg["uid"], cfg["gid"])
+                os.chown(os.path.join(workdir, "main.py"), cfg["uid"], cfg["gid"])
     child = start_child(workdir)
 except BaseException as e:
     report(error="sandbox setup: %s" % e)
@@ -243,9 +250,17 @@ def _unshare_works(user: bool) -> bool:
     return _probe([exe, *flags, "--", sys.executable, "-I", "-S", "-c", "pass"])
 
 
-def _bwrap_works() -> bool:
+def _bwrap_flags(root: bool) -> list[str]:
+    # as root bwrap keeps every capability and no user namespace is needed: the launcher inside switches to a
+    # fresh uid itself; otherwise bwrap's user namespace, where the caller's uid has no capabilities
+    if root:
+        return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    return ["--unshare-all"]
+
+
+def _bwrap_works(root: bool) -> bool:
     exe = shutil.which("bwrap")
-    return bool(exe) and _probe([exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"])
+    return bool(exe) and _probe([exe, *_bwrap_flags(root), "--die-with-parent", "--ro-bind", "/", "/", "true"])
 
 
 def _python() -> tuple[str, list[str]]:
@@ -362,7 +377,8 @@ class Sandbox:
         self.isolation = {
             "unshare": "unshare(mount,pid,net,ipc,uts)+chroot+fresh uid+rlimits",
             "unshare-user": "unshare(user,mount,pid,net,ipc,uts)+chroot+no capabilities+rlimits",
-            "bwrap": "bwrap(unshare-all)+rlimits",
+            "bwrap": "bwrap(mount,pid,net,ipc,uts)+fresh uid+rlimits" if self.root
+            else "bwrap(user,mount,pid,net,ipc,uts)+rlimits",
             "rlimits": "rlimits" + ("+fresh uid" if self.root else ""),
         }[self.mode]
 
@@ -373,7 +389,7 @@ class Sandbox:
             if not shutil.which("bwrap"):
                 raise SandboxError("sandbox isolation 'bwrap': bwrap is not installed (Debian: apt install "
                                    "bubblewrap)")
-            if not _bwrap_works():
+            if not _bwrap_works(self.root):
                 raise SandboxError("sandbox isolation 'bwrap': bwrap is installed but cannot create namespaces "
                                    "here")
             return "bwrap"
@@ -390,7 +406,7 @@ class Sandbox:
         # auto: as root our own launcher (fresh uid per run); otherwise bwrap, then user namespaces
         if self.root and _unshare_works(user=False):
             return "unshare"
-        if _bwrap_works():
+        if _bwrap_works(self.root):
             return "bwrap"
         if _unshare_works(user=True):
             return "unshare-user"
@@ -401,7 +417,7 @@ class Sandbox:
     def _limits(self) -> dict:
         mb = 1024 * 1024
         nproc = self.max_procs
-        if self.mode in ("rlimits", "bwrap") and not self.root:
+        if self.mode != "unshare" and not self.root:
             nproc += _count_own_processes()     # counted over all of the caller's processes
         return {"RLIMIT_CPU": [self.cpu_s, self.cpu_s + 1], "RLIMIT_AS": self.memory_mb * mb,
                 "RLIMIT_NPROC": nproc, "RLIMIT_FSIZE": self.max_file_mb * mb, "RLIMIT_CORE": 0,
@@ -410,7 +426,7 @@ class Sandbox:
     def run(self, program: str) -> SandboxResult:
         """Runs ``program`` to completion or to a limit; never raises for anything the program does."""
         python, prefixes = self.python, self.prefixes
-        uid = _uid() if self.root and self.mode in ("unshare", "rlimits") else None
+        uid = _uid() if self.root and self.mode in ("unshare", "rlimits", "bwrap") else None
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
         status_r, status_w = os.pipe()
         workdir = None
@@ -423,7 +439,7 @@ class Sandbox:
         elif self.mode == "unshare-user":
             cmd = [shutil.which("unshare") or "unshare", "--user", "--map-root-user", *NS_FLAGS, "--", *launcher]
         elif self.mode == "bwrap":
-            cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            cmd = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(self.root), "--die-with-parent", "--new-session",
                    "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
             for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
                 if os.path.islink("/" + top):
@@ -431,9 +447,14 @@ class Sandbox:
                 elif os.path.isdir("/" + top):
                     cmd += ["--ro-bind", "/" + top, "/" + top]
             for prefix in prefixes:
+                # the folders above it as plain searchable folders (bwrap would copy a private /root's mode)
+                parts = prefix.strip("/").split("/")[:-1]
+                for i in range(1, len(parts) + 1):
+                    cmd += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
                 cmd += ["--ro-bind", prefix, prefix]
             launcher = [python, "-I", "-S", "-c", LAUNCHER]   # the venv link may point outside the view
-            cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
+            cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "0700", "--size", str(cfg["tmp_mb"] * 2**20),
+                    "--tmpfs", "/tmp", "--chdir", "/tmp",
                     "--clearenv", "--", *launcher]
             cfg["workdir"] = "/tmp"
             cfg["drop_caps"] = False
@@ -476,8 +497,13 @@ class Sandbox:
             self._pump(proc, out, err, time.monotonic() + 2.0)   # the rest, now that everything is dead
         for stream in (proc.stdout, proc.stderr):
             stream.close()
-        _, wstatus, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(wstatus)
+        try:
+            _, wstatus, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(wstatus)
+            spent = usage.ru_utime + usage.ru_stime
+        except ChildProcessError:                  # reaped already; its time is not known
+            proc.wait()
+            spent = 0.0
         wall = time.monotonic() - start
         report = {}
         try:
@@ -486,7 +512,7 @@ class Sandbox:
             report = json.loads(raw.splitlines()[0]) if raw.strip() else {}
         except (OSError, ValueError, IndexError):
             pass
-        cpu = float(report.get("cpu", usage.ru_utime + usage.ru_stime))
+        cpu = float(report.get("cpu", spent))
         return self._result(report, timed_out, out, err, wall, cpu)
 
     def _pump(self, proc, out: _Capture, err: _Capture, deadline: float) -> bool:
@@ -515,9 +541,10 @@ class Sandbox:
             sel.close()
 
     def _kill(self, proc, uid) -> None:
-        for target in (lambda: os.killpg(proc.pid, signal.SIGKILL), lambda: proc.kill()):
+        # os.kill, not Popen.kill: that one may reap the process, and its rusage is wanted afterwards
+        for kill, target in ((os.killpg, proc.pid), (os.kill, proc.pid)):
             try:
-                target()
+                kill(target, signal.SIGKILL)
             except OSError:
                 pass
         if self.mode == "rlimits" and uid is not None:
