@@ -294,3 +294,88 @@ def test_bad_settings_are_refused(monkeypatch):
         Sandbox(isolation="unshare")
     with pytest.raises(SandboxError, match="bwrap is not installed"):
         Sandbox(isolation="bwrap")
+
+
+def assert_contained(box: Sandbox, tmp_path: Path) -> None:
+    """The hostile programs, for an isolation other than the default one."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2-top-secret")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.setblocking(False)
+    try:
+        r = box.run(f"import socket\nsocket.create_connection(('127.0.0.1', {server.getsockname()[1]}), 3)\n")
+        # a loopback of its own may be up (bwrap's) or down (unshare's): either way not the host's
+        assert r.status == "failed" and r.reason in (
+            "OSError: [Errno 101] Network is unreachable", "ConnectionRefusedError: [Errno 111] Connection refused")
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+    r = box.run("import socket\nsocket.create_connection(('192.0.2.1', 80), 3)\n")
+    assert r.status == "failed" and r.reason == "OSError: [Errno 101] Network is unreachable"
+    r = box.run(f"print(open({str(secret)!r}).read())")
+    assert r.status == "failed" and r.reason.startswith("FileNotFoundError") and "hunter2" not in r.stdout
+    r = box.run(f"open({str(tmp_path / 'out.txt')!r}, 'w').write('x')")
+    assert r.status == "failed" and not (tmp_path / "out.txt").exists()
+    r = box.run("import os\nwhile True:\n    os.fork()\n")
+    assert r.status == "failed" and r.reason.startswith("BlockingIOError")
+    r = box.run("import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: pass\n")
+    assert r.status == "timeout"
+    assert box.run("bytearray(20 * 2**30)").status == "memory"
+    r = box.run("import os\nprint(sorted(os.environ))")
+    assert r.status == "passed" and "OPENAI_API_KEY" not in r.stdout
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+def test_bwrap_contains_the_hostile_programs(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-do-not-leak")
+    box = Sandbox(timeout_s=2, isolation="bwrap", max_procs=16)
+    assert box.isolation.startswith("bwrap(")
+    assert_contained(box, tmp_path)
+
+
+# As an unprivileged user the sandbox takes user namespaces (or bwrap): run this file's checks as uid 65534
+# with the system interpreter, loading the sandbox module (stdlib only) beside a bare assay.errors.
+AS_NOBODY = r'''
+import importlib.util, json, sys, types
+src = sys.argv[1]
+pkg = types.ModuleType("assay"); pkg.__path__ = []; sys.modules["assay"] = pkg
+for name, path in (("assay.errors", "/errors.py"), ("assay.sandbox", "/bench/sandbox.py")):
+    spec = importlib.util.spec_from_file_location(name, src + path)
+    mod = importlib.util.module_from_spec(spec); sys.modules[name] = mod; spec.loader.exec_module(mod)
+box = mod.Sandbox(timeout_s=2, max_procs=16)
+out = {"isolation": box.isolation}
+for key, code in (("pass", "print('hi')"), ("net", "import socket\nsocket.create_connection(('192.0.2.1', 80), 3)"),
+                  ("read", "print(open(%r).read())" % sys.argv[2]), ("fork", "import os\nwhile True: os.fork()"),
+                  ("loop", "while True: pass"), ("caps", "print(open('/proc/self/status').read())"),
+                  ("umount", "import ctypes\nprint(ctypes.CDLL(None).umount2(b'/tmp', 2))")):
+    r = box.run(code)
+    out[key] = [r.status, r.reason, r.stdout]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
+                    reason="needs root (to become uid 65534), setpriv and /usr/bin/python3")
+def test_unprivileged_caller_gets_namespaces_too():
+    import json
+    import subprocess
+
+    readable = PROJECT / "pyproject.toml"          # readable by everyone on the host
+    proc = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                           "/usr/bin/python3", "-I", "-c", AS_NOBODY, str(PROJECT / "src" / "assay"), str(readable)],
+                          capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    if out["isolation"].startswith("rlimits"):
+        pytest.skip("no user namespaces for unprivileged users here")
+    assert out["isolation"].startswith(("unshare(user,", "bwrap(user,"))
+    assert out["pass"] == ["passed", "", "hi\n"]
+    assert out["net"][:2] == ["failed", "OSError: [Errno 101] Network is unreachable"]
+    assert out["read"][0] == "failed" and out["read"][1].startswith("FileNotFoundError")
+    assert out["fork"][0] == "failed" and out["fork"][1].startswith("BlockingIOError")
+    assert out["loop"][:2] == ["timeout", "timeout after 2 s wall"]
+    assert "CapEff:\t0000000000000000" in out["caps"][2]
+    assert out["umount"][2] == "-1\n"
