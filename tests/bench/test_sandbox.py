@@ -379,3 +379,19 @@ def test_unprivileged_caller_gets_namespaces_too():
     assert out["loop"][:2] == ["timeout", "timeout after 2 s wall"]
     assert "CapEff:\t0000000000000000" in out["caps"][2]
     assert out["umount"][2] == "-1\n"
+
+
+def test_death_by_signal_is_killed(box):
+    r = run(box, "import os, signal\nprint('before', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert (r.status, r.returncode, r.reason) == ("killed", -11, "killed by SIGSEGV")
+    assert r.stdout == "before\n"
+
+
+def test_file_size_signal_restored_is_killed(box):
+    r = run(box, """
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        with open("big.bin", "wb") as f:
+            f.write(b"x" * 8 * 2**20)
+    """)
+    assert r.status == "killed" and r.reason == "file size limit of 4 MB exceeded (SIGXFSZ)"

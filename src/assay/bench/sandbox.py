@@ -13,8 +13,9 @@ machine offers, chosen once per ``Sandbox`` and reported in ``isolation``:
   the kernel kills whatever the sample left behind.
 - ``unshare-user`` (not root, user namespaces allowed): the same, inside a new user namespace; the sample keeps
   the caller's uid and every capability is dropped before it starts.
-- ``bwrap`` (not root, bubblewrap installed): bubblewrap builds the same view; the launcher inside it adds the
-  resource limits.
+- ``bwrap`` (bubblewrap installed; chosen first when not root): bubblewrap builds the same view (its own
+  loopback is up, but it is the namespace's, not the host's); the launcher inside it adds the resource limits
+  and, when running as root, switches to a fresh uid as above.
 - ``rlimits``: no namespace tool works. Only resource limits, a fresh temporary directory as the working
   directory and (when running as root) a fresh unprivileged uid. The sample can read world-readable host files
   and use the network; the result says so.
@@ -560,7 +561,6 @@ class Sandbox:
             status, rc if sig is None else -sig, out.text(), err.text(), round(wall, 6), round(cpu, 6),
             self.isolation, reason)
         if timed_out:
-            rc = None
             return SandboxResult("timeout", None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
                                  self.isolation, f"timeout after {self.timeout_s:g} s wall")
         if "error" in report:
