@@ -309,6 +309,14 @@ def _count_own_processes() -> int:
     return n
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
 class _Capture:
     """Keeps the head and the tail of a stream, reading it without ever holding more than that."""
 
@@ -542,7 +550,21 @@ class Sandbox:
             sel.close()
 
     def _kill(self, proc, uid) -> None:
-        # os.kill, not Popen.kill: that one may reap the process, and its rusage is wanted afterwards
+        # os.kill, not Popen.kill: that one may reap the process, and its rusage is wanted afterwards.
+        # With a PID namespace, kill its PID 1 (the child of unshare / bwrap) first: the kernel then kills every
+        # process of the namespace and PID 1's exit, hence unshare's, completes only once they are all gone,
+        # so the run ends with nothing of it left. Killing unshare itself would return before that.
+        if self.mode != "rlimits":
+            for child in _children(proc.pid):
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
+            give_up = time.monotonic() + 5.0
+            while time.monotonic() < give_up:
+                if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return                             # exited (not reaped: wait4 takes its rusage)
+                time.sleep(0.005)
         for kill, target in ((os.killpg, proc.pid), (os.kill, proc.pid)):
             try:
                 kill(target, signal.SIGKILL)
