@@ -1,0 +1,604 @@
+"""Running generated code in isolation, one process per sample, for pass@k scoring.
+
+Each ``Sandbox.run`` starts a small launcher (Python, stdlib only) that prepares the isolation and then
+executes the sample with the interpreter in isolated mode (``-I``). What the launcher does depends on what the
+machine offers, chosen once per ``Sandbox`` and reported in ``isolation``:
+
+- ``unshare`` (running as root): the launcher runs as PID 1 of new mount, PID, network, IPC and UTS namespaces
+  (util-linux ``unshare``). It builds a new root on a tmpfs holding read-only bind mounts of ``/usr``, ``/etc``,
+  the interpreter's installation and a few device nodes, a fresh ``/proc`` and a fresh size-limited tmpfs
+  ``/tmp`` (the only writable place), ``chroot``s into it and runs the sample as a fresh unprivileged uid with
+  no-new-privileges set. Everything else of the host (``/root``, ``/home``, ``/work``, the host's ``/tmp``) is
+  simply absent; the network namespace has only a loopback that is down. When the sample exits, PID 1 exits and
+  the kernel kills whatever the sample left behind.
+- ``unshare-user`` (not root, user namespaces allowed): the same, inside a new user namespace; the sample keeps
+  the caller's uid and every capability is dropped before it starts.
+- ``bwrap`` (bubblewrap installed; chosen first when not root): bubblewrap builds the same view (its own
+  loopback is up, but it is the namespace's, not the host's); the launcher inside it adds the resource limits
+  and, when running as root, switches to a fresh uid as above.
+- ``rlimits``: no namespace tool works. Only resource limits, a fresh temporary directory as the working
+  directory and (when running as root) a fresh unprivileged uid. The sample can read world-readable host files
+  and use the network; the result says so.
+
+Resource limits always apply: CPU time (``RLIMIT_CPU``), address space (``RLIMIT_AS``), process count
+(``RLIMIT_NPROC``, counted per uid, hence the fresh uid per run), file size (``RLIMIT_FSIZE``), no core files.
+The wall-clock timeout is enforced from outside with SIGKILL to the whole process group, and, with a PID
+namespace, to its PID 1, which takes every process of the namespace down with it; a sample cannot outlive it by
+replacing signal handlers or by starting a new session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from assay.errors import AssayError
+
+KEEP = 4096          # bytes kept of stdout and of stderr (head and tail when longer)
+ISOLATIONS = ("auto", "bwrap", "unshare", "rlimits")
+NS_FLAGS = ["--mount", "--pid", "--net", "--ipc", "--uts", "--fork", "--kill-child"]
+
+
+class SandboxError(AssayError):
+    """The requested isolation cannot be had on this machine, or a limit is invalid."""
+
+
+@dataclass
+class SandboxResult:
+    """The outcome of one program: ``status`` is passed, failed, timeout, memory, killed or error."""
+
+    status: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    cpu_s: float
+    isolation: str
+    reason: str
+
+
+# The launcher: argv[1] is a JSON config, the program arrives on stdin, the outcome leaves as one JSON line
+# on the status file descriptor. Runs before the sample, as whoever started the sandbox (root or not).
+LAUNCHER = r'''
+import ctypes, json, os, resource, signal, sys
+cfg = json.loads(sys.argv[1])
+status_fd = cfg["status_fd"]
+libc = ctypes.CDLL(None, use_errno=True)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+
+def report(**kw):
+    os.write(status_fd, (json.dumps(kw) + "\n").encode())
+
+def mount(src, dst, fstype, flags, data=None):
+    if libc.mount(src.encode() if src else None, dst.encode(), fstype.encode() if fstype else None,
+                  flags, data.encode() if data else None) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "mount %s on %s: %s" % (src or fstype, dst, os.strerror(e)))
+
+def bind_ro(src, dst):
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "a").close()
+    mount(src, dst, None, MS_BIND | MS_REC)
+    keep = 0
+    st = os.statvfs(dst).f_flag
+    for bit, flag in ((os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC)):
+        if st & bit:
+            keep |= flag
+    mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | keep)
+
+def build_root(program):
+    new = "/tmp"                      # our own mount namespace: this tmpfs hides nothing of the host's /tmp
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("sandbox", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+    for top in ("usr", "bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+        src = "/" + top
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), new + src)
+        elif os.path.isdir(src):
+            bind_ro(src, new + src)
+    bind_ro("/etc", new + "/etc")
+    for prefix in cfg["prefixes"]:
+        if not prefix.startswith(("/usr/", "/etc/")):
+            bind_ro(prefix, new + prefix)
+    os.makedirs(new + "/dev")
+    mount("dev", new + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k")
+    for node in ("null", "zero", "full", "random", "urandom"):
+        bind_ro("/dev/" + node, new + "/dev/" + node)
+    os.symlink("/proc/self/fd", new + "/dev/fd")
+    os.makedirs(new + "/proc")
+    if cfg["mount_proc"]:
+        mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(new + "/tmp")
+    opts = "mode=700,size=%dm,nr_inodes=4096" % cfg["tmp_mb"]
+    if cfg["uid"] is not None:
+        opts += ",uid=%d,gid=%d" % (cfg["uid"], cfg["gid"])
+    mount("work", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    with open(new + "/tmp/main.py", "wb") as f:
+        f.write(program)
+    if cfg["uid"] is not None:
+        os.chown(new + "/tmp/main.py", cfg["uid"], cfg["gid"])
+    mount(None, new, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chroot(new)
+    os.chdir("/tmp")
+
+def drop_caps():
+    # user namespace without a second uid to switch to: lock root out of capabilities, then drop them all
+    PR_SET_SECUREBITS, PR_CAPBSET_DROP = 28, 24
+    libc.prctl(PR_SET_SECUREBITS, 0x2f, 0, 0, 0)   # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED... locked
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+    data = (Data * 2)()
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+def start_child(workdir):
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        lim = cfg["limits"]
+        for name, value in lim.items():
+            soft, hard = value if isinstance(value, list) else (value, value)
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        if cfg["uid"] is not None:
+            for cap in range(64):                    # the bounding set too: nothing to regain, ever
+                libc.prctl(24, cap, 0, 0, 0)         # PR_CAPBSET_DROP
+            os.setgroups([])
+            os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
+            os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+        elif cfg["drop_caps"]:
+            drop_caps()
+        libc.prctl(38, 1, 0, 0, 0)                   # PR_SET_NO_NEW_PRIVS
+        os.umask(0o077)
+        os.chdir(workdir)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.set_inheritable(status_fd, False)     # closed by exec, still there to report a failed exec
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.execve(cfg["python"], [cfg["python"], "-I", os.path.join(workdir, "main.py")], cfg["env"])
+    except BaseException as e:
+        try:
+            report(error="sandbox setup: %s" % e)
+        finally:
+            os._exit(127)
+
+def kill_uid():
+    # every process of the sample's uid (no PID namespace to do it for us)
+    if cfg["uid"] is None:
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+try:
+    program = sys.stdin.buffer.read()
+    if cfg["mode"] == "ns":
+        build_root(program)
+        workdir = "/tmp"
+    else:
+        workdir = cfg["workdir"]
+        if cfg["mode"] == "rlimits":
+            with open(os.path.join(workdir, "main.py"), "wb") as f:
+                f.write(program)
+            if cfg["uid"] is not None:
+                os.chown(os.path.join(workdir, "main.py"), cfg["uid"], cfg["gid"])
+        else:                                         # bwrap: /tmp is its tmpfs, only ours
+            with open(os.path.join(workdir, "main.py"), "wb") as f:
+                f.write(program)
+            if cfg["uid"] is not None:
+                os.chown(workdir, cfg["uid"], cfg["gid"])
+                os.chown(os.path.join(workdir, "main.py"), cfg["uid"], cfg["gid"])
+    child = start_child(workdir)
+except BaseException as e:
+    report(error="sandbox setup: %s" % e)
+    sys.exit(127)
+while True:
+    pid, st, ru = os.wait4(-1, 0)
+    if pid == child:
+        break
+cpu = ru.ru_utime + ru.ru_stime
+if os.WIFSIGNALED(st):
+    report(signal=os.WTERMSIG(st), cpu=cpu)
+else:
+    report(rc=os.WEXITSTATUS(st), cpu=cpu)
+if cfg["mode"] == "rlimits":
+    kill_uid()
+'''
+
+_probe_cache: dict[tuple, bool] = {}
+
+
+def _probe(cmd: list[str]) -> bool:
+    key = tuple(cmd)
+    if key not in _probe_cache:
+        try:
+            ok = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, timeout=20).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            ok = False
+        _probe_cache[key] = ok
+    return _probe_cache[key]
+
+
+def _unshare_works(user: bool) -> bool:
+    exe = shutil.which("unshare")
+    if not exe:
+        return False
+    flags = (["--user", "--map-root-user"] if user else []) + NS_FLAGS
+    return _probe([exe, *flags, "--", sys.executable, "-I", "-S", "-c", "pass"])
+
+
+def _bwrap_flags(root: bool) -> list[str]:
+    # as root bwrap keeps every capability and no user namespace is needed: the launcher inside switches to a
+    # fresh uid itself; otherwise bwrap's user namespace, where the caller's uid has no capabilities
+    if root:
+        return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    return ["--unshare-all"]
+
+
+def _bwrap_works(root: bool) -> bool:
+    exe = shutil.which("bwrap")
+    return bool(exe) and _probe([exe, *_bwrap_flags(root), "--die-with-parent", "--ro-bind", "/", "/", "true"])
+
+
+def _python() -> tuple[str, list[str]]:
+    """The interpreter to run samples with (the real one, not a venv's link) and the folders it needs."""
+    exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    prefixes = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)})
+    return exe, [p for p in prefixes if p not in ("/", "/usr")]
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether an unprivileged uid can run ``path`` (every folder on the way searchable by others)."""
+    import stat
+    path = os.path.realpath(path)
+    try:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(path)
+        while True:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+
+
+def _uid() -> int:
+    # a fresh uid per run: RLIMIT_NPROC counts per uid, so concurrent samples never share the budget
+    return 1_000_000 + secrets.randbelow(1_000_000_000)
+
+
+def _count_own_processes() -> int:
+    uid, n = os.getuid(), 0
+    try:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.stat(f"/proc/{entry}").st_uid == uid:
+                        n += 1
+                except OSError:
+                    pass
+    except OSError:
+        return 256
+    return n
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+class _Capture:
+    """Keeps the head and the tail of a stream, reading it without ever holding more than that."""
+
+    def __init__(self, keep: int = KEEP):
+        self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            del self.tail[:-self.keep // 2]
+
+    def text(self) -> str:
+        if not self.tail:
+            return self.head.decode("utf-8", "replace")
+        head = self.head[: self.keep // 2].decode("utf-8", "replace")
+        dropped = self.total - self.keep // 2 - len(self.tail)
+        return f"{head}\n[... {dropped} bytes left out ...]\n{self.tail.decode('utf-8', 'replace')}"
+
+    def last_line(self) -> str:
+        data = self.tail if self.tail else self.head
+        lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else ""
+
+
+def _reason_from(stderr: _Capture, returncode: int | None) -> str:
+    line = stderr.last_line()
+    if line and not line.startswith(("File ", "^", "~")):
+        return line[:300]
+    return f"exit code {returncode}"
+
+
+class Sandbox:
+    """Runs Python programs in isolation with resource limits. ``isolation`` says what is in force."""
+
+    def __init__(self, *, timeout_s: float = 10.0, cpu_s: float | None = None, memory_mb: int = 1024,
+                 max_procs: int = 32, max_file_mb: int = 16, isolation: str = "auto"):
+        if isolation not in ISOLATIONS:
+            raise SandboxError(f"sandbox isolation {isolation!r}: choose one of {', '.join(ISOLATIONS)}"
+                               + (" (running generated code without a sandbox is refused)"
+                                  if isolation == "none" else ""))
+        for name, value in (("timeout_s", timeout_s), ("memory_mb", memory_mb), ("max_procs", max_procs),
+                            ("max_file_mb", max_file_mb)):
+            if not value or value <= 0:
+                raise SandboxError(f"sandbox {name}: must be positive, got {value!r}")
+        if cpu_s is not None and cpu_s <= 0:
+            raise SandboxError(f"sandbox cpu_s: must be positive, got {cpu_s!r}")
+        self.timeout_s = float(timeout_s)
+        self.cpu_s = max(1, int(-(-(cpu_s if cpu_s is not None else timeout_s) // 1)))
+        self.memory_mb, self.max_procs, self.max_file_mb = int(memory_mb), int(max_procs), int(max_file_mb)
+        self.root = os.geteuid() == 0
+        self.mode = self._choose(isolation)
+        self.python, self.prefixes = _python()
+        if self.mode == "rlimits" and self.root and not _reachable_by_others(self.python):
+            # the fresh uid cannot reach this interpreter (e.g. under /root): a system one, or refuse
+            for candidate in ("/usr/local/bin/python3", "/usr/bin/python3"):
+                if os.path.exists(candidate) and _reachable_by_others(candidate):
+                    self.python = os.path.realpath(candidate)
+                    break
+            else:
+                raise SandboxError(f"sandbox isolation 'rlimits': {self.python} cannot be run by an "
+                                   "unprivileged uid; install python3 under /usr or allow namespaces (unshare)")
+        self.isolation = {
+            "unshare": "unshare(mount,pid,net,ipc,uts)+chroot+fresh uid+rlimits",
+            "unshare-user": "unshare(user,mount,pid,net,ipc,uts)+chroot+no capabilities+rlimits",
+            "bwrap": "bwrap(mount,pid,net,ipc,uts)+fresh uid+rlimits" if self.root
+            else "bwrap(user,mount,pid,net,ipc,uts)+rlimits",
+            "rlimits": "rlimits" + ("+fresh uid" if self.root else ""),
+        }[self.mode]
+
+    def _choose(self, wanted: str) -> str:
+        if wanted == "rlimits":
+            return "rlimits"
+        if wanted == "bwrap":
+            if not shutil.which("bwrap"):
+                raise SandboxError("sandbox isolation 'bwrap': bwrap is not installed (Debian: apt install "
+                                   "bubblewrap)")
+            if not _bwrap_works(self.root):
+                raise SandboxError("sandbox isolation 'bwrap': bwrap is installed but cannot create namespaces "
+                                   "here")
+            return "bwrap"
+        if wanted == "unshare":
+            if not shutil.which("unshare"):
+                raise SandboxError("sandbox isolation 'unshare': the unshare command (util-linux) is not "
+                                   "installed")
+            if self.root and _unshare_works(user=False):
+                return "unshare"
+            if _unshare_works(user=True):
+                return "unshare-user"
+            raise SandboxError("sandbox isolation 'unshare': unshare cannot create namespaces here (needs root "
+                               "or unprivileged user namespaces)")
+        # auto: as root our own launcher (fresh uid per run); otherwise bwrap, then user namespaces
+        if self.root and _unshare_works(user=False):
+            return "unshare"
+        if _bwrap_works(self.root):
+            return "bwrap"
+        if _unshare_works(user=True):
+            return "unshare-user"
+        return "rlimits"
+
+    # --------------------------------------------------------------------------------------------------
+
+    def _limits(self) -> dict:
+        mb = 1024 * 1024
+        nproc = self.max_procs
+        if self.mode != "unshare" and not self.root:
+            nproc += _count_own_processes()     # counted over all of the caller's processes
+        return {"RLIMIT_CPU": [self.cpu_s, self.cpu_s + 1], "RLIMIT_AS": self.memory_mb * mb,
+                "RLIMIT_NPROC": nproc, "RLIMIT_FSIZE": self.max_file_mb * mb, "RLIMIT_CORE": 0,
+                "RLIMIT_NOFILE": 256}
+
+    def run(self, program: str) -> SandboxResult:
+        """Runs ``program`` to completion or to a limit; never raises for anything the program does."""
+        python, prefixes = self.python, self.prefixes
+        uid = _uid() if self.root and self.mode in ("unshare", "rlimits", "bwrap") else None
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+        status_r, status_w = os.pipe()
+        workdir = None
+        cfg = {"mode": "ns" if self.mode.startswith("unshare") else self.mode, "status_fd": status_w,
+               "uid": uid, "gid": uid, "python": python, "prefixes": prefixes, "limits": self._limits(),
+               "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare"}
+        launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER]
+        if self.mode == "unshare":
+            cmd = [shutil.which("unshare") or "unshare", *NS_FLAGS, "--", *launcher]
+        elif self.mode == "unshare-user":
+            cmd = [shutil.which("unshare") or "unshare", "--user", "--map-root-user", *NS_FLAGS, "--", *launcher]
+        elif self.mode == "bwrap":
+            cmd = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(self.root), "--die-with-parent", "--new-session",
+                   "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+            for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+                if os.path.islink("/" + top):
+                    cmd += ["--symlink", os.readlink("/" + top), "/" + top]
+                elif os.path.isdir("/" + top):
+                    cmd += ["--ro-bind", "/" + top, "/" + top]
+            for prefix in prefixes:
+                # the folders above it as plain searchable folders (bwrap would copy a private /root's mode)
+                parts = prefix.strip("/").split("/")[:-1]
+                for i in range(1, len(parts) + 1):
+                    cmd += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
+                cmd += ["--ro-bind", prefix, prefix]
+            launcher = [python, "-I", "-S", "-c", LAUNCHER]   # the venv link may point outside the view
+            cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "0700", "--size", str(cfg["tmp_mb"] * 2**20),
+                    "--tmpfs", "/tmp", "--chdir", "/tmp",
+                    "--clearenv", "--", *launcher]
+            cfg["workdir"] = "/tmp"
+            cfg["drop_caps"] = False
+        else:
+            workdir = tempfile.mkdtemp(prefix="assay-sandbox-")
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            os.chmod(workdir, 0o700)
+            cfg["workdir"] = workdir
+            cmd = launcher
+        env["HOME"] = env["TMPDIR"] = cfg.get("workdir") or "/tmp"
+        cfg["env"] = env
+        cmd.append(json.dumps(cfg))
+        try:
+            return self._run(cmd, program, status_r, status_w, uid)
+        finally:
+            os.close(status_r)
+            if workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run(self, cmd, program, status_r, status_w, uid) -> SandboxResult:
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=(status_w,), start_new_session=True, close_fds=True,
+                                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"})
+        except OSError as e:
+            os.close(status_w)
+            return SandboxResult("error", None, "", "", 0.0, 0.0, self.isolation, f"sandbox start: {e}")
+        os.close(status_w)
+        try:
+            proc.stdin.write(program.encode("utf-8", "surrogateescape"))
+            proc.stdin.close()
+        except OSError:
+            pass
+        out, err = _Capture(), _Capture()
+        timed_out = self._pump(proc, out, err, start + self.timeout_s)
+        if timed_out:
+            self._kill(proc, uid)
+            self._pump(proc, out, err, time.monotonic() + 2.0)   # the rest, now that everything is dead
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+        try:
+            _, wstatus, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(wstatus)
+            spent = usage.ru_utime + usage.ru_stime
+        except ChildProcessError:                  # reaped already; its time is not known
+            proc.wait()
+            spent = 0.0
+        wall = time.monotonic() - start
+        report = {}
+        try:
+            os.set_blocking(status_r, False)
+            raw = os.read(status_r, 65536).decode()
+            report = json.loads(raw.splitlines()[0]) if raw.strip() else {}
+        except (OSError, ValueError, IndexError):
+            pass
+        cpu = float(report.get("cpu", spent))
+        return self._result(report, timed_out, out, err, wall, cpu)
+
+    def _pump(self, proc, out: _Capture, err: _Capture, deadline: float) -> bool:
+        """Reads both pipes until they close (False) or the deadline passes (True)."""
+        sel = selectors.DefaultSelector()
+        for stream, cap in ((proc.stdout, out), (proc.stderr, err)):
+            if not stream.closed:
+                os.set_blocking(stream.fileno(), False)
+                sel.register(stream, selectors.EVENT_READ, cap)
+        try:
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                for key, _ in sel.select(left):
+                    try:
+                        data = os.read(key.fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        key.data.add(data)
+                    else:
+                        sel.unregister(key.fileobj)
+            return False
+        finally:
+            sel.close()
+
+    def _kill(self, proc, uid) -> None:
+        # os.kill, not Popen.kill: that one may reap the process, and its rusage is wanted afterwards.
+        # With a PID namespace, kill its PID 1 (the child of unshare / bwrap) first: the kernel then kills every
+        # process of the namespace and PID 1's exit, hence unshare's, completes only once they are all gone,
+        # so the run ends with nothing of it left. Killing unshare itself would return before that.
+        if self.mode != "rlimits":
+            for child in _children(proc.pid):
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except OSError:
+                    pass
+            give_up = time.monotonic() + 5.0
+            while time.monotonic() < give_up:
+                if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return                             # exited (not reaped: wait4 takes its rusage)
+                time.sleep(0.005)
+        for kill, target in ((os.killpg, proc.pid), (os.kill, proc.pid)):
+            try:
+                kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.mode == "rlimits" and uid is not None:
+            # processes that left the group (setsid): everything running as the run's own uid
+            code = f"import os\nos.setresuid({uid},{uid},{uid})\nos.kill(-1,9)"
+            subprocess.run([sys.executable, "-I", "-S", "-c", code], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10, check=False)
+
+    def _result(self, report, timed_out, out, err, wall, cpu) -> SandboxResult:
+        rc = report.get("rc")
+        sig = report.get("signal")
+        made = lambda status, reason: SandboxResult(  # noqa: E731
+            status, rc if sig is None else -sig, out.text(), err.text(), round(wall, 6), round(cpu, 6),
+            self.isolation, reason)
+        if timed_out:
+            return SandboxResult("timeout", None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
+                                 self.isolation, f"timeout after {self.timeout_s:g} s wall")
+        if "error" in report:
+            return made("error", report["error"])
+        if sig is not None:
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.cpu_s):
+                return made("timeout", f"CPU time limit of {self.cpu_s} s exceeded ({name})")
+            if sig == signal.SIGXFSZ:
+                return made("killed", f"file size limit of {self.max_file_mb} MB exceeded (SIGXFSZ)")
+            return made("killed", f"killed by {name}")
+        if rc is None:
+            return made("error", "the sandbox launcher ended without reporting: " + (err.last_line() or "no output"))
+        if rc == 0:
+            return made("passed", "")
+        reason = _reason_from(err, rc)
+        if reason.startswith("MemoryError"):
+            return made("memory", reason + f" (memory limit {self.memory_mb} MB)")
+        return made("failed", reason)
