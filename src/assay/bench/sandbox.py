@@ -66,17 +66,31 @@ class SandboxResult:
     reason: str
 
 
-# Run as the sample's own uid: SIGKILL to every process that uid owns, again until none is left (a fork bomb
-# refills between rounds) or a couple of seconds have passed (zombies wait for their new parent to reap them).
+# Run as the sample's own uid: SIGKILL to every process that uid owns (kill(-1) skips the caller and reports
+# nothing useful), again until /proc shows none alive (a fork bomb refills between rounds), for at most a
+# couple of seconds.
 KILL_ALL = """
 import os, time
+def alive():
+    me, uid = str(os.getpid()), os.getuid()
+    for p in os.listdir("/proc"):
+        if p.isdigit() and p != me:
+            try:
+                if os.stat("/proc/" + p).st_uid == uid:
+                    with open("/proc/%s/stat" % p) as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            return True
+            except (OSError, IndexError):
+                pass
+    return False
 end = time.monotonic() + 2
 while time.monotonic() < end:
     try:
         os.kill(-1, 9)
-    except ProcessLookupError:
+    except OSError:
+        pass
+    if not alive():
         break
-    time.sleep(0.002)
 """
 
 # The launcher: argv[1] is a JSON config, the program arrives on stdin, the outcome leaves as one JSON line
