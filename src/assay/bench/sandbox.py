@@ -66,11 +66,39 @@ class SandboxResult:
     reason: str
 
 
+# Run as the sample's own uid: SIGKILL to every process that uid owns (kill(-1) skips the caller and reports
+# nothing useful), again until /proc shows none alive (a fork bomb refills between rounds), for at most a
+# couple of seconds.
+KILL_ALL = """
+import os, time
+def alive():
+    me, uid = str(os.getpid()), os.getuid()
+    for p in os.listdir("/proc"):
+        if p.isdigit() and p != me:
+            try:
+                if os.stat("/proc/" + p).st_uid == uid:
+                    with open("/proc/%s/stat" % p) as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            return True
+            except (OSError, IndexError):
+                pass
+    return False
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    try:
+        os.kill(-1, 9)
+    except OSError:
+        pass
+    if not alive():
+        break
+"""
+
 # The launcher: argv[1] is a JSON config, the program arrives on stdin, the outcome leaves as one JSON line
 # on the status file descriptor. Runs before the sample, as whoever started the sandbox (root or not).
 LAUNCHER = r'''
 import ctypes, json, os, resource, signal, sys
 cfg = json.loads(sys.argv[1])
+KILL_ALL = cfg["kill_all"]
 status_fd = cfg["status_fd"]
 libc = ctypes.CDLL(None, use_errno=True)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
@@ -188,7 +216,7 @@ def kill_uid():
     if pid == 0:
         try:
             os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
-            os.kill(-1, signal.SIGKILL)
+            exec(KILL_ALL)
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
@@ -441,7 +469,8 @@ class Sandbox:
         workdir = None
         cfg = {"mode": "ns" if self.mode.startswith("unshare") else self.mode, "status_fd": status_w,
                "uid": uid, "gid": uid, "python": python, "prefixes": prefixes, "limits": self._limits(),
-               "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare"}
+               "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare",
+               "kill_all": KILL_ALL}
         launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER]
         if self.mode == "unshare":
             cmd = [shutil.which("unshare") or "unshare", *NS_FLAGS, "--", *launcher]
@@ -572,7 +601,7 @@ class Sandbox:
                 pass
         if self.mode == "rlimits" and uid is not None:
             # processes that left the group (setsid): everything running as the run's own uid
-            code = f"import os\nos.setresuid({uid},{uid},{uid})\nos.kill(-1,9)"
+            code = f"import os\nos.setresuid({uid},{uid},{uid})\n{KILL_ALL}"
             subprocess.run([sys.executable, "-I", "-S", "-c", code], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10, check=False)
 
