@@ -39,6 +39,7 @@ from assay.bench.quality_report import QUALITY_SCHEMA, primary_output, summarize
 from assay.bench.sandbox import Sandbox
 from assay.bench.subject import Subject
 from assay.bench.tasks import Task, load_tasks
+from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
 from assay.errors import AssayError
 from assay.metrics.base import Score, get_metric
@@ -444,7 +445,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     ref = None
     if saved.store is not None:
         ref = summary["ref"] = new_ref()
-        saved.store.finish_run(saved.run_id, "completed", aggregates=_flat_aggregates(summary), summary=summary)
+        saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary), summary=summary)
         saved.store.add_benchmark(kind="quality", name=cfg.name or ref, model=subject.name,
                                   task=",".join(summary["tasks"]), metrics=headline(summary), details=summary,
                                   run_id=saved.run_id, ref=ref)
@@ -495,17 +496,21 @@ def _calls(subject: Subject) -> dict[str, Any] | None:
     return {k: getattr(st, k) for k in ("calls", "cached", "input_tokens", "output_tokens") if hasattr(st, k)}
 
 
-def _flat_aggregates(summary: dict[str, Any]) -> dict[str, Any]:
-    """Per-output aggregates for the run list: a name used by several tasks gets each task's
-    mean under ``<output>:<task>``, and the overall one under its own name."""
-    agg: dict[str, Any] = {}
-    for tname, t in summary["tasks"].items():
-        for o, a in t["metrics"].items():
-            agg[f"{o}:{tname}" if len(summary["tasks"]) > 1 else o] = a
+def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, Any]:
+    """The stored run's aggregates, as every evaluation run has them (:class:`Accumulator`): one per
+    score, named ``<score>:<task>`` when the run has several tasks, and the quality index."""
+    several = len(summary["tasks"]) > 1
+    accs: dict[str, Accumulator] = {}
+    for r in rows:
+        for outs in r.scores.values():
+            for o, sc in outs.items():
+                key = f"{o}:{r.inputs.get('task')}" if several else o
+                accs.setdefault(key, Accumulator(metric=key, output=key)).add(sc)
+    agg = {k: a.result() for k, a in accs.items()}
     idx = summary.get("index") or {}
     if idx.get("value") is not None:
-        agg["quality_index"] = {"mean": idx["value"], "ci95_low": idx.get("ci95_low"),
-                                "ci95_high": idx.get("ci95_high"), "evaluated": idx.get("tasks")}
+        agg["quality_index"] = {"mean": idx["value"], "ci95_low": idx.get("ci95_low"), "ci95_high": idx.get("ci95_high"),
+                                "evaluated": idx.get("tasks"), "skipped": 0, "errored": 0}
     return agg
 
 

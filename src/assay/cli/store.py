@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from assay.cli.bench_quality import render_quality
 from assay.cli.common import STORE_OPT, fmt, open_store, out, when
 from assay.cli.eval import print_summary
 from assay.errors import AssayError
@@ -51,10 +53,20 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
     label = f" ({r['name']})" if r["name"] else ""
     out.print(f"run {r['id']}{label}: {r['status']}, started {when(r['created_at'])}, "
               f"{r['rows_done']} rows, data {r['source']}")
+    quality = (r.get("config") or {}).get("family") == "quality"
     if r["status"] != "completed":
         if r.get("error"):
-            out.print(f"  [yellow]{r['error']}[/yellow]")
-        out.print(f"  continue it with: assay eval {r['source']} --resume-from {r['id']} (and the same options)")
+            out.print(f"  [yellow]{escape(str(r['error']))}[/yellow]")
+        again = ("assay bench quality (the same model, tasks and options) --resume" if quality
+                 else f"assay eval {r['source']} --resume-from {r['id']} (and the same options)")
+        out.print(f"  continue it with: {again}", highlight=False)
+        return
+    if quality:
+        summary = r.get("summary") or {}
+        render_quality(summary, {"ref": summary.get("ref"), "name": r["name"], "model": summary.get("model"),
+                                 "created_at": r["created_at"]})
+        out.print(f"  every item, with its prompt, answer and scores: assay export {r['id']} -o items.jsonl",
+                  highlight=False)
         return
     print_summary(st.load_result(r["id"]))
 
