@@ -243,9 +243,9 @@ def test_embedded_in_process_loglik_multiple_choice_and_call_cache(tmp_path: Pat
         assert len(it["logliks"]) == 4 and all(x < 0 for x in it["logliks"])
         best = max(range(4), key=lambda j: it["logliks"][j])
         assert it["scores"]["acc"] == (1.0 if best == it["gold"][0] else 0.0)
-    assert r.summary["calls"]["calls"] == 6 and r.summary["calls"]["cached"] == 0
+    assert r.summary["calls"]["calls"] == 6 and r.summary["calls"]["cache_hits"] == 0
     again = _run(cfg, str(tmp_path / "s.db"))
-    assert again.summary["calls"]["cached"] == 6
+    assert again.summary["calls"]["cache_hits"] == 6
     assert [i["logliks"] for i in again.items] == [i["logliks"] for i in r.items]
 
 

@@ -493,7 +493,7 @@ def _calls(subject: Subject) -> dict[str, Any] | None:
     st = subject.stats
     if st is None:
         return None
-    return {k: getattr(st, k) for k in ("calls", "cached", "input_tokens", "output_tokens") if hasattr(st, k)}
+    return st.snapshot()
 
 
 def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, Any]:

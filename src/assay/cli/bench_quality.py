@@ -133,7 +133,7 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
         out.print(f"  code ran in a sandbox: {escape(str(s['isolation']))}", highlight=False, soft_wrap=True)
     calls = s.get("calls") or {}
     if calls.get("calls"):
-        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cached', 0):,} from the call cache)",
+        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)",
                   highlight=False, soft_wrap=True)
 
 
