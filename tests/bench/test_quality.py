@@ -225,6 +225,27 @@ def test_cli_runs_shows_lists_and_compares(pipe: str, tmp_path: Path) -> None:
 
 # -- the embedded model: in process, and behind llama.cpp's server ---------------------------------
 
+def test_python_task_with_a_judged_metric(pipe: str, tmp_path: Path) -> None:
+    _embedded()
+    (tmp_path / f"{pipe}_task.py").write_text(
+        "from assay.bench.tasks import task\n"
+        "@task(name='capitals', output_type='generate_until', doc_to_text=lambda d: f\"Capital of {d['c']}?\",\n"
+        "      doc_to_target=lambda d: d['a'], generation_kwargs={'until': ['\\n'], 'max_gen_toks': 8},\n"
+        "      metric_list=[{'metric': 'exact_match'}, {'metric': 'similarity'}])\n"
+        "def capitals():\n"
+        "    return [{'c': 'France', 'a': 'Paris'}, {'c': 'Peru', 'a': 'Lima'}]\n")
+    (tmp_path / f"{pipe}_ans.py").write_text("def answer(p):\n    return 'Paris' if 'France' in p else 'Cusco'\n")
+    with pytest.raises(AssayError, match="--judge"):
+        _run(QualityConfig(model=f"python:{pipe}_ans:answer", tasks=f"python:{pipe}_task:capitals"), None)
+    r = _run(QualityConfig(model=f"python:{pipe}_ans:answer", tasks=f"python:{pipe}_task:capitals",
+                           judge="embedded"), None)
+    t = r.summary["tasks"]["capitals"]
+    assert t["metrics"]["exact_match,none"]["mean"] == 0.5
+    assert t["metrics"]["similarity"]["evaluated"] == 2 and 1 <= t["metrics"]["similarity"]["mean"] <= 5
+    assert r.summary["judge"] and "embedded" in r.summary["judge"]
+    assert all(1 <= i["scores"]["similarity"] <= 5 for i in r.items)
+
+
 def _embedded() -> None:
     from assay.models.embedded import embedded_available
 

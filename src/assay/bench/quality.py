@@ -38,7 +38,7 @@ from assay.bench.answers import choice_accuracy, exact_match, extract_choice, pa
 from assay.bench.quality_report import QUALITY_SCHEMA, primary_output, summarize, task_outputs
 from assay.bench.sandbox import Sandbox
 from assay.bench.subject import Subject
-from assay.bench.tasks import Task, load_tasks
+from assay.bench.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
 from assay.errors import AssayError
@@ -49,7 +49,6 @@ from assay.results import StoredRow
 from assay.scores import EvalContext
 from assay.store.schema import new_ref
 
-JUDGED = ("similarity", "groundedness", "coherence", "fluency", "relevance")
 SCORINGS = ("auto", "loglik", "generate")
 DEFAULT_SAMPLE_TEMPERATURE = 0.8   # sampling several answers per code item needs some randomness
 COMMIT_EVERY = 16

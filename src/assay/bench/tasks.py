@@ -37,7 +37,9 @@ from assay.errors import InputError
 __all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
 
 OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood")
-SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "pass_at_k")
+# assay's judge metrics a generation task may name (scored with --judge on the 1-5 scale)
+JUDGED_METRICS = ("similarity", "groundedness", "coherence", "fluency", "relevance")
+SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "pass_at_k") + JUDGED_METRICS
 DEFAULT_METRICS = {"multiple_choice": ["acc", "acc_norm"], "generate_until": ["exact_match"],
                    "loglikelihood": ["acc"]}
 # Keys read and honoured.

@@ -129,6 +129,8 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
         if tk.get("first_error"):
             out.print(f"  [red]{escape(tname)}: {tk['errors']} item(s) failed; first: "
                       f"{escape(str(tk['first_error']))}[/red]", highlight=False, soft_wrap=True)
+    if s.get("judge"):
+        out.print(f"  judge metrics scored by {escape(str(s['judge']))}", highlight=False, soft_wrap=True)
     if s.get("isolation"):
         out.print(f"  code ran in a sandbox: {escape(str(s['isolation']))}", highlight=False, soft_wrap=True)
     calls = s.get("calls") or {}
