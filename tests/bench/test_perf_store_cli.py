@@ -99,7 +99,7 @@ def test_track_aggregates_the_repeats(filled):
 
 
 @pytest.mark.parametrize("args,message", [
-    (("show", "nope"), "no perf benchmark 'nope'"),
+    (("show", "nope"), "no benchmark 'nope'"),
     (("compare", "before", "nope"), "no perf benchmark 'nope'"),
     (("compare", "before", "before"), "are the same run"),
     (("track", "nope"), "no perf run has the track 'nope'"),
@@ -116,4 +116,4 @@ def test_an_empty_store_says_so(tmp_path):
     p = bench("list", store=path)
     assert p.returncode == 0 and "no benchmark runs in" in p.stdout
     p = bench("show", store=path)
-    assert p.returncode == 2 and "has no perf benchmark yet" in p.stderr
+    assert p.returncode == 2 and "has no benchmark yet" in p.stderr

@@ -8,7 +8,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, List, Optional
 
 import orjson
 import typer

@@ -164,6 +164,7 @@ def show_quality(rec: dict[str, Any], as_json: bool) -> None:
 def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: Optional[str]) -> None:
     """Two quality runs on the same items: per-task differences, McNemar's exact test, paired bootstrap."""
     from assay.bench.quality_report import JUDGE_SCALES, compare_quality
+
     cmp = compare_quality(open_store(store), ref_a, ref_b, seed=seed)
     if as_json:
         print_json(cmp)
