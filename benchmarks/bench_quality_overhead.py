@@ -1,6 +1,6 @@
 """What ``assay bench quality`` costs beyond the model's own time, and what the sandbox costs.
 
-1. **Overhead per item**: a GSM8K-shaped task of N items (the shipped arithmetic items, repeated
+1. **Overhead per item** (in process, and as a CLI process so that it compares with the peer): a GSM8K-shaped task of N items (the shipped arithmetic items, repeated
    with fresh ids; written to a temporary folder) answered by a Python pipeline that returns at
    once, so everything measured is assay's own work: loading the task and building every prompt,
    the call, the filters and exact match, and the store's writes (SQLite, committed as items
@@ -74,6 +74,19 @@ def assay_overhead(task: Path, n: int, shots: int) -> dict:
     return {"total_s": total, "per_item_ms": 1000 * total / n, "prepare_s": prep}
 
 
+def assay_cli_overhead(task: Path, n: int, shots: int) -> dict:
+    """The same run as a user starts it, so that it compares with lm-eval's (process start included)."""
+    exe = Path(sys.executable).parent / "assay"
+    cmd = [str(exe), "bench", "quality", "--model", "python:qpipe_overhead:answer", "--tasks", str(task),
+           "--shots", str(shots), "--store", str(task.parent / "cli-store.db"), "--quiet", "--json"]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=task.parent)
+    total = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"assay bench quality failed: {p.stderr.strip()[-300:]}")
+    return {"total_s": total, "per_item_ms": 1000 * total / n}
+
+
 def lm_eval_overhead(task: Path, n: int, shots: int) -> dict | None:
     exe = LM_EVAL_VENV / "bin" / "lm_eval"
     if not exe.exists():
@@ -127,14 +140,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         task = make_task(Path(d), a.items)
         mine = assay_overhead(task, a.items, a.shots)
+        cli = assay_cli_overhead(task, a.items, a.shots)
         os.chdir(here)
         peer = None if a.no_lm_eval else lm_eval_overhead(task, a.items, a.shots)
     print(f"overhead per item, {a.items} items, {a.shots}-shot, a pipeline that answers at once (store: SQLite)")
     print(f"  assay bench quality     {mine['per_item_ms']:8.3f} ms/item   total {mine['total_s']:.2f} s "
           f"(load + build prompts {mine['prepare_s']:.2f} s)")
+    print(f"  assay (CLI process)     {cli['per_item_ms']:8.3f} ms/item   total {cli['total_s']:.2f} s "
+          "(process start included)")
     if peer:
         print(f"  lm-eval --model dummy   {peer['per_item_ms']:8.3f} ms/item   total {peer['total_s']:.2f} s "
-              f"(process start included)   ratio lm-eval/assay {peer['per_item_ms'] / mine['per_item_ms']:.2f}")
+              f"(process start included)   ratio lm-eval/assay CLI {peer['total_s'] / cli['total_s']:.2f}")
     else:
         print("  lm-eval --model dummy   (not run: no venv at benchmarks/.venvs/lm-eval, or --no-lm-eval)")
     s = sandbox_cost(a.rounds)
