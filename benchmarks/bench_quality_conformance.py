@@ -436,7 +436,7 @@ def reason(lm: dict, az: dict, metric: str, tol: float) -> str:
                     % (worst, ", ".join(f"{x:.3f}" for x in ll), ", ".join(f"{y:.3f}" for y in al)))
     flt = metric.split(",", 1)[1] if "," in metric else None
     le, ae = lm.get("extracted") or {}, az.get("extracted") or {}
-    keys = [flt] if flt else sorted(set(le) | set(ae))
+    keys = [flt] if flt else sorted(set(le) & set(ae))     # assay's MC "loglik" pick has no lm-eval peer
     for k in keys:
         if le.get(k) != ae.get(k):
             return f"extraction differs ({k}): lm-eval {le.get(k)!r} vs assay {ae.get(k)!r}"
