@@ -38,7 +38,9 @@ and few-shot slots alike) and to assay as ``--seed``.
 
 Each task YAML is copied into a temporary ``--include_path`` folder with its ``data_files``
 made absolute (relative paths are read against the YAML's folder, then the working directory),
-because lm-eval resolves them against its working directory.
+because lm-eval resolves them against its working directory; with ``--shots N`` the copy also
+says ``num_fewshot: N``, because lm-eval ignores ``--num_fewshot`` for a task whose YAML sets
+``num_fewshot: 0`` (it logs "Manual configuration will be ignored").
 
     .venv/bin/python benchmarks/bench_quality_conformance.py --setup          # make the lm-eval venv
     .venv/bin/python benchmarks/bench_quality_conformance.py                  # shipped samples, 0 shots
@@ -239,8 +241,10 @@ class TokenizerProxy:
 # --------------------------------------------------------------------------- lm-eval's side
 
 
-def localise_task(src: Path, dest_dir: Path) -> str:
-    """Copy a task YAML into lm-eval's include folder with absolute data_files; its task name."""
+def localise_task(src: Path, dest_dir: Path, shots: int | None = None) -> str:
+    """Copy a task YAML into lm-eval's include folder with absolute data_files (and ``num_fewshot``
+    set to ``shots`` when given: lm-eval ignores ``--num_fewshot`` for a task whose YAML says
+    ``num_fewshot: 0``); its task name."""
     import yaml
 
     try:
@@ -266,6 +270,8 @@ def localise_task(src: Path, dest_dir: Path) -> str:
     elif isinstance(files, dict):
         cfg["dataset_kwargs"]["data_files"] = {k: (absolute(v) if isinstance(v, str) else [absolute(x) for x in v])
                                                for k, v in files.items()}
+    if shots is not None:
+        cfg["num_fewshot"] = shots
     (dest_dir / src.name).write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return str(cfg["task"])
 
@@ -278,7 +284,7 @@ def run_lm_eval(tasks: list[Path], proxy_port: int, work: Path, *, shots: int | 
         raise StepFailed(f"lm-eval: {lm_eval_bin().relative_to(ROOT)} is missing; run with --setup first")
     inc = work / "lm-eval-tasks"
     inc.mkdir()
-    names = [localise_task(t, inc) for t in tasks]
+    names = [localise_task(t, inc, shots) for t in tasks]
     out = work / "lm-eval-out"
     base = f"http://127.0.0.1:{proxy_port}/v1/completions"
     cmd = [str(lm_eval_bin()), "run", "--model", "local-completions",
