@@ -36,6 +36,19 @@ the run's temporary folder: it reads the tasks' local data files (``dataset_path
 downloads nothing. ``--seed`` is given to lm-eval as its one ``--seed`` (python, numpy, torch
 and few-shot slots alike) and to assay as ``--seed``.
 
+Log-likelihoods on llama-cpp-python's server depend on what it evaluated before: it keeps the
+previous prompt's KV cache and evaluates only the part of a new prompt past the shared prefix, and
+the numbers for a position differ with how the prompt was split into batches (differences of
+0.1 nats and more on this model, enough to change a multiple-choice pick). lm-eval sends its
+requests longest first, assay in item order, so the two would disagree for that reason alone. The
+proxy therefore serialises completions and, before each echoed (log-likelihood) request, sends a
+one-token prompt that shares no prefix with it, so every scored prompt is evaluated from its
+start; both tools go through the proxy. ``--reuse-prefix`` turns that off (and shows the effect).
+Note also that lm-eval's ``local-completions`` reads the continuation as the echoed tokens
+``[ctxlen:-1]``, i.e. it assumes the one generated token is in the echo; llama-cpp-python leaves a
+generated end-of-sequence token out, and then lm-eval drops the continuation's last token. That
+shows here as ``loglik differs`` on the items concerned.
+
 Each task YAML is copied into a temporary ``--include_path`` folder with its ``data_files``
 made absolute (relative paths are read against the YAML's folder, then the working directory),
 because lm-eval resolves them against its working directory; with ``--shots N`` the copy also
@@ -167,8 +180,11 @@ class TokenizerProxy:
     Tokenizing uses the GGUF's vocabulary through llama.cpp itself, with special tokens parsed,
     as the server does with a text prompt, so token counts agree with the server's echo."""
 
-    def __init__(self, gguf: Path, upstream: str) -> None:
+    def __init__(self, gguf: Path, upstream: str, *, fresh: bool = True) -> None:
         import llama_cpp
+
+        self.fresh = fresh
+        self.serial = threading.Lock()
 
         self.vocab = llama_cpp.Llama(model_path=str(gguf), vocab_only=True, verbose=False)
         self.lock = threading.Lock()
@@ -210,6 +226,14 @@ class TokenizerProxy:
                     self.forward(body)
 
             def forward(self, body: bytes | None) -> None:
+                if body is not None and proxy.fresh and self.path.rstrip("/").endswith("/completions"):
+                    with proxy.serial:             # one at a time: nothing runs between the reset and it
+                        if b'"echo"' in body and json.loads(body).get("echo"):
+                            proxy.reset()
+                        return self.forward_now(body)
+                return self.forward_now(body)
+
+            def forward_now(self, body: bytes | None) -> None:
                 req = urllib.request.Request(proxy.upstream + self.path, data=body,
                                              method="POST" if body is not None else "GET",
                                              headers={"Content-Type": self.headers.get("Content-Type",
@@ -224,6 +248,15 @@ class TokenizerProxy:
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def reset(self) -> None:
+        """A one-token prompt that shares no prefix with any task prompt, so the server evaluates the
+        next prompt from its start rather than reusing the cached prefix (see the module notes)."""
+        body = json.dumps({"model": ALIAS, "prompt": "~", "max_tokens": 1, "temperature": 0.0}).encode()
+        req = urllib.request.Request(self.upstream + "/v1/completions", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            r.read()
 
     def tok(self, text: str) -> list[int]:
         with self.lock:
@@ -477,6 +510,16 @@ def compare(lm: dict[str, dict], az: dict[str, dict], tol: float) -> list[dict]:
         for i in common:
             if L["items"][i].get("prompt") != A["items"][i].get("prompt"):
                 prompt_diff += 1
+        lls = [(x, y) for i in common for x, y in zip(L["items"][i].get("logliks") or [],
+                                                          A["items"][i].get("logliks") or [])]
+        if lls:
+            worst = max(abs(x - y) for x, y in lls)
+            off = sum(abs(x - y) > tol for x, y in lls)
+            print(f"{task:<22} logliks: {off} of {len(lls)} choices differ by more than {tol:g}; max |delta| {worst:.4g}")
+        gen = [i for i in common if L["items"][i].get("answer") is not None]
+        if gen:
+            same = sum(L["items"][i].get("answer") == A["items"][i].get("answer") for i in gen)
+            print(f"{task:<22} generations identical on {same} of {len(gen)} items")
         if only:
             print(f"{task:<22} {only} item(s) present on one side only")
         if prompt_diff:
@@ -645,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--assay-out", type=Path, help="compare with this existing assay --out folder")
     ap.add_argument("--self-check", action="store_true", help="two small tasks of its own; checks the comparison")
     ap.add_argument("--keep", type=Path, help="keep the working files (logs, outputs) in this folder")
+    ap.add_argument("--reuse-prefix", action="store_true",
+                    help="let the server reuse cached prompt prefixes (log-likelihoods then depend on request order)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when any item's score differs")
     a = ap.parse_args(argv)
 
@@ -671,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 raise StepFailed(f"tasks: not found: {', '.join(missing)}")
         server = LlamaServer(gguf, work / "llama-server.log")
-        proxy = TokenizerProxy(gguf, server.base)
+        proxy = TokenizerProxy(gguf, server.base, fresh=not a.reuse_prefix)
         print(f"model: {gguf.name} as {ALIAS!r} at {server.base} (lm-eval through the tokenizer proxy on "
               f"port {proxy.port}); seed {a.seed}; shots {a.shots if a.shots is not None else 'per task'}; "
               f"limit {a.limit}", flush=True)
@@ -683,7 +728,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.lm_eval_only:
             print_lm_eval(lm)
             return 0
-        az = read_assay(a.assay_out) if a.assay_out else run_assay(tasks, server.base, work, shots=a.shots,
+        az = read_assay(a.assay_out) if a.assay_out else run_assay(tasks, f"http://127.0.0.1:{proxy.port}", work,
+                                                                     shots=a.shots,
                                                                      limit=a.limit, seed=a.seed)
         diffs = compare(lm, az, a.tol)
         return 1 if (a.strict and diffs) else 0
