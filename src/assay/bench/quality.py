@@ -127,13 +127,12 @@ def plan_tasks(cfg: QualityConfig, tasks: list[Task]) -> list[_Plan]:
     plans = []
     for t in tasks:
         gk = t.generation_kwargs or {}
-        until = [str(u) for u in (gk.get("until") or [])] if isinstance(gk.get("until"), list) else \
-            ([str(gk["until"])] if gk.get("until") else [])
+        until = list(gk.get("until") or [])     # the task loader made it a list of strings
         temp = float(cfg.temperature if cfg.temperature is not None else gk.get("temperature") or 0.0)
         p = _Plan(t, t.contexts(), [], until=until, temperature=temp,
                   max_tokens=int(cfg.max_tokens or gk.get("max_gen_toks") or 256))
         if t.is_code:
-            task_ks = [int(k) for m in t.metrics for k in _as_list(m.get("k"))] if t.metrics else []
+            task_ks = [k for m in t.metrics for k in m.get("k", [])]   # the loader made k a list
             p.pass_at = sorted(set(cfg.pass_at or task_ks or [1]))
             p.samples = int(cfg.samples or (t.repeats if t.repeats and t.repeats > 1 else 0) or max(p.pass_at))
             too_big = [k for k in p.pass_at if k > p.samples]
@@ -151,12 +150,6 @@ def plan_tasks(cfg: QualityConfig, tasks: list[Task]) -> list[_Plan]:
                 raise AssayError(f"task {t.name}: metric {name!r} is judged by a model; name one with --judge")
         plans.append(p)
     return plans
-
-
-def _as_list(v: Any) -> list[Any]:
-    if v is None:
-        return []
-    return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
 class QualityRunner:
@@ -304,7 +297,7 @@ class QualityRunner:
         gold = item["target"]
         scores: dict[str, Score] = {}
         extracted: dict[str, str] = {}
-        for m in _metric_entries(t):
+        for m in t.metrics:
             name = str(m.get("metric"))
             if name == "exact_match":
                 opts = {k: m[k] for k in ("ignore_case", "ignore_punctuation", "regexes_to_ignore", "ignore_numbers")
@@ -351,10 +344,6 @@ class QualityRunner:
         return {f"pass@{k}": Score(value=pass_at_k(n, c, k), score=pass_at_k(n, c, k),
                                    result="not_applicable", reason=why, properties={"n": n, "c": c})
                 for k in p.pass_at}
-
-
-def _metric_entries(t: Task) -> list[dict[str, Any]]:
-    return list(t.metrics) if t.metrics else [{"metric": "exact_match"}]
 
 
 def _binary(v: float, reason: str) -> Score:

@@ -42,7 +42,7 @@ def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
     if task.is_code:
         return [f"pass@{k}" for k in pass_at]
     outs: list[str] = []
-    for m in task.metrics or [{"metric": "exact_match"}]:
+    for m in task.metrics:   # never empty: the loader gives the defaults
         name = str(m.get("metric"))
         if name == "exact_match":
             outs += [f"exact_match,{f.name}" for f in task.filters]
