@@ -15,12 +15,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from assay.cli.bench_embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
 from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
 from assay.cli.common import STORE_OPT, err, fmt, open_store, out, pairs, print_json, stage_progress, when
 from assay.errors import AssayError
 
-app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks.")
+app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks, "
+                  "embedding models.")
 app.command("quality")(quality_cmd)
+app.command("embed")(embed_cmd)
 
 
 def _durations(text: str | None, what: str) -> float | None:
@@ -296,20 +299,20 @@ def _stored_load(p: dict[str, Any]) -> str:
 
 @app.command("list")
 def stored_list_cmd(
-    kind: str = typer.Option("all", "--kind", help="perf, quality or all."),
+    kind: str = typer.Option("all", "--kind", help="perf, quality, embed or all."),
     model: Optional[str] = typer.Option(None, "--model", help="Only runs of this model."),
     track: Optional[str] = typer.Option(None, "--track", help="Only the scheduled repeats of this track."),
     limit: int = typer.Option(30, "--limit", help="At most this many runs of each kind, newest first."),
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = STORE_OPT,
 ) -> None:
-    """List the stored benchmark runs (serving performance, quality), newest first."""
+    """List the stored benchmark runs (serving performance, quality, embedding), newest first."""
     from assay.bench.perf_compare import describe_points, validity_text
 
-    if kind not in ("all", "perf", "quality"):
-        raise AssayError(f"--kind must be perf, quality or all, not {kind!r}")
+    if kind not in ("all", "perf", "quality", "embed"):
+        raise AssayError(f"--kind must be perf, quality, embed or all, not {kind!r}")
     st = open_store(store)
-    kinds = ("perf", "quality") if kind == "all" else (kind,)
+    kinds = ("perf", "quality", "embed") if kind == "all" else (kind,)
     found = {k: st.list_benchmarks(kind=k, model=model, track=track, limit=limit, details=False) for k in kinds}
     if as_json:
         print_json([{"kind": k, **{f: r.get(f) for f in ("ref", "id", "name", "model", "task", "created_at", "track",
@@ -322,6 +325,8 @@ def stored_list_cmd(
         return
     if found.get("quality"):
         out.print(quality_list_table(found["quality"], st.display_url))
+    if found.get("embed"):
+        out.print(embed_list_table(found["embed"], st.display_url))
     runs = found.get("perf") or []
     if not runs:
         return
@@ -403,14 +408,17 @@ def stored_show_cmd(
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
-    validity per point; a quality run's index and per-task scores."""
+    validity per point; a quality run's index and per-task scores; an embedding run's main scores."""
     rec = open_store(store).get_benchmark(ref)
     if rec.get("kind") == "quality":
         show_quality(rec, as_json)
         return
+    if rec.get("kind") == "embed":
+        show_embed(rec, as_json)
+        return
     if rec.get("kind") != "perf":
-        raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads perf and "
-                         "quality runs")
+        raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads perf, "
+                         "quality and embed runs")
     s = rec.get("details") or {}
     if as_json:
         print_json({**{k: rec.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "run_id")},
@@ -459,14 +467,19 @@ def stored_compare_cmd(
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """Compare two stored runs: perf runs point by point (B − A, B / A, 95% bootstrap intervals,
-    verdicts); quality runs item by item (McNemar's exact test, paired bootstrap)."""
+    verdicts); quality runs item by item (McNemar's exact test, paired bootstrap); embedding runs task by
+    task on the same units (paired bootstrap)."""
     from assay.bench.perf_compare import THROUGHPUTS, compare_perf
 
-    if open_store(store).get_benchmark(ref_a).get("kind") == "quality":
+    kind_a = open_store(store).get_benchmark(ref_a).get("kind")
+    if kind_a == "quality":
         compare_quality_cmd(ref_a, ref_b, seed=seed, as_json=as_json, store=store)
         return
     if resamples < 100:
         raise AssayError("--resamples must be at least 100")
+    if kind_a == "embed":
+        compare_embed_cmd(ref_a, ref_b, seed=seed, resamples=resamples, as_json=as_json, store=store)
+        return
     cmp = compare_perf(open_store(store), ref_a, ref_b, seed=seed, resamples=resamples)
     if as_json:
         print_json(cmp)

@@ -1,0 +1,151 @@
+"""``assay bench embed``: an embedding model on MTEB-style tasks, and how its stored runs are
+shown, listed and compared (``bench show`` / ``list`` / ``compare`` hand embed runs here)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, stage_progress, when
+
+
+def embed_cmd(
+    model: str = typer.Option(..., "--model", help="embedded (offline, in-process), openai:MODEL, azure:DEPLOYMENT, "
+                              "http://HOST:PORT/v1#MODEL (any OpenAI-compatible /embeddings) or local:/path.gguf."),
+    tasks: str = typer.Option("all", "--tasks", help="Shipped tasks by name (sts, retrieval, classification, "
+                              "clustering, pair, rerank, summarization, all), task files or folders (recognised by "
+                              "their layout or a task.yaml), or hf:DATASET; separated by commas."),
+    data: Optional[str] = typer.Option(None, "--data", help="Your own data for the task type named in --tasks "
+                                       "(e.g. --tasks retrieval --data my_corpus/, a BEIR folder)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per request (default: the backend's)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Requests in flight at once "
+                                              "(default: the backend's)."),
+    query_prefix: str = typer.Option("", "--query-prefix", help="Put before every query (a model's retrieval "
+                                     "prompt, e.g. 'query: ')."),
+    document_prefix: str = typer.Option("", "--document-prefix", help="Put before every document."),
+    seed: int = typer.Option(42, "--seed", help="Seed of the classification experiments, k-means and bootstrap."),
+    name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write summary.json here."),
+    store: Optional[str] = STORE_OPT,
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Score an embedding model as MTEB does: STS (Spearman), retrieval (nDCG@10), classification
+    (logistic regression accuracy), clustering (V-measure), pair classification (AP), reranking
+    (MAP), summarization; 95% bootstrap intervals; stored for compare and the leaderboard."""
+    from assay.bench.embed import EmbedConfig, run_embed
+
+    cfg = EmbedConfig(model=model, tasks=tasks, data=data, batch_size=batch_size, concurrency=concurrency,
+                      query_prefix=query_prefix, document_prefix=document_prefix, seed=seed, name=name)
+    cfg.check()
+    with stage_progress(quiet) as progress:
+        run = asyncio.run(run_embed(cfg, store=open_store(store), out=out_dir, progress=progress))
+    if json_out:
+        print_json(run.summary)
+        return
+    render_embed(run.summary)
+    if run.ref:
+        err.print(f"stored as {run.ref} (assay bench show {run.ref}; assay bench compare {run.ref} OTHER)")
+
+
+def _num(v: Any) -> str:
+    return "—" if not isinstance(v, (int, float)) else f"{v:.4f}"
+
+
+def _others(scores: dict[str, Any], main: str, limit: int = 6) -> str:
+    shown = [f"{escape(k)} {_num(v)}" for k, v in scores.items() if k != main][:limit]
+    more = len(scores) - 1 - len(shown)
+    return ", ".join(shown) + (f", … {more} more (--json)" if more > 0 else "")
+
+
+def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
+    """An embedding run's summary: each task's main score with its interval, and its other scores."""
+    rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
+    named = f" ({escape(str(rec['name']))})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
+    out.print(f"embedding run [bold]{escape(str(rec.get('ref') or '—'))}[/bold]{named} · model "
+              f"{escape(str(rec.get('model') or '—'))} · dim {s.get('dim') or '—'} · {when(rec.get('created_at'))}",
+              highlight=False, soft_wrap=True)
+    t = Table(title="tasks (main score as MTEB names it; 95% bootstrap interval over the task's units)",
+              title_justify="left")
+    for col in ("task", "type", "main score", "value [95% CI]", "units", "other scores"):
+        t.add_column(col, justify="right" if col == "units" else "left", overflow="fold")
+    for tname, tk in (s.get("tasks") or {}).items():
+        lo, hi = tk.get("ci95_low"), tk.get("ci95_high")
+        ci = f" [{lo:.4f}–{hi:.4f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else ""
+        value = f"[red]failed[/red]" if tk.get("error") else _num(tk.get("value")) + ci
+        t.add_row(escape(tname), escape(str(tk.get("type"))), escape(str(tk.get("main_score"))), value,
+                  str(tk.get("n_units") or "—"), _others(tk.get("scores") or {}, tk.get("main_score")))
+    out.print(t)
+    for tname, tk in (s.get("tasks") or {}).items():
+        if tk.get("error"):
+            out.print(f"  [red]{escape(tname)}: {escape(str(tk['error']))}[/red]", highlight=False, soft_wrap=True)
+    if s.get("note"):
+        out.print(f"  model: {escape(str(s['note']))}", highlight=False, soft_wrap=True)
+    calls = s.get("calls") or {}
+    tps = s.get("texts_per_s")
+    facts = []
+    if calls.get("texts") is not None or calls.get("text_cache_hits"):
+        facts.append(f"texts embedded {calls.get('texts', 0):,}, from the call cache {calls.get('text_cache_hits', 0):,}")
+    if isinstance(tps, (int, float)):
+        facts.append(f"{tps:,.0f} texts/s")
+    if facts:
+        out.print("  " + " · ".join(facts), highlight=False, soft_wrap=True)
+
+
+def embed_list_table(runs: list[dict[str, Any]], where: str) -> Table:
+    """The stored embedding runs: each task's main score."""
+    t = Table(title=f"embedding runs in {escape(where)}", title_justify="left")
+    for col in ("ref", "name", "model", "tasks", "when"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        tasks = ", ".join(f"{escape(n)} {escape(str(x.get('metric')))} {_num(x.get('value'))}"
+                          for n, x in ((r.get("metrics") or {}).get("tasks") or {}).items())
+        t.add_row(r["ref"] or str(r["id"]), escape(r.get("name") or ""), escape(r.get("model") or "—"), tasks,
+                  when(r["created_at"]))
+    return t
+
+
+def show_embed(rec: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json({**{k: rec.get(k) for k in ("ref", "id", "name", "model", "task", "created_at")},
+                    "summary": rec.get("details")})
+        return
+    render_embed(rec.get("details") or {}, rec)
+
+
+def compare_embed_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,
+                      store: Optional[str]) -> None:
+    """Two embedding runs on the same units: per-task B − A, paired bootstrap interval and p-value."""
+    from assay.bench.embed_compare import compare_embed
+
+    cmp = compare_embed(open_store(store), ref_a, ref_b, seed=seed, resamples=resamples)
+    if as_json:
+        print_json(cmp)
+        return
+    for side in ("a", "b"):
+        r = cmp[side]
+        out.print(f"{side.upper()}: [bold]{escape(str(r['ref']))}[/bold] ({escape(str(r['name'] or ''))}) · model "
+                  f"{escape(str(r['model'] or '—'))} · {when(r['created_at'])}", highlight=False, soft_wrap=True)
+    t = Table(title=f"B − A per task on the same units (paired bootstrap, {cmp['resamples']:,} resamples, "
+                    f"seed {cmp['seed']})", title_justify="left")
+    for col in ("task", "main score", "units", "A", "B", "B − A [95% CI]", "p", "verdict"):
+        t.add_column(col, justify="left" if col in ("task", "main score", "verdict") else "right")
+    for tname, e in cmp["tasks"].items():
+        ci = e.get("diff_ci95")
+        diff = f"{e['diff']:+.4f}" + (f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "")
+        verdict = ("B better" if e["diff"] > 0 else "A better") if e.get("significant") else "no clear difference"
+        color = {"B better": "green", "A better": "red"}.get(verdict)
+        t.add_row(escape(tname), escape(str(e["main_score"])), str(e["units"]), _num(e["a"]), _num(e["b"]), diff,
+                  "—" if e.get("p_value") is None else f"{e['p_value']:.3g}",
+                  f"[{color}]{verdict}[/{color}]" if color else verdict)
+    out.print(t)
+    for tname, why in cmp["apart"].items():
+        out.print(f"  not compared: {escape(tname)}: {escape(why)}", highlight=False, soft_wrap=True)
+    if cmp["only_in_a"] or cmp["only_in_b"]:
+        out.print(f"tasks in one run only: A: {escape(', '.join(cmp['only_in_a']) or '—')}; "
+                  f"B: {escape(', '.join(cmp['only_in_b']) or '—')}", highlight=False, soft_wrap=True)
