@@ -15,12 +15,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from assay.cli.bench_leaderboard import leaderboard_cmd
 from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
 from assay.cli.common import STORE_OPT, err, fmt, open_store, out, pairs, print_json, stage_progress, when
 from assay.errors import AssayError
 
 app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks.")
 app.command("quality")(quality_cmd)
+app.command("leaderboard")(leaderboard_cmd)
 
 
 def _durations(text: str | None, what: str) -> float | None:
