@@ -9,7 +9,8 @@ each kind (``quality``, ``perf``, ``embed``); with ``runs="all"`` one row per st
 
 - *quality index* (:mod:`assay.bench.quality_report`): comparable only between runs over the same
   tasks with the same definitions and data — the set of ``(task, task_hash, data_hash)``. Runs
-  with another set get their own column (``quality_index@2``, ...), and a note says why.
+  with another set get their own column (``quality_index@2``, ...), and a note says why. Set 1
+  is the one most models share (on a tie, the one of the oldest result); so for every split below.
 - *per-task quality* (the task's primary score): one column per ``(task, task_hash, data_hash,
   primary)``; a task with two definitions is two columns.
 - *latency index* (mean TTFT, s) and *throughput index* (mean GTPS, tok/s) of one point of the
@@ -233,6 +234,8 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = KINDS, runs: s
             parts[k].append((rid, rec))
             if k == "perf":
                 perf_of[rid] = rec
+    for k in kinds:
+        parts[k].reverse()                                 # oldest first: on a tie, the earlier result is set 1
     columns: list[Column] = []
     groups: list[Group] = []
     notes: list[str] = []
@@ -281,7 +284,7 @@ def _short(h: Any) -> str:
 
 
 def _by_size(sigs: Mapping[Any, list[Any]]) -> list[Any]:
-    """Signatures, the one most results share first (ties: the first seen)."""
+    """Signatures, the one most results share first (ties: the first seen, i.e. the oldest)."""
     order = list(sigs)
     return sorted(order, key=lambda s: (-len(sigs[s]), order.index(s)))
 

@@ -37,7 +37,9 @@ def leaderboard_cmd(
     out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="The .svg file --plot writes."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="Price table file (default: $ASSAY_PRICES, "
                                           "else the shipped table)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the leaderboard as JSON."),
+    wide: bool = typer.Option(False, "--wide", help="Also show each task's score (quality:TASK, embed:TASK); "
+                              "by default only the indexes are shown when there are any."),
+    as_json: bool = typer.Option(False, "--json", help="Print the leaderboard as JSON (every column)."),
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """Rank the models in the store: quality, latency, throughput, cost and embedding scores side
@@ -79,33 +81,60 @@ def leaderboard_cmd(
         out.print(f"no {escape(what)} in {escape(st.display_url)}" + (" match" if filter_text else ""),
                   highlight=False)
         return
-    render_leaderboard(board, key, descending, st.display_url)
+    render_leaderboard(board, key, descending, st.display_url, wide=wide)
 
 
-def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | None, where: str) -> None:
-    """The leaderboard as a table, then why some figures are shown apart, and each row's flags."""
+def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | None, where: str, *,
+                       wide: bool = False) -> None:
+    """The leaderboard as a table (the index columns, and the per-task ones when ``wide``, when
+    sorted by one, or when there is no index), then what the columns are, why some figures are
+    shown apart, and each row's flags."""
     from assay.bench.leaderboard import MISSING, display_unit, format_value
 
     rows = board.sorted(sort, descending=descending)
-    cols = board.columns
+    per_task = [c for c in board.columns if c.kind in ("quality", "embed") and ":" in c.key]
+    indexes = [c for c in board.columns if c not in per_task]
+    shown = {c.key for c in per_task} if wide or not any(c.kind != "cost" for c in indexes) else \
+        {c.key for c in per_task if c.key == sort}
+    cols = [c for c in board.columns if (c in indexes or c.key in shown)
+            and (c.key == sort or any(r.get(c.key) is not None for r in rows))]   # no all-"—" columns
+    if sort and sort != "model":
+        cols.sort(key=lambda c: c.key != sort)                                # the sort column first
+    hidden = len(per_task) - len(shown)
     t = Table(title=f"leaderboard of {escape(where)}", title_justify="left")
     t.add_column("#", justify="right")
-    t.add_column("model", overflow="fold")
+    t.add_column("model", overflow="fold", min_width=min(40, max([len(r.model) for r in rows] + [5])))
     for c in cols:
-        t.add_column(f"{escape(c.label)}\n[dim]{escape(display_unit(c))}[/dim]", justify="right", overflow="fold")
+        t.add_column(f"{escape(c.key)}\n[dim]{escape(display_unit(c))}[/dim]", justify="right", overflow="fold")
     ranked = sort or ("quality_index" if any(c.key == "quality_index" for c in cols) else None)
     for i, r in enumerate(rows, 1):
         have = ranked == "model" or ranked is None or r.get(ranked) is not None
         t.add_row(str(i) if have else MISSING, escape(r.model), *(format_value(c, r.get(c.key)) for c in cols))
-    out.print(t)
+    # piped output is not cut to a screen's width: the whole table, however wide
+    if out.is_terminal:
+        out.print(t)
+    else:
+        from rich.console import Console
+        from rich.measure import Measurement
+
+        need = Measurement.get(out, out.options.update(width=10_000), t).maximum
+        Console(file=out.file, width=max(out.width, need), color_system=None).print(t)
     out.print(f"{MISSING} = no figure (not measured, or no price known); nothing is averaged across runs",
               highlight=False, soft_wrap=True, style="dim")
+    if hidden:
+        out.print(f"{hidden} per-task column(s) not shown: --wide shows them, --json has every figure",
+                  highlight=False, soft_wrap=True, style="dim")
+    out.print("columns:", highlight=False)
     for c in cols:
-        if c.kind == "perf" and c.key.startswith("latency_index"):
-            out.print(f"  {escape(c.label)}: {escape(c.about or '')}", highlight=False, soft_wrap=True)
+        out.print(f"  {escape(c.key)}: {escape(c.about or c.label)}", highlight=False, soft_wrap=True)
+    apart = [n for n in board.notes if " shown apart " in n]
+    if apart:
+        out.print("shown apart (not comparable):", highlight=False)
+        for note in apart:
+            out.print(f"  - {escape(note)}", highlight=False, soft_wrap=True)
     for note in board.notes:
-        out.print(f"  shown apart: {escape(note)}" if " shown apart " in note else f"  {escape(note)}",
-                  highlight=False, soft_wrap=True)
+        if note not in apart:
+            out.print(f"{escape(note)}", highlight=False, soft_wrap=True, style="dim")
     for r in rows:
         for flag in r.flags:
-            out.print(f"  [yellow]{escape(r.model)}: {escape(flag)}[/yellow]", highlight=False, soft_wrap=True)
+            out.print(f"[yellow]{escape(r.model)}: {escape(flag)}[/yellow]", highlight=False, soft_wrap=True)
