@@ -105,9 +105,8 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         x_ticks = _ticks(x_lo, x_hi)
     y_span = (max(ys) - min(ys)) or 10.0
     y_lo = max(0.0, min(ys) - 0.15 * y_span) if min(ys) >= 0 else min(ys) - 0.15 * y_span
-    y_hi = max(ys) + 0.15 * y_span
-    if y_scale == 100.0 and min(ys) >= 0 and max(ys) <= 100:
-        y_lo, y_hi = max(0.0, y_lo), min(100.0, y_hi)
+    y_hi = max(ys) + 0.15 * y_span          # room above the best point for its label
+    bounded = y_scale == 100.0 and min(ys) >= 0 and max(ys) <= 100   # a 0-100 score: no tick past 100
     if y_hi <= y_lo:
         y_hi = y_lo + 1.0
     pad_l, pad_r, pad_t, pad_b = 52, 24, 40, 46
@@ -130,7 +129,7 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
     body.append(f'<circle cx="{lx:.1f}" cy="27" r="4" fill="white" stroke="{DOMINATED}" stroke-width="1.5"/>')
     body.append(_text(lx + 8, 30, "dominated", fill=INK))
     # grid and axes
-    for t in _ticks(y_lo, y_hi, 5):
+    for t in [t for t in _ticks(y_lo, y_hi, 5) if not bounded or t <= 100]:
         body.append(f'<line x1="{pad_l}" y1="{Y(t):.1f}" x2="{pad_l + pw}" y2="{Y(t):.1f}" stroke="{GRID}"/>')
         body.append(_text(pad_l - 6, Y(t) + 3, _fmt(t), anchor="end"))
     for t in x_ticks:
@@ -149,7 +148,9 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         body.append(f'<polyline class="pareto-front" points="{line}" fill="none" stroke="{FRONT}" stroke-width="2" '
                     f'stroke-dasharray="6,3"><title>Pareto frontier</title></polyline>')
     x_unit = x_title.split("(", 1)[1].split(";")[0].split(",")[-1].strip() if "(" in x_title else ""
-    for p, x, y in sorted(zip(pts, xs, ys), key=lambda t: bool(t[0].get("pareto"))):
+    placed: list[tuple[float, float, float, float]] = []     # label boxes drawn so far: x0, y0, x1, y1
+    # frontier points first: their labels get the first choice of place
+    for p, x, y in sorted(zip(pts, xs, ys), key=lambda t: (not t[0].get("pareto"), -t[2], t[1])):
         model = str(p.get("model") or "")
         on = bool(p.get("pareto"))
         cx, cy = X(x), Y(y)
@@ -159,9 +160,13 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         body.append(f'<g class="point{" pareto" if on else ""}"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="{5 if on else 4}" '
                     f'{style}><title>{escape(tip)}</title></circle>')
         label = model if len(model) <= LABEL_CHARS else model[: LABEL_CHARS - 1] + "…"
-        right = cx + 8 + CHAR_W * len(label) <= width - 4
-        body.append(_text(cx + 8 if right else cx - 8, cy - 6, label, fill=INK, anchor="start" if right else "end",
-                          cls="label") + "</g>")
+        lw = CHAR_W * len(label)
+        right = cx + 8 + lw <= width - 4
+        lx = cx + 8 if right else cx - 8
+        x0 = lx if right else lx - lw
+        ly = _free_y(placed, x0, x0 + lw, cy - 6, pad_t + 8, height - pad_b + 10)
+        placed.append((x0, ly - 9, x0 + lw, ly + 2))
+        body.append(_text(lx, ly, label, fill=INK, anchor="start" if right else "end", cls="label") + "</g>")
     aria = f"{title}: {len(pts)} model(s), {sum(1 for p in pts if p.get('pareto'))} on the Pareto frontier"
     return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart tradeoff" viewBox="0 0 {width} {height}" '
                   f'width="{width}" height="{height}" role="img" aria-label="{escape(aria)}">'
@@ -183,6 +188,19 @@ def svg_file(chart: Markup) -> str:
         s = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 640 60" width="640" height="60" role="img">'
              f'<text x="8" y="30" font-family="{FONT}" font-size="12" fill="{MUTED}">{msg}</text></svg>')
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + s + "\n"
+
+
+def _free_y(placed: list[tuple[float, float, float, float]], x0: float, x1: float, y: float, top: float,
+            bottom: float) -> float:
+    """A baseline near ``y`` where a label spanning ``x0``–``x1`` overlaps no label already placed:
+    ``y`` itself, else 12 px steps below and above it in turn (``y`` when none is free)."""
+    for k in range(0, 12):
+        for cand in ((y + 12 * k, y - 12 * k) if k else (y,)):
+            if not top <= cand <= bottom:
+                continue
+            if all(x1 < a or x0 > c or cand + 2 < b or cand - 9 > d for a, b, c, d in placed):
+                return cand
+    return y
 
 
 def _ok(v: Any) -> bool:
