@@ -358,7 +358,8 @@ def _quality(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], colum
                 b_th, b_dh, b_pr = variants[0]
                 why = [w for w, differs in ((f"the task definition differs (task hash {_short(th)} vs {_short(b_th)})",
                                              th != b_th),
-                                            (f"the data differs (data hash {_short(dh)} vs {_short(b_dh)})", dh != b_dh),
+                                            (f"the data differs (data hash {_short(dh)} vs {_short(b_dh)})",
+                                             dh != b_dh),
                                             (f"the primary score differs ({primary} vs {b_pr})", primary != b_pr))
                        if differs]
                 notes.append(f"task {name}: definition {n + 1} ({', '.join(rows[r].model for r in defs[name][sig])}) "
@@ -457,7 +458,8 @@ def _perf(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns:
                 if isinstance(ci, Sequence) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
                     rows[rid].ci[key] = (float(ci[0]), float(ci[1]))
         if n:
-            notes.append(f"latency and throughput: workload {n + 1} ({', '.join(rows[r].model for r, _ in chosen[sig])}) "
+            who = ", ".join(rows[r].model for r, _ in chosen[sig])
+            notes.append(f"latency and throughput: workload {n + 1} ({who}) "
                          f"is shown apart from workload 1 because it was measured at {labels[sig]}, not at "
                          f"{labels[ordered[0]]}")
 
@@ -515,7 +517,8 @@ def _embed(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns
                 why = [w for w, differs in ((f"the main score differs ({metric} vs {b[0]})", metric != b[0]),
                                             (f"the task definition differs (task hash {_short(th)} vs {_short(b[1])})",
                                              th != b[1]),
-                                            (f"the data differs (data hash {_short(dh)} vs {_short(b[2])})", dh != b[2]),
+                                            (f"the data differs (data hash {_short(dh)} vs {_short(b[2])})",
+                                             dh != b[2]),
                                             (f"the metric version differs ({mv} vs {b[3]})", mv != b[3])) if differs]
                 notes.append(f"embedding task {name}: definition {n + 1} "
                              f"({', '.join(rows[r].model for r, _ in defs[name][sig])}) is shown apart from "

@@ -157,8 +157,9 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         tip = f"{model}: quality {_fmt(y)}, {x_title.split(' (')[0]} {_fmt(x)} {x_unit}".rstrip() + \
               (" · on the Pareto frontier" if on else "")
         style = f'fill="{FRONT}"' if on else f'fill="white" stroke="{DOMINATED}" stroke-width="1.5"'
-        body.append(f'<g class="point{" pareto" if on else ""}"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="{5 if on else 4}" '
-                    f'{style}><title>{escape(tip)}</title></circle>')
+        body.append(f'<g class="point{" pareto" if on else ""}">'
+                    f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{5 if on else 4}" {style}>'
+                    f"<title>{escape(tip)}</title></circle>")
         label = model if len(model) <= LABEL_CHARS else model[: LABEL_CHARS - 1] + "…"
         lw = CHAR_W * len(label)
         right = cx + 8 + lw <= width - 4
