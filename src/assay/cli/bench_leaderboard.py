@@ -97,7 +97,8 @@ def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | 
     shown = {c.key for c in per_task} if wide or not any(c.kind != "cost" for c in indexes) else \
         {c.key for c in per_task if c.key == sort}
     cols = [c for c in board.columns if (c in indexes or c.key in shown)
-            and (c.key == sort or any(r.get(c.key) is not None for r in rows))]   # no all-"—" columns
+            and (c.key == sort or not ("@" in c.key or ":" in c.key)      # the main indexes, even all "—";
+                 or any(r.get(c.key) is not None for r in rows))]          # the others only with a figure
     if sort and sort != "model":
         cols.sort(key=lambda c: c.key != sort)                                # the sort column first
     hidden = len(per_task) - len(shown)
