@@ -222,3 +222,21 @@ def test_cli_plot_writes_a_valid_svg_with_one_point_per_model(board_store: dict[
     assert any("latency index (mean TTFT, ms" in (t or "") for t in titles)
     assert any("quality index (0–100" in (t or "") for t in titles)
     assert "left out" in p.stderr and "slowpoke" in p.stderr
+
+
+def test_the_same_task_scored_in_other_modes_is_flagged(board_store: dict[str, Any], tmp_path: Path) -> None:
+    from assay.bench.quality import headline
+    from assay.store import open_store
+
+    st = open_store(str(tmp_path / "modes.db"))
+    gen = board_store["runs"]["right"].summary                       # pipelines answer by generation
+    loglik = {**gen, "model": "scored-by-loglik",
+              "tasks": {n: {**t, "modes": ["loglik"]} for n, t in gen["tasks"].items()}}
+    for s in (gen, loglik):
+        st.add_benchmark(kind="quality", model=s["model"], metrics=headline(s), details=s)
+    b = build_leaderboard(st, kinds="quality")
+    assert [c.key for c in b.columns if c.kind == "quality"] == ["quality_index", "quality:arithmetic",
+                                                                 "quality:science_mc"]     # same tasks: together
+    note = next(x for x in b.notes if x.startswith("task science_mc (quality:science_mc)"))
+    assert "scored-by-loglik: loglik" in note and "generate" in note
+    st.close()

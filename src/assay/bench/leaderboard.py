@@ -346,6 +346,11 @@ def _quality(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], colum
                                   f"{name}: primary score {primary}; task hash {_short(th)}, data hash {_short(dh)}"))
             groups.append(Group("quality-task", key, label, [rows[r].model for r in defs[name][sig]],
                                 {"task": name, "task_hash": th, "data_hash": dh, "primary": primary}))
+            modes = {rid: ", ".join(tasks_of[rid][name].get("modes") or []) for rid in defs[name][sig]}
+            if len({m for m in modes.values() if m}) > 1:       # e.g. log-likelihood for one, generation for another
+                notes.append(f"task {name} ({key}): the models were scored differently (" + "; ".join(
+                    f"{rows[r].model}: {m}" for r, m in modes.items() if m) + "): multiple choice by generation "
+                    "reads the answer from text, by log-likelihood ranks the choices; compare with care")
             for rid in defs[name][sig]:
                 t = tasks_of[rid][name]
                 v = t.get("primary_value")
