@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assay.cli.bench_embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
+from assay.cli.bench_leaderboard import leaderboard_cmd
 from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
 from assay.cli.common import STORE_OPT, err, fmt, open_store, out, pairs, print_json, stage_progress, when
 from assay.errors import AssayError
@@ -24,6 +25,7 @@ app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performa
                   "embedding models.")
 app.command("quality")(quality_cmd)
 app.command("embed")(embed_cmd)
+app.command("leaderboard")(leaderboard_cmd)
 
 
 def _durations(text: str | None, what: str) -> float | None:

@@ -397,6 +397,60 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     def api_bench_track(track: str, limit: int | None = Query(None, ge=1)) -> dict[str, Any]:
         return _bench_track(track, limit)
 
+    # -- the leaderboard (before /bench/{ref}: "leaderboard" is not a ref) ----------------------
+    def _leaderboard(kind: str, runs: str, filter_text: str | None) -> Any:
+        from assay.bench.leaderboard import build_leaderboard
+
+        return build_leaderboard(store, kinds=kind or "all", runs=runs or "latest").filtered(filter_text or None)
+
+    def _board_sort(board: Any, sort: str | None, dir_: str | None) -> tuple[str | None, bool | None]:
+        if dir_ not in (None, "", "asc", "desc"):
+            raise AssayError(f"dir must be asc or desc, got {dir_!r}")
+        if sort and sort != "model":
+            board.column(sort)
+        return sort or None, None if not dir_ else dir_ == "desc"
+
+    @app.get("/bench/leaderboard", response_class=HTMLResponse)
+    def leaderboard_page(request: Request, sort: str | None = None, dir: str | None = None,
+                         filter: str | None = None, kind: str = "all", runs: str = "latest") -> Response:
+        from assay.bench.leaderboard import TRADEOFFS, display_unit, format_value
+        from assay.ui.leaderboard_charts import tradeoff_chart
+
+        board = _leaderboard(kind, runs, filter)
+        key, desc = _board_sort(board, sort, dir)
+        rows = board.sorted(key, descending=desc)
+        shown = key or ("quality_index" if any(c.key == "quality_index" for c in board.columns) else None)
+        params = {k: v for k, v in request.query_params.items() if k not in ("sort", "dir") and v}
+
+        def sort_href(col: str) -> str:
+            col_better = "low" if col == "model" else board.column(col).better
+            best_first = "asc" if col_better == "low" else "desc"
+            flip = {"asc": "desc", "desc": "asc"}
+            now = dir or ("desc" if col != "model" and board.column(col).better == "high" else "asc")
+            d = flip[now] if col == shown else best_first
+            return "/bench/leaderboard?" + urlencode({**params, "sort": col, "dir": d})
+
+        index_cols = [c for c in board.columns if ":" not in c.key]
+        task_cols = [c for c in board.columns if ":" in c.key]
+        tradeoffs = {name: board.tradeoff(name) for name in TRADEOFFS}
+        svgs = {name: tradeoff_chart(data) for name, data in tradeoffs.items()}
+        sort_desc = desc if desc is not None else (shown is not None and shown != "model"
+                                                   and board.column(shown).better == "high")
+        apart = [n for n in board.notes if " shown apart " in n]
+        return page("bench_leaderboard.html.j2", title="leaderboard", board=board, rows=rows, sorted_by=shown,
+                    sort_desc=sort_desc, apart=apart,
+                    index_cols=index_cols, task_cols=task_cols, svgs=svgs, tradeoffs=tradeoffs, cell=format_value,
+                    unit=display_unit, sort_href=sort_href, f={"filter": filter, "kind": kind, "runs": runs})
+
+    @app.get("/api/bench/leaderboard")
+    def api_leaderboard(sort: str | None = None, dir: str | None = None, filter: str | None = None,
+                        kind: str = "all", runs: str = "latest") -> dict[str, Any]:
+        from assay.bench.leaderboard import TRADEOFFS
+
+        board = _leaderboard(kind, runs, filter)
+        key, desc = _board_sort(board, sort, dir)
+        return {**board.as_dict(key, desc), "tradeoffs": {name: board.tradeoff(name) for name in TRADEOFFS}}
+
     @app.get("/bench/{ref}", response_class=HTMLResponse)
     def bench_run_page(ref: str) -> Response:
         from markupsafe import Markup
