@@ -77,7 +77,7 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     for tname, tk in (s.get("tasks") or {}).items():
         lo, hi = tk.get("ci95_low"), tk.get("ci95_high")
         ci = f" [{lo:.4f}–{hi:.4f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else ""
-        value = f"[red]failed[/red]" if tk.get("error") else _num(tk.get("value")) + ci
+        value = "[red]failed[/red]" if tk.get("error") else _num(tk.get("value")) + ci
         t.add_row(escape(tname), escape(str(tk.get("type"))), escape(str(tk.get("main_score"))), value,
                   str(tk.get("n_units") or "—"), _others(tk.get("scores") or {}, tk.get("main_score")))
     out.print(t)

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from markupsafe import Markup, escape
 
-from assay.ui.charts import BAR, GRID, INK, MUTED, _num, _svg
+from assay.ui.charts import BAR, GRID, INK, MUTED, number, svg_root
 
 PALETTE = (BAR, "#e07b24", "#2f9e5b", "#8e5cc4", "#d64545", "#1f9eb0", "#b7791f", "#52606d")
 MARKERS = ("circle", "square", "triangle", "diamond")
@@ -27,13 +27,15 @@ FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 
 
 def _chart(width: int, height: int, body: list[str], label: str) -> Markup:
-    return _svg(width, height, [f'<g font-family="{FONT}">', *body, "</g>"], label)
+    return svg_root(width, height, [f'<g font-family="{FONT}">', *body, "</g>"], label)
 
 
-def _text(x: float, y: float, s: str, *, size: int = 10, fill: str = MUTED, anchor: str = "start",
-          weight: str | None = None) -> str:
+def svg_text(x: float, y: float, s: str, *, size: int = 10, fill: str = MUTED, anchor: str = "start",
+             weight: str | None = None, cls: str | None = None) -> str:
+    """One escaped ``<text>`` element."""
     w = f' font-weight="{weight}"' if weight else ""
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}" text-anchor="{anchor}"{w}>'
+    c = f' class="{cls}"' if cls else ""
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}" text-anchor="{anchor}"{w}{c}>'
             f"{escape(s)}</text>")
 
 
@@ -42,7 +44,7 @@ def _frame(title: str, labels: Sequence[str], styles: Sequence[dict[str, Any]], 
     """A chart's title and legend, and the plot area below them: ``(body, top, plot width, plot height)``."""
     head = 20 if title else 4
     legend, leg_h = _legend(labels, styles, pad_l, head, width - pad_l - pad_r)
-    body = ([_text(4, 14, title, size=12, fill=INK, weight="600")] if title else []) + legend
+    body = ([svg_text(4, 14, title, size=12, fill=INK, weight="600")] if title else []) + legend
     pad_t = head + leg_h + 6
     return body, pad_t, width - pad_l - pad_r, height - pad_t - pad_b
 
@@ -62,7 +64,7 @@ def _legend(labels: Sequence[str], styles: Sequence[dict[str, Any]], x0: float, 
                     f'stroke-width="2"{dash}/>')
         if st.get("marker"):
             body.append(_marker(st["marker"], x + 10, y - 3, st["color"], ""))
-        body.append(_text(x + 26, y, text, size=11, fill=INK))
+        body.append(svg_text(x + 26, y, text, size=11, fill=INK))
         x += w
     return body, (y - y0) + 8
 
@@ -85,13 +87,14 @@ def _time_scale(top: float) -> tuple[float, str]:
     return (1000.0, "ms") if top < 2 else (1.0, "s")
 
 
-def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round ticks (1, 2, 2.5, 5 × a power of ten apart) between ``lo`` and ``hi`` on a linear axis."""
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / count
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    start = math.ceil(lo / step) * step
+    start = math.ceil(lo / step - 1e-9) * step
     return [start + k * step for k in range(int((hi - start) / step + 1e-9) + 1)]
 
 
@@ -127,26 +130,26 @@ def latency_cdf(series: Sequence[tuple[str, Any]], *, title: str = "", unit: str
 
     for p in (0, 0.25, 0.5, 0.75, 1):
         body.append(f'<line x1="{pad_l}" y1="{y(p):.1f}" x2="{pad_l + pw}" y2="{y(p):.1f}" stroke="{GRID}"/>')
-        body.append(_text(pad_l - 6, y(p) + 3, f"{p:.0%}", anchor="end"))
+        body.append(svg_text(pad_l - 6, y(p) + 3, f"{p:.0%}", anchor="end"))
     for p, name in ((0.5, "p50"), (0.99, "p99")):
         body.append(f'<line x1="{pad_l}" y1="{y(p):.1f}" x2="{pad_l + pw}" y2="{y(p):.1f}" stroke="{MUTED}" '
                     f'stroke-dasharray="2,3"/>')
-        body.append(_text(pad_l + pw - 2, y(p) - 3, name, anchor="end"))
-    for t in _nice_ticks(lo * scale, top * scale):
+        body.append(svg_text(pad_l + pw - 2, y(p) - 3, name, anchor="end"))
+    for t in nice_ticks(lo * scale, top * scale):
         xt = x(t / scale)
         body.append(f'<line x1="{xt:.1f}" y1="{pad_t + ph}" x2="{xt:.1f}" y2="{pad_t + ph + 4}" stroke="{MUTED}"/>')
-        body.append(_text(xt, pad_t + ph + 15, _num(t), anchor="middle"))
+        body.append(svg_text(xt, pad_t + ph + 15, number(t), anchor="middle"))
     body.append(f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="{MUTED}"/>')
     axis = f"latency ({shown_unit})" + (" · axis cut at the 99.9th percentile" if cut else "")
-    body.append(_text(pad_l + pw / 2, height - 6, axis, anchor="middle"))
+    body.append(svg_text(pad_l + pw / 2, height - 6, axis, anchor="middle"))
     for (label, v), st in zip(data, sty):
         n = len(v)
         at = np.unique(np.linspace(0, n - 1, min(n, CDF_POINTS)).round().astype(np.int64))
         xs, ps = v[at], (at + 1) / n
         pts = [f"{x(float(v[0])):.1f},{y(0):.1f}"] + [f"{x(float(a)):.1f},{y(float(p)):.1f}" for a, p in zip(xs, ps)]
         dash = ' stroke-dasharray="5,3"' if st.get("dash") else ""
-        tip = (f"{label}: n={n}, p50 {_num(float(np.percentile(v, 50)) * scale)} {shown_unit}, "
-               f"p99 {_num(float(np.percentile(v, 99)) * scale)} {shown_unit}")
+        tip = (f"{label}: n={n}, p50 {number(float(np.percentile(v, 50)) * scale)} {shown_unit}, "
+               f"p99 {number(float(np.percentile(v, 99)) * scale)} {shown_unit}")
         body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{st["color"]}" stroke-width="2"{dash}>'
                     f"<title>{escape(tip)}</title></polyline>")
     return _chart(width, height, body, f"latency distribution: {title}" if title else "latency distribution")
@@ -181,14 +184,14 @@ def metric_vs_load(loads: Sequence[float], series: Sequence[tuple[str, Sequence[
     def y(v: float) -> float:
         return pad_t + ph * (1 - v / y_hi)
 
-    for t in _nice_ticks(0, y_hi, 4):
+    for t in nice_ticks(0, y_hi, 4):
         body.append(f'<line x1="{pad_l}" y1="{y(t):.1f}" x2="{pad_l + pw}" y2="{y(t):.1f}" stroke="{GRID}"/>')
-        body.append(_text(pad_l - 6, y(t) + 3, _num(t), anchor="end"))
+        body.append(svg_text(pad_l - 6, y(t) + 3, number(t), anchor="end"))
     body.append(f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="{MUTED}"/>')
     for v in sorted(set(xs)):
         body.append(f'<line x1="{x(v):.1f}" y1="{pad_t + ph}" x2="{x(v):.1f}" y2="{pad_t + ph + 4}" stroke="{MUTED}"/>')
-        body.append(_text(x(v), pad_t + ph + 15, _num(v), anchor="middle"))
-    body.append(_text(pad_l + pw / 2, height - 6, xlabel + (" (log scale)" if log else ""), anchor="middle"))
+        body.append(svg_text(x(v), pad_t + ph + 15, number(v), anchor="middle"))
+    body.append(svg_text(pad_l + pw / 2, height - 6, xlabel + (" (log scale)" if log else ""), anchor="middle"))
     if ylabel:
         body.append(f'<text x="12" y="{pad_t + ph / 2:.1f}" font-size="10" fill="{MUTED}" text-anchor="middle" '
                     f'transform="rotate(-90 12 {pad_t + ph / 2:.1f})">{escape(ylabel)}</text>')
@@ -199,7 +202,7 @@ def metric_vs_load(loads: Sequence[float], series: Sequence[tuple[str, Sequence[
             body.append(f'<polyline points="{line}" fill="none" stroke="{st["color"]}" stroke-width="2"/>')
         for a, b in pts:
             body.append(_marker(st["marker"], x(a), y(b), st["color"],
-                                f"{label} at {xlabel} {_num(a)}: {_num(b)}{' ' + ylabel if ylabel else ''}"))
+                                f"{label} at {xlabel} {number(a)}: {number(b)}{' ' + ylabel if ylabel else ''}"))
     return _chart(width, height, body, title or "metric against load")
 
 

@@ -21,7 +21,7 @@ GOOD = "#2f9e5b"
 BAD = "#d64545"
 
 
-def _num(x: float) -> str:
+def number(x: float) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
     if abs(x) >= 1000 or float(x).is_integer():
@@ -29,7 +29,7 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
 
 
-def _svg(width: int, height: int, body: list[str], label: str) -> Markup:
+def svg_root(width: int, height: int, body: list[str], label: str) -> Markup:
     return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
                   f'width="{width}" height="{height}" role="img" aria-label="{escape(label)}">'
                   + "".join(body) + "</svg>")
@@ -50,18 +50,18 @@ def histogram(hist: dict[str, Any] | None, *, label: str = "", width: int = 300,
     for i, b in enumerate(bars):
         h = plot_h * b["count"] / top
         x = pad_l + i * slot + gap / 2
-        what = _num(b["lo"]) if hist["kind"] == "values" else f"{_num(b['lo'])}–{_num(b['hi'])}"
+        what = number(b["lo"]) if hist["kind"] == "values" else f"{number(b['lo'])}–{number(b['hi'])}"
         body.append(f'<rect x="{x:.1f}" y="{pad_t + plot_h - h:.1f}" width="{max(1.0, slot - gap):.1f}" '
                     f'height="{max(h, 0.5 if b["count"] else 0):.1f}" fill="{BAR}">'
                     f'<title>{escape(what)}: {b["count"]:,} rows</title></rect>')
         if hist["kind"] == "values" and (n <= 12 or i in (0, n - 1)):
             body.append(f'<text x="{x + (slot - gap) / 2:.1f}" y="{height - 5}" font-size="10" fill="{MUTED}" '
-                        f'text-anchor="middle">{escape(_num(b["lo"]))}</text>')
+                        f'text-anchor="middle">{escape(number(b["lo"]))}</text>')
     if hist["kind"] == "bins":
-        body.append(f'<text x="{pad_l}" y="{height - 5}" font-size="10" fill="{MUTED}">{escape(_num(bars[0]["lo"]))}</text>')
+        body.append(f'<text x="{pad_l}" y="{height - 5}" font-size="10" fill="{MUTED}">{escape(number(bars[0]["lo"]))}</text>')
         body.append(f'<text x="{pad_l + plot_w}" y="{height - 5}" font-size="10" fill="{MUTED}" '
-                    f'text-anchor="end">{escape(_num(bars[-1]["hi"]))}</text>')
-    return _svg(width, height, body, f"distribution of {label}")
+                    f'text-anchor="end">{escape(number(bars[-1]["hi"]))}</text>')
+    return svg_root(width, height, body, f"distribution of {label}")
 
 
 def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760, height: int = 260) -> Markup:
@@ -91,7 +91,7 @@ def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760
         v = lo + (hi - lo) * k / 4
         body.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{pad_l + pw}" y2="{y(v):.1f}" stroke="{GRID}"/>')
         body.append(f'<text x="{pad_l - 6}" y="{y(v) + 3:.1f}" font-size="10" fill="{MUTED}" '
-                    f'text-anchor="end">{escape(_num(v))}</text>')
+                    f'text-anchor="end">{escape(number(v))}</text>')
     band = [f"{x(i):.1f},{y(h):.1f}" for i, h in enumerate(highs)] + \
            [f"{x(i):.1f},{y(lw):.1f}" for i, lw in reversed(list(enumerate(lows)))]
     body.append(f'<polygon points="{" ".join(band)}" fill="{BAR}" fill-opacity="0.15" stroke="none"/>')
@@ -99,7 +99,7 @@ def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760
     body.append(f'<polyline points="{line}" fill="none" stroke="{BAR}" stroke-width="2"/>')
     for i, p in enumerate(pts):
         when = dt.datetime.fromtimestamp(p["created_at"]).strftime("%Y-%m-%d %H:%M")
-        tip = f"{p.get('name') or p['id']} ({when}): mean {_num(p['mean'])}"
+        tip = f"{p.get('name') or p['id']} ({when}): mean {number(p['mean'])}"
         body.append(f'<circle cx="{x(i):.1f}" cy="{y(p["mean"]):.1f}" r="4" fill="{BAR}">'
                     f'<title>{escape(tip)}</title></circle>')
     step = max(1, math.ceil(n / 6))
@@ -107,7 +107,7 @@ def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760
         day = dt.datetime.fromtimestamp(pts[i]["created_at"]).strftime("%m-%d %H:%M")
         body.append(f'<text x="{x(i):.1f}" y="{pad_t + ph + 16}" font-size="10" fill="{MUTED}" '
                     f'text-anchor="middle">{escape(day)}</text>')
-    return _svg(width, height, body, f"trend of {label}")
+    return svg_root(width, height, body, f"trend of {label}")
 
 
 def deltas(rows: Sequence[dict[str, Any]], *, width: int = 420) -> Markup:
@@ -127,9 +127,9 @@ def deltas(rows: Sequence[dict[str, Any]], *, width: int = 420) -> Markup:
 
     body = [f'<line x1="{x(0):.1f}" y1="{pad_t}" x2="{x(0):.1f}" y2="{height - 14}" stroke="{MUTED}" '
             f'stroke-dasharray="3,3"/>',
-            f'<text x="{pad_l}" y="{height - 2}" font-size="10" fill="{MUTED}">{escape(_num(-ext))}</text>',
+            f'<text x="{pad_l}" y="{height - 2}" font-size="10" fill="{MUTED}">{escape(number(-ext))}</text>',
             f'<text x="{x(0):.1f}" y="{height - 2}" font-size="10" fill="{MUTED}" text-anchor="middle">0</text>',
-            f'<text x="{pad_l + pw}" y="{height - 2}" font-size="10" fill="{MUTED}" text-anchor="end">+{escape(_num(ext))}</text>']
+            f'<text x="{pad_l + pw}" y="{height - 2}" font-size="10" fill="{MUTED}" text-anchor="end">+{escape(number(ext))}</text>']
     for i, r in enumerate(rows):
         cy = pad_t + row_h * i + row_h / 2
         color = GOOD if r.get("better") is True else BAD if r.get("better") is False else MUTED
@@ -140,4 +140,4 @@ def deltas(rows: Sequence[dict[str, Any]], *, width: int = 420) -> Markup:
         tip = f"{r['label']}: {r['delta']:+.4g} [{r['ci95_low']:+.4g}, {r['ci95_high']:+.4g}]"
         body.append(f'<circle cx="{x(r["delta"]):.1f}" cy="{cy:.1f}" r="4" fill="{color}">'
                     f'<title>{escape(tip)}</title></circle>')
-    return _svg(width, height, body, "differences against the baseline with 95% intervals")
+    return svg_root(width, height, body, "differences against the baseline with 95% intervals")

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 from markupsafe import Markup, escape
 
 from assay.bench.leaderboard import TRADEOFFS, Leaderboard
-from assay.ui.bench_charts import FONT, PALETTE
-from assay.ui.charts import GOOD, GRID, INK, MUTED
+from assay.ui.bench_charts import FONT, PALETTE, nice_ticks, svg_text
+from assay.ui.charts import GOOD, GRID, INK, MUTED, number
 
 DOMINATED = PALETTE[0]
 FRONT = GOOD
@@ -32,35 +32,6 @@ AXES = {   # column -> (axis title, factor from the stored unit to the shown one
 }
 TITLES = {"quality-cost": "Quality against cost", "quality-latency": "Quality against latency",
           "quality-throughput": "Quality against throughput"}
-
-
-def _fmt(v: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 10:
-        return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
-    return f"{v:.3g}"
-
-
-def _text(x: float, y: float, s: str, *, size: int = 10, fill: str = MUTED, anchor: str = "start",
-          weight: str | None = None, cls: str | None = None) -> str:
-    w = f' font-weight="{weight}"' if weight else ""
-    c = f' class="{cls}"' if cls else ""
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{fill}" text-anchor="{anchor}"{w}{c}>'
-            f"{escape(s)}</text>")
-
-
-def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round ticks between ``lo`` and ``hi`` on a linear axis."""
-    if hi <= lo:
-        return [lo]
-    raw = (hi - lo) / count
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    start = math.ceil(lo / step - 1e-9) * step
-    return [start + k * step for k in range(int((hi - start) / step + 1e-9) + 1)]
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
@@ -102,7 +73,7 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         span = (max(xs) - min(xs)) or max(abs(max(xs)), 1.0)
         x_lo, x_hi = max(0.0, min(xs) - 0.1 * span) if min(xs) >= 0 else min(xs) - 0.1 * span, max(xs) + 0.1 * span
         fx = float
-        x_ticks = _ticks(x_lo, x_hi)
+        x_ticks = nice_ticks(x_lo, x_hi)
     y_span = (max(ys) - min(ys)) or 10.0
     y_lo = max(0.0, min(ys) - 0.15 * y_span) if min(ys) >= 0 else min(ys) - 0.15 * y_span
     y_hi = max(ys) + 0.15 * y_span          # room above the best point for its label
@@ -119,25 +90,25 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
     def Y(v: float) -> float:
         return pad_t + ph * (1 - (v - y_lo) / (y_hi - y_lo))
 
-    body = [_text(4, 14, title, size=12, fill=INK, weight="600")]
+    body = [svg_text(4, 14, title, size=12, fill=INK, weight="600")]
     better = ("↖" if data.get("x_better") == "low" else "↗") + " better"
-    body.append(_text(width - pad_r, 14, better, size=10, anchor="end"))
+    body.append(svg_text(width - pad_r, 14, better, size=10, anchor="end"))
     # legend
     body.append(f'<circle cx="{pad_l + 6}" cy="27" r="4" fill="{FRONT}"/>')
-    body.append(_text(pad_l + 14, 30, "on the Pareto frontier (no model is better on both)", fill=INK))
+    body.append(svg_text(pad_l + 14, 30, "on the Pareto frontier (no model is better on both)", fill=INK))
     lx = pad_l + 14 + CHAR_W * 52
     body.append(f'<circle cx="{lx:.1f}" cy="27" r="4" fill="white" stroke="{DOMINATED}" stroke-width="1.5"/>')
-    body.append(_text(lx + 8, 30, "dominated", fill=INK))
+    body.append(svg_text(lx + 8, 30, "dominated", fill=INK))
     # grid and axes
-    for t in [t for t in _ticks(y_lo, y_hi, 5) if not bounded or t <= 100]:
+    for t in [t for t in nice_ticks(y_lo, y_hi, 5) if not bounded or t <= 100]:
         body.append(f'<line x1="{pad_l}" y1="{Y(t):.1f}" x2="{pad_l + pw}" y2="{Y(t):.1f}" stroke="{GRID}"/>')
-        body.append(_text(pad_l - 6, Y(t) + 3, _fmt(t), anchor="end"))
+        body.append(svg_text(pad_l - 6, Y(t) + 3, number(t), anchor="end"))
     for t in x_ticks:
         body.append(f'<line x1="{X(t):.1f}" y1="{pad_t}" x2="{X(t):.1f}" y2="{pad_t + ph}" stroke="{GRID}"/>')
-        body.append(_text(X(t), pad_t + ph + 14, _fmt(t), anchor="middle"))
+        body.append(svg_text(X(t), pad_t + ph + 14, number(t), anchor="middle"))
     body.append(f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="{MUTED}"/>')
     body.append(f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{pad_t + ph}" stroke="{MUTED}"/>')
-    body.append(_text(pad_l + pw / 2, height - 8, x_title + (" · log scale" if log else ""), anchor="middle",
+    body.append(svg_text(pad_l + pw / 2, height - 8, x_title + (" · log scale" if log else ""), anchor="middle",
                       cls="x-title"))
     body.append(f'<text x="12" y="{pad_t + ph / 2:.1f}" font-size="10" fill="{MUTED}" text-anchor="middle" '
                 f'class="y-title" transform="rotate(-90 12 {pad_t + ph / 2:.1f})">{escape(y_title)}</text>')
@@ -154,7 +125,7 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         model = str(p.get("model") or "")
         on = bool(p.get("pareto"))
         cx, cy = X(x), Y(y)
-        tip = f"{model}: quality {_fmt(y)}, {x_title.split(' (')[0]} {_fmt(x)} {x_unit}".rstrip() + \
+        tip = f"{model}: quality {number(y)}, {x_title.split(' (')[0]} {number(x)} {x_unit}".rstrip() + \
               (" · on the Pareto frontier" if on else "")
         style = f'fill="{FRONT}"' if on else f'fill="white" stroke="{DOMINATED}" stroke-width="1.5"'
         body.append(f'<g class="point{" pareto" if on else ""}">'
@@ -167,7 +138,7 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         x0 = lx if right else lx - lw
         ly = _free_y(placed, x0, x0 + lw, cy - 6, pad_t + 8, height - pad_b + 10)
         placed.append((x0, ly - 9, x0 + lw, ly + 2))
-        body.append(_text(lx, ly, label, fill=INK, anchor="start" if right else "end", cls="label") + "</g>")
+        body.append(svg_text(lx, ly, label, fill=INK, anchor="start" if right else "end", cls="label") + "</g>")
     aria = f"{title}: {len(pts)} model(s), {sum(1 for p in pts if p.get('pareto'))} on the Pareto frontier"
     return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart tradeoff" viewBox="0 0 {width} {height}" '
                   f'width="{width}" height="{height}" role="img" aria-label="{escape(aria)}">'
