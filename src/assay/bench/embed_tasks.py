@@ -46,11 +46,11 @@ __all__ = ["TASK_TYPES", "BUILTIN_TASKS", "EmbedTask", "EmbedTaskError", "load_e
 
 TASK_TYPES = ("classification", "clustering", "pair", "rerank", "retrieval", "sts", "summarization")
 BUILTIN_TASKS = {
-    "sts": "80 sentence pairs scored 0-5 for closeness of meaning (Spearman of cosine vs gold)",
+    "sts": "81 sentence pairs scored 0-5 for closeness of meaning (Spearman of cosine vs gold)",
     "retrieval": "BEIR layout: 120 short passages, 30 queries, graded qrels (nDCG@10)",
     "classification": "4 topics, 100 training and 60 test texts (logistic regression accuracy)",
     "clustering": "100 texts from 5 topics (k-means V-measure)",
-    "pair": "80 sentence pairs, paraphrase or not, with hard negatives (max average precision)",
+    "pair": "78 sentence pairs, paraphrase or not, with hard negatives (max average precision)",
     "rerank": "25 queries, each with 1-3 relevant and 6 unrelated or near-miss candidates (MAP)",
     "summarization": "8 texts, 2 reference and 4 scored machine summaries each (Spearman of cosine vs scores)",
 }
@@ -268,7 +268,8 @@ class _Fields:
 
     def raw(self, name: str, *, required: bool = True) -> Any:
         col = self.columns.get(name, name)
-        if col not in self.row or self.row[col] is None or (isinstance(self.row[col], float) and self.row[col] != self.row[col]):
+        value = self.row.get(col)
+        if value is None or (isinstance(value, float) and value != value):      # absent, null or NaN
             if required:
                 raise self.err("is missing", name)
             return None
@@ -539,8 +540,8 @@ def _load_path(path: Path, *, forced_type: str | None = None, source: str | None
         else:
             probe = data_file or test_file or _find(folder, split) or _find(folder, "data")
             if probe is None:
-                raise EmbedTaskError(f"cannot tell the task type: no {split}.jsonl / data.jsonl / corpus.jsonl + qrels/; "
-                                     f"add a {TASK_FILE} with 'type: ...'", source=str(path))
+                raise EmbedTaskError(f"cannot tell the task type: no {split}.jsonl / data.jsonl / corpus.jsonl + "
+                                     f"qrels/; add a {TASK_FILE} with 'type: ...'", source=str(path))
             kind = _type_from_columns(_columns_of(probe), columns)
             if kind is None:
                 raise EmbedTaskError(f"cannot tell the task type from the columns {sorted(_columns_of(probe))}; "
