@@ -6,14 +6,15 @@ similarity functions and the statistics are MTEB's, so a figure here reads like 
 
 - ``classification``: a logistic regression (``max_iter=100``) trained on the train texts' vectors,
   the train set undersampled to ``samples_per_label`` per label (default 8), ``n_experiments``
-  (default 10) experiments, each reshuffling one index array with one seeded generator; ``accuracy``
-  (main), ``f1`` (macro), ``f1_weighted`` (and ``ap``, ``ap_weighted`` for two labels), averaged.
+  (default 10) experiments, each reshuffling one index list with a generator seeded afresh (as MTEB);
+  ``accuracy`` (main), ``f1``, ``precision``, ``recall`` (macro) and their ``_weighted`` forms (and ``ap``,
+  ``ap_weighted`` for two labels), averaged over the experiments.
 - ``clustering``: mini-batch k-means (k = number of labels, batch size 500, ``n_init="auto"``,
   seeded) on the vectors; ``v_measure`` of the clusters against the labels.
 - ``pair``: cosine, dot, euclidean and manhattan scores of each pair; per score the average precision
   (``cosine_ap``, ...), and accuracy / F1 / precision / recall at the threshold that maximises each
-  (MTEB's threshold search: sorted scores, thresholds half-way between neighbours); ``max_*`` over
-  the four; ``max_ap`` is the main score.
+  (MTEB's threshold search: sorted scores, a threshold between neighbours that differ, never between
+  tied scores); ``max_*`` over the four; ``max_ap`` is the main score.
 - ``rerank``: per query, the candidates (positives then negatives) ranked by cosine; ``map`` (main) is
   the mean of sklearn's average precision, ``mrr_at_10`` the mean reciprocal rank of the first
   positive within the top 10. Queries without a positive or without a negative are skipped (as MTEB).
@@ -26,11 +27,13 @@ similarity functions and the statistics are MTEB's, so a figure here reads like 
   rank of the first relevant document within the top k: trec_eval's ``recip_rank`` has no cut-off).
   Queries without any qrels line are not scored (trec_eval does the same). ``ndcg_at_10`` is main.
 - ``sts``: cosine similarity and negated manhattan / euclidean distances against the gold scores;
-  ``cosine_spearman`` (main), ``cosine_pearson``, ``manhattan_*``, ``euclidean_*``, ``dot_*``.
+  ``cosine_spearman`` (main), ``cosine_pearson``, ``manhattan_*``, ``euclidean_*``.
 - ``summarization``: each machine summary scored by its highest cosine with the text's human
   summaries; Spearman and Pearson of those against the human relevance scores, per text, averaged
-  (``cosine_spearman`` is main). A text whose human scores are all equal is skipped (as MTEB).
+  (``cosine_spearman`` is main). A text whose human scores, or whose predicted scores, are all equal is
+  skipped (as MTEB).
 
+``benchmarks/bench_embed_conformance.py`` checks all of this against MTEB's own code on the same vectors.
 ``TaskScores.units`` keeps, per unit (query, pair, test item, text), what the main score needs so that
 :func:`main_statistic` can recompute it on a resample of the units (bootstrap intervals, paired
 comparisons of two models). Changing any of this changes :data:`METRIC_VERSION`.
