@@ -352,3 +352,19 @@ async def test_local_gguf_embeds_through_the_embedder_role(tmp_path):
     again = await m.embed(["hello world"], input_type="document")
     assert np.array_equal(again[0], v[0]) and m.stats.texts_cached == 1
     await m.aclose()
+
+
+async def test_a_call_cancelled_mid_request_does_not_fail_the_call_sharing_its_texts(fake):
+    fake.default = lambda req: {**_answer(req), "delay": 0.3}
+    m = _embedder(fake)
+    first = asyncio.create_task(m.embed(["s", "t"]))
+    await asyncio.sleep(0.1)                     # its request is in flight
+    second = asyncio.create_task(m.embed(["t", "u"]))
+    await asyncio.sleep(0.05)
+    first.cancel()
+    v = await second
+    assert np.allclose(v, [_vec("t"), _vec("u")])
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert m._pending_vectors == {}
+    await m.aclose()

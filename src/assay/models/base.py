@@ -290,7 +290,7 @@ def as_vectors(name: str, vectors: Any, n: int) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] < 1:
         raise ModelCallError(f"{name}: expected {n} embeddings, got an array of shape {arr.shape}",
                              kind="bad_response")
-    return arr
+    return arr if arr.flags.writeable else arr.copy()
 
 
 def cache_identity(model: Any) -> str:

@@ -431,7 +431,7 @@ class LimitedModel:
         self.smoke_test = getattr(model, "smoke_test", False) is True
         self.note = getattr(model, "note", None)
         self._pending: dict[str, asyncio.Future[Generation]] = {}
-        self._pending_vectors: dict[str, asyncio.Future[np.ndarray]] = {}
+        self._pending_vectors: dict[str, tuple[asyncio.Future[np.ndarray], int]] = {}
 
     def __repr__(self) -> str:
         return f"LimitedModel({self.model!r}, concurrency={self.limiter.concurrency}, cache={self.cache!r})"
@@ -645,22 +645,27 @@ class LimitedModel:
     async def _fill(self, missing: list[tuple[str, str]], input_type: str | None, size: int,
                     found: dict[str, np.ndarray]) -> None:
         """Put the vectors of ``missing`` (key, text) into ``found``: those in flight in another
-        call from there, the rest from requests of ``size`` texts made here."""
+        call from there, the rest from requests of ``size`` texts made here. A request in flight
+        is one future (its vectors) and a row per text, not a future per text."""
         loop = asyncio.get_running_loop()
-        others: list[tuple[str, str, asyncio.Future[np.ndarray]]] = []
+        pending = self._pending_vectors
+        others: list[tuple[str, str, asyncio.Future[np.ndarray], int]] = []
         mine: list[tuple[str, str]] = []
-        own: list[asyncio.Future[np.ndarray]] = []
         for k, t in missing:
-            other = self._pending_vectors.get(k)
+            other = pending.get(k)
             if other is not None:
-                others.append((k, t, other))
-                continue
-            fut = self._pending_vectors[k] = loop.create_future()
-            mine.append((k, t))
-            own.append(fut)
+                others.append((k, t, *other))
+            else:
+                mine.append((k, t))
         self.stats.texts_shared += len(others)
-        tasks = [asyncio.ensure_future(self._embed_batch(mine[i:i + size], input_type))
-                 for i in range(0, len(mine), size)]
+        batches = [mine[i:i + size] for i in range(0, len(mine), size)]
+        futures: list[asyncio.Future[np.ndarray]] = []
+        for batch in batches:
+            fut = loop.create_future()
+            futures.append(fut)
+            for row, (k, _) in enumerate(batch):
+                pending[k] = (fut, row)
+        tasks = [asyncio.ensure_future(self._embed_batch(b, input_type, f)) for b, f in zip(batches, futures)]
         try:
             if tasks:
                 await asyncio.gather(*tasks)
@@ -671,15 +676,18 @@ class LimitedModel:
             raise
         finally:
             for k, _ in mine:  # a failed or cancelled call releases the texts it held
-                fut = self._pending_vectors.pop(k, None)
-                if fut is not None and not fut.done():
+                pending.pop(k, None)
+            for fut in futures:
+                if not fut.done():
                     fut.cancel()
-        for (k, _), fut in zip(mine, own):
-            found[k] = fut.result()
+        for batch, fut in zip(batches, futures):
+            vectors = fut.result()
+            for row, (k, _) in enumerate(batch):
+                found[k] = vectors[row]
         redo: list[tuple[str, str]] = []
-        for k, t, fut in others:
+        for k, t, fut, row in others:
             try:
-                found[k] = await asyncio.shield(fut)
+                found[k] = (await asyncio.shield(fut))[row]
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if fut.cancelled() and not (task is not None and _cancelling(task)):
@@ -690,8 +698,9 @@ class LimitedModel:
             self.stats.texts_shared -= len(redo)
             await self._fill(redo, input_type, size, found)
 
-    async def _embed_batch(self, batch: list[tuple[str, str]], input_type: str | None) -> None:
-        """One request under the limiter; its vectors go to the cache and to whoever waits on them."""
+    async def _embed_batch(self, batch: list[tuple[str, str]], input_type: str | None,
+                           fut: "asyncio.Future[np.ndarray]") -> None:
+        """One request under the limiter; its vectors go to the cache and to ``fut`` (whoever waits)."""
         backend = self.model
         texts = [t for _, t in batch]
         has_batch = callable(getattr(backend, "embed_batch", None))
@@ -708,14 +717,12 @@ class LimitedModel:
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 st.errors += 1
-            for k, _ in batch:
-                fut = self._pending_vectors.pop(k, None)
-                if fut is not None and not fut.done():
-                    if isinstance(exc, Exception):
-                        fut.set_exception(exc)
-                        fut.exception()  # retrieved: no warning when nobody else waits
-                    else:
-                        fut.cancel()
+            if not fut.done():
+                if isinstance(exc, Exception):
+                    fut.set_exception(exc)
+                    fut.exception()  # retrieved: no warning when nobody else waits
+                else:
+                    fut.cancel()
             raise
         st.embed_batches += 1
         st.texts_embedded += len(texts)
@@ -725,10 +732,8 @@ class LimitedModel:
                 self.cache.put_vectors(((k, v) for (k, _), v in zip(batch, vectors)), model=self.name)
             except sqlite3.Error as exc:
                 log.warning("call cache write failed: %s", exc)
-        for (k, _), v in zip(batch, vectors):
-            fut = self._pending_vectors.pop(k, None)
-            if fut is not None and not fut.done():
-                fut.set_result(v)
+        if not fut.done():
+            fut.set_result(vectors)
 
     async def aclose(self) -> None:
         close = getattr(self.model, "aclose", None)

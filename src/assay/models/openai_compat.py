@@ -539,25 +539,38 @@ class OpenAICompat:
             raise ModelCallError(f"{self.name}: asked for {n} embeddings, got {got}", kind="bad_response",
                                  retryable=True)
         rows: list[Any] = [None] * n
-        for pos, item in enumerate(items):
-            index = item.get("index", pos) if isinstance(item, Mapping) else None
-            emb = item.get("embedding") if isinstance(item, Mapping) else None
+        for pos, item in enumerate(items):  # answers parsed from JSON: plain dicts (no typing.Mapping check per item)
+            index = item.get("index", pos) if isinstance(item, dict) else None
+            emb = item.get("embedding") if isinstance(item, dict) else None
             if not isinstance(index, int) or not 0 <= index < n or rows[index] is not None or emb is None:
                 raise ModelCallError(f"{self.name}: embeddings answer item {pos} has a missing or repeated index "
                                      f"or no embedding", kind="bad_response", retryable=True)
-            if isinstance(emb, str):  # encoding_format "base64": little-endian float32 bytes
-                try:
-                    emb = np.frombuffer(base64.b64decode(emb, validate=True), dtype="<f4")
-                except (binascii.Error, ValueError):
-                    raise ModelCallError(f"{self.name}: embedding {index} is not valid base64 float32",
-                                         kind="bad_response", retryable=True) from None
             rows[index] = emb
+        if isinstance(rows[0], str):  # encoding_format "base64": little-endian float32 bytes
+            return as_vectors(self.name, self._decode_base64(rows), n)
         try:
             arr = np.array(rows, dtype=np.float32)
         except (TypeError, ValueError):
             raise ModelCallError(f"{self.name}: the embeddings are not equal-length lists of numbers",
                                  kind="bad_response", retryable=True) from None
         return as_vectors(self.name, arr, n)
+
+    def _decode_base64(self, rows: list[Any]) -> np.ndarray:
+        """Base64 float32 vectors as one array: decoded in one call when every string is whole
+        groups of four characters of one length without padding (so that they join), else one by one."""
+        size = len(rows[0])
+        try:
+            if size % 4 == 0 and not rows[0].endswith("=") and all(isinstance(r, str) and len(r) == size for r in rows):
+                return np.frombuffer(base64.b64decode("".join(rows), validate=True), dtype="<f4").reshape(len(rows), -1)
+            out = []
+            for r in rows:
+                if not isinstance(r, str):
+                    raise ValueError("not a string")
+                out.append(np.frombuffer(base64.b64decode(r, validate=True), dtype="<f4"))
+            return np.array(out, dtype=np.float32)
+        except (binascii.Error, ValueError):
+            raise ModelCallError(f"{self.name}: the embeddings are not base64 float32 vectors of one length",
+                                 kind="bad_response", retryable=True) from None
 
     def _read_echo(self, data: Any, text: str, boundary: int) -> tuple[float, bool, int]:
         """(summed log-probability, all greedy, prompt tokens) of the tokens of ``text`` that end
