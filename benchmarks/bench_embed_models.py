@@ -78,7 +78,8 @@ STS: list[tuple[str, str, float]] = [
     ("The river flooded the village.", "Heavy rain made the river rise.", 2.8),
     ("A boy is reading a book in the library.", "A girl is writing a letter at home.", 1.2),
     ("The museum is free on Sundays.", "Entry to the museum costs nothing on Sunday.", 4.9),
-    ("The plane landed safely despite the storm.", "Despite bad weather the aircraft touched down without trouble.", 4.7),
+    ("The plane landed safely despite the storm.",
+     "Despite bad weather the aircraft touched down without trouble.", 4.7),
     ("He is learning to play the piano.", "He is taking piano lessons.", 4.3),
     ("The bakery sells fresh bread every morning.", "Each morning the bakery has freshly baked loaves.", 4.6),
     ("The company hired fifty new engineers.", "The firm laid off fifty engineers.", 1.8),
@@ -155,7 +156,8 @@ def _provenance(name: str) -> dict[str, Any]:
     except md.PackageNotFoundError:
         return {}
     urls = [u.split(",", 1)[1].strip() for u in meta.get_all("Project-URL") or () if "," in u]
-    repo = next((u for u in urls if "github.com" in u or "gitlab" in u), None) or meta.get("Home-page") or (urls[0] if urls else None)
+    repo = (next((u for u in urls if "github.com" in u or "gitlab" in u), None) or meta.get("Home-page")
+            or (urls[0] if urls else None))
     return {"version": meta["Version"], "license": meta.get("License-Expression") or meta.get("License") or None,
             "repo": repo, "author": meta.get("Author") or meta.get("Author-email")}
 
@@ -360,8 +362,9 @@ def main() -> None:
         p = r.get("provenance") or {}
         pypi = f"pypi.org/project/{r['name']}"
         if r.get("skipped"):
-            print(f"{r['name']:<22} {str(p.get('version') or '—'):<8} {str(p.get('license') or '—'):<11} {'—':>4} "
-                  f"{'—':>10} {mb(r.get('wheel')):>12} {'—':>8} {'—':>8}  {pypi}; {p.get('repo') or '—'}")
+            print(f"{r['name']:<22} {str(p.get('version') or '—'):<8} {str(p.get('license') or '—'):<11} "
+                  f"{'—':>4} {'—':>10} {mb(r.get('wheel')):>12} {'—':>8} {'—':>8}  "
+                  f"{pypi}; {p.get('repo') or '—'}")
             print(f"{'':<22} skipped: {r['skipped']}" + (f"; wheel {mb(r.get('wheel'))}, torch's own wheel for "
                   f"cp311 x86-64 Linux {mb(r.get('torch_wheel'))} (before its CUDA libraries); requires "
                   f"{', '.join(r.get('requires') or []) or '—'}" if "wheel" in r else ""))

@@ -2,7 +2,8 @@
 
 :class:`LlamaCppEmbedder` loads the file with ``Llama(embedding=True)`` and embeds with the
 pooling the file declares (mean for BERT-family encoders, last-token for some decoders;
-the mean of its token vectors when it declares none, as a chat model does), then scales each vector to unit length, as sentence-transformers' normalising models do.
+the mean of its token vectors when it declares none, as a chat model does), then scales each
+vector to unit length, as sentence-transformers' normalising models do.
 Models trained with instruction prefixes (``search_query: `` / ``search_document: `` for
 nomic-embed, ``query: `` / ``passage: `` for E5) get them from ``query_prefix`` and
 ``document_prefix``; with neither set, ``input_type`` changes nothing.
@@ -14,6 +15,7 @@ and the file is loaded once per process, on first use. Texts longer than the con
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import hashlib
 import os
@@ -46,6 +48,16 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def _close(slot: list[Any]) -> None:
+    """Free a loaded model while llama_cpp is still importable (at exit, before modules are torn down)."""
+    llm, slot[0] = slot[0], None
+    if llm is not None:
+        try:
+            llm.close()
+        except Exception:  # pragma: no cover - best effort at exit
+            pass
+
+
 class LlamaCppEmbedder:
     """Any GGUF file as an :class:`~assay.models.base.EmbeddingModel` (llama-cpp-python).
 
@@ -70,7 +82,8 @@ class LlamaCppEmbedder:
                              "(local:/path/to/model.gguf)")
         with p.open("rb") as f:
             if f.read(4) != b"GGUF":
-                raise AssayError(f"local embedding model {str(p)!r} is not a GGUF file (it does not start with 'GGUF')")
+                raise AssayError(f"local embedding model {str(p)!r} is not a GGUF file "
+                                 "(it does not start with 'GGUF')")
         self.path = str(p.resolve())
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads or default_threads())
@@ -95,14 +108,16 @@ class LlamaCppEmbedder:
         if self._fingerprint is None:
             self._fingerprint = _fingerprint(Path(self.path))
         extra = hashlib.sha256(f"{self.query_prefix}\0{self.document_prefix}".encode()).hexdigest()[:8]
-        return f"llama.cpp-embed:{Path(self.path).name}:{self._fingerprint}:ctx={self.n_ctx}:{extra}:norm={int(self.normalize)}"
+        return (f"llama.cpp-embed:{Path(self.path).name}:{self._fingerprint}:ctx={self.n_ctx}:{extra}"
+                f":norm={int(self.normalize)}")
 
     def _engine(self) -> tuple[Any, concurrent.futures.ThreadPoolExecutor]:
         key = (self.path, self.n_ctx, self.n_threads)
         with _engines_lock:
             got = _engines.get(key)
             if got is None:
-                got = _engines[key] = ([None], concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="assay-embed"))
+                got = _engines[key] = ([None], concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="assay-embed"))
             return got
 
     def _load(self, slot: list[Any]) -> Any:
@@ -114,6 +129,7 @@ class LlamaCppEmbedder:
                                           n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
             except Exception as exc:
                 raise AssayError(f"could not load GGUF model {self.path!r} for embeddings: {exc}") from exc
+            atexit.register(_close, slot)
         return slot[0]
 
     def load(self) -> float:

@@ -22,8 +22,9 @@ embedder    the backend's    4         yes    the embedded        all, built as 
 The backend's concurrency is its ``default_concurrency`` (32 OpenAI, 16 Azure, 8 other
 endpoints, 2 in-process). An embedder's spec names the same things as a judge's, built for
 embeddings: ``embedded`` is :class:`~assay.models.embedded_embedder.EmbeddedEmbedder`,
-``local:/x.gguf`` a GGUF loaded for embeddings, the others their ``/embeddings`` endpoint. A target's limiter is there for retries and backoff: the engine bounds
-its calls in flight itself, and an application's answers are never cached.
+``local:/x.gguf`` a GGUF loaded for embeddings, the others their ``/embeddings`` endpoint.
+A target's limiter is there for retries and backoff: the engine bounds its calls in flight
+itself, and an application's answers are never cached.
 """
 
 from __future__ import annotations
