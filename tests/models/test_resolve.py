@@ -103,7 +103,7 @@ def cache_at(tmp_path, monkeypatch):
 
 
 def test_role_defaults_table():
-    assert set(ROLES) == {"judge", "simulator", "target", "model"}
+    assert set(ROLES) == {"judge", "simulator", "target", "model", "embedder"}
     assert (ROLES["model"].concurrency, ROLES["model"].max_attempts, ROLES["model"].cache, ROLES["model"].default) \
         == (None, 4, True, None)
     assert (ROLES["judge"].concurrency, ROLES["judge"].max_attempts, ROLES["judge"].cache) == (None, 6, True)

@@ -1,6 +1,7 @@
 """The model contracts: :class:`Generation`, :class:`ChatModel`, :class:`EmbeddingModel`.
 
-Every backend is one small class that turns chat messages into a :class:`Generation`.
+Every backend is one small class that turns chat messages into a :class:`Generation` (or,
+for an embedding model, texts into vectors).
 The limiter, retries and cache (:mod:`assay.models.limits`, :mod:`assay.models.cache`)
 wrap any backend the same way, so a backend only has to translate its transport's
 failures into :class:`ModelCallError` (with ``retryable`` and ``retry_after`` set) and
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+import numpy as np
 import orjson
 
 from assay.errors import AssayError
@@ -213,11 +215,82 @@ def read_logliks(gen: Generation) -> tuple[list[float], list[bool]]:
         raise ModelCallError(f"not a log-likelihood answer: {gen.text[:120]!r}", kind="bad_response") from exc
 
 
+INPUT_TYPES = ("query", "document")
+
+
 @runtime_checkable
 class EmbeddingModel(Protocol):
+    """Anything that turns texts into vectors. ``name`` is shown in results.
+
+    ``embed`` returns a float32 array of shape ``(len(texts), dim)``, one row per text in the
+    order given. ``input_type`` says how the texts are used: ``"query"`` (a search query),
+    ``"document"`` (a text searched), or None (symmetric use: similarity, clustering,
+    classification). Models trained with query and passage prefixes (E5) embed the two
+    differently; a backend that makes no such distinction ignores it.
+
+    Backends may also have ``embed_batch(texts, *, input_type=None) -> EmbeddingBatch`` (not a
+    protocol member), which adds the tokens used and the latency to the vectors: what
+    :class:`~assay.models.limits.LimitedModel` calls when it is there, to count usage. They
+    say how many texts one request should carry (``embed_batch_size``) and whether
+    ``input_type`` changes their vectors (``embed_input_types``; when False the call cache
+    stores one vector per text for all input types).
+    """
+
     name: str
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    async def embed(self, texts: Sequence[str], *, input_type: str | None = None) -> np.ndarray: ...
+
+
+@dataclass(slots=True)
+class EmbeddingBatch:
+    """The vectors of one embedding request, with the tokens it used and how long it took."""
+
+    vectors: np.ndarray               # float32, (n, dim)
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    latency_s: float = 0.0
+    model: str = ""
+
+
+def gives_embeddings(model: Any) -> bool:
+    """True when ``model`` can embed texts (:meth:`EmbeddingModel.embed`) and does not say it
+    cannot (``gives_embeddings = False``)."""
+    return callable(getattr(model, "embed", None)) and getattr(model, "gives_embeddings", True) is not False
+
+
+def check_input_type(input_type: Any) -> str | None:
+    """``input_type`` if it is one of :data:`INPUT_TYPES` or None; else :class:`AssayError`."""
+    if input_type is None or input_type in INPUT_TYPES:
+        return input_type
+    raise AssayError(f"input_type must be 'query', 'document' or None, got {input_type!r}")
+
+
+def check_texts(texts: Any) -> list[str]:
+    """``texts`` as a list of strings; a bare string, or an item that is not a string, raises
+    :class:`AssayError` naming the item (an embedding of ``str(None)`` would be silently wrong)."""
+    if isinstance(texts, (str, bytes)):
+        raise AssayError("texts to embed must be a list of strings, not a single "
+                         f"{type(texts).__name__} (wrap it in a list)")
+    try:
+        out = list(texts)
+    except TypeError:
+        raise AssayError(f"texts to embed must be a list of strings, got {type(texts).__name__}") from None
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise AssayError(f"text {i} to embed is a {type(t).__name__}, not a string: {str(t)[:60]!r}")
+    return out
+
+
+def as_vectors(name: str, vectors: Any, n: int) -> np.ndarray:
+    """``vectors`` as a C-contiguous float32 ``(n, dim)`` array, or :class:`ModelCallError`
+    (``bad_response``) when a backend returned another count or shape."""
+    try:
+        arr = np.ascontiguousarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ModelCallError(f"{name}: the embeddings are not numbers ({exc})", kind="bad_response") from None
+    if arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] < 1:
+        raise ModelCallError(f"{name}: expected {n} embeddings, got an array of shape {arr.shape}",
+                             kind="bad_response")
+    return arr if arr.flags.writeable else arr.copy()
 
 
 def cache_identity(model: Any) -> str:

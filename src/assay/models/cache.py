@@ -11,6 +11,12 @@ working directory. ``ASSAY_CACHE=off`` turns the cache off (:func:`open_cache` r
 
 The hot path is one primary-key lookup on one open connection (tens of microseconds);
 :meth:`CallCache.get_many` looks up a batch in one query.
+
+Embeddings are cached per text, not per request, in a table of their own (``embeddings``,
+schema 2): the key is the sha256 of (model identity, input type, text) (:func:`embed_key`), the
+value the vector as float32 bytes (1,536 bytes for 384 dimensions, against ~8 KB as JSON), so
+that a text embedded once is never embedded again, whatever batch it comes in. A cache file of
+schema 1 gains the table when it is opened; nothing in it changes.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import orjson
 
 from assay.errors import AssayError
 from assay.models.base import Generation, Messages
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2                   # 2: the embeddings table
 KEY_VERSION = 1
 DEFAULT_PATH = Path(".assay") / "cache.sqlite"
 _OFF = {"off", "0", "false", "no", "none", "disabled"}
@@ -54,6 +61,12 @@ def open_cache(path: str | os.PathLike[str] | None = None) -> "CallCache | None"
 def call_key(identity: str, messages: Messages, params: Mapping[str, Any]) -> str:
     """sha256 over the model identity, the messages and every generation parameter."""
     blob = orjson.dumps([KEY_VERSION, identity, list(messages), params], option=_DUMP_OPTS, default=str)
+    return hashlib.sha256(blob).hexdigest()
+
+
+def embed_key(identity: str, input_type: str | None, text: str) -> str:
+    """sha256 over the model identity, the input type and the text: one embedding's key."""
+    blob = orjson.dumps([KEY_VERSION, "embed", identity, input_type, text])
     return hashlib.sha256(blob).hexdigest()
 
 
@@ -99,6 +112,12 @@ class CallCache:
             "CREATE TABLE IF NOT EXISTS calls ("
             " key TEXT PRIMARY KEY, model TEXT NOT NULL, created REAL NOT NULL, value BLOB NOT NULL"
             ") WITHOUT ROWID")
+        # schema 2: one float32 vector per (model, input type, text); a rowid table, since its
+        # rows (1.5 KB and more) are too large for a WITHOUT ROWID b-tree to pay off
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings ("
+            " key TEXT PRIMARY KEY, model TEXT NOT NULL, created REAL NOT NULL, dim INTEGER NOT NULL,"
+            " value BLOB NOT NULL)")
         if version < SCHEMA_VERSION:
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
@@ -163,9 +182,50 @@ class CallCache:
                     raise
         self.writes += len(rows)
 
+    # -- embeddings --------------------------------------------------------------------------
+    def get_vectors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """The cached vectors among ``keys`` (:func:`embed_key`), float32, one query per 500 keys."""
+        ks = list(dict.fromkeys(keys))
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            db = self._db
+            for i in range(0, len(ks), 500):
+                part = ks[i:i + 500]
+                q = f"SELECT key, value FROM embeddings WHERE key IN ({','.join('?' * len(part))})"
+                for k, v in db.execute(q, part):
+                    out[k] = np.frombuffer(v, dtype=np.float32)
+        self.hits += len(out)
+        self.misses += len(ks) - len(out)
+        return out
+
+    def put_vectors(self, items: Iterable[tuple[str, np.ndarray]], *, model: str = "") -> None:
+        """Store vectors by key in one committed transaction."""
+        now = time.time()
+        rows = []
+        for k, v in items:
+            a = np.ascontiguousarray(v, dtype=np.float32).reshape(-1)
+            rows.append((k, model, now, int(a.shape[0]), a.tobytes()))
+        if not rows:
+            return
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?,?,?,?,?)", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        self.writes += len(rows)
+
+    def count_vectors(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+
     def clear(self) -> None:
         with self._lock:
             self._db.execute("DELETE FROM calls")
+            self._db.execute("DELETE FROM embeddings")
 
     def close(self) -> None:
         with self._lock:

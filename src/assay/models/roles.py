@@ -14,11 +14,17 @@ simulator   the backend's    6         yes    the embedded model  all; ``""`` an
 model       the backend's    4         yes    (required)          all (a model under benchmark)
 target      64               4         no     (required)          ``http(s)://...`` only; key
                                                                   from ``ASSAY_TARGET_API_KEY``
+embedder    the backend's    4         yes    the embedded        all, built as embedding
+                                              embedding model     models (``embedded``:
+                                                                  multilingual-e5-small)
 ==========  ===============  ========  =====  ==================  ==========================
 
 The backend's concurrency is its ``default_concurrency`` (32 OpenAI, 16 Azure, 8 other
-endpoints, 2 in-process). A target's limiter is there for retries and backoff: the engine bounds
-its calls in flight itself, and an application's answers are never cached.
+endpoints, 2 in-process). An embedder's spec names the same things as a judge's, built for
+embeddings: ``embedded`` is :class:`~assay.models.embedded_embedder.EmbeddedEmbedder`,
+``local:/x.gguf`` a GGUF loaded for embeddings, the others their ``/embeddings`` endpoint.
+A target's limiter is there for retries and backoff: the engine bounds its calls in flight
+itself, and an application's answers are never cached.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.errors import AssayError
+from assay.models.base import gives_embeddings
 from assay.models.cache import open_cache
 from assay.models.limits import LimitedModel, Limiter
 from assay.models.pricing import parse_price
@@ -51,6 +58,7 @@ class Role:
     wrong_kind: str = ""           # the error for another kind; ``{spec!r}`` is filled in
     api_key_env: str | None = None  # an http backend's key, when none is passed
     timeout_to_backend: bool = False  # the backend's own HTTP timeout follows ``timeout``
+    embeddings: bool = False       # build the spec as an embedding model
 
 
 ROLES: dict[str, Role] = {
@@ -61,6 +69,8 @@ ROLES: dict[str, Role] = {
     "target": Role("target", 64, 4, False, None, False, ("http",),
                    wrong_kind="target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL",
                    api_key_env="ASSAY_TARGET_API_KEY", timeout_to_backend=True),
+    # a model that embeds texts (``assay bench embed --model``): vectors cached per text
+    "embedder": Role("embedder", None, 4, True, "embedded", False, KINDS, embeddings=True),
 }
 
 
@@ -90,7 +100,8 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
             rpm: float | None = None, tpm: float | None = None, timeout: float | None = DEFAULT_TIMEOUT,
             max_attempts: int | None = None, cache: Any = _DEFAULT, price: Any = None,
             **backend: Any) -> LimitedModel:
-    """The model for ``spec`` as ``role`` (``judge``, ``simulator`` or ``target``) uses it.
+    """The model for ``spec`` as ``role`` (``judge``, ``simulator``, ``model``, ``target`` or
+    ``embedder``) uses it.
 
     ``spec``: a spec string, a :class:`~assay.models.spec.ModelSpec`, a bare backend (a
     ChatModel, wrapped here), a :class:`LimitedModel` (returned as it is: it keeps its own
@@ -110,9 +121,11 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
             backend["api_key"] = os.environ.get(r.api_key_env)
         if r.timeout_to_backend and timeout is not None:
             backend.setdefault("timeout", timeout)
-        model = ms.build(**backend)
+        model = ms.build_embedder(**backend) if r.embeddings else ms.build(**backend)
     else:
         model = spec
+    if r.embeddings and not gives_embeddings(model):
+        raise AssayError(f"{getattr(model, 'name', type(model).__name__)} cannot be an {role}: it has no embed method")
     conc = concurrency or r.concurrency
     limiter = Limiter.for_model(model, rpm=rpm, tpm=tpm, timeout=timeout,
                                 max_attempts=r.max_attempts if max_attempts is None else max_attempts,

@@ -71,6 +71,20 @@ class ModelSpec:
             return embedded_judge(**kw)
         raise ModelSpecError(f"unknown judge kind {self.kind!r}")  # pragma: no cover
 
+    def build_embedder(self, **kw: Any) -> Any:
+        """The bare backend as an embedding model (an :class:`~assay.models.base.EmbeddingModel`):
+        ``embedded`` is the embedded embedding model (multilingual-e5-small), ``local`` a GGUF
+        loaded for embeddings, the endpoint kinds their ``/embeddings`` API."""
+        if self.kind == "embedded":
+            from assay.models.embedded_embedder import embedded_embedder
+
+            return embedded_embedder(**kw)
+        if self.kind == "local":
+            from assay.models.local_embedder import local_embedder
+
+            return local_embedder(self.path or "", **kw)
+        return self.build(**kw)
+
     def __str__(self) -> str:
         return self.spec
 
