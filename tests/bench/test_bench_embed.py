@@ -74,7 +74,7 @@ def test_every_shipped_task_is_scored_with_an_interval_and_stored(embedded_run):
         assert t["scores"][t["main_score"]] == v
         # the stored units give back the main score
         units = run.units[name]
-        assert main_statistic(t["type"], units, np.arange(t["n_units"])) == pytest.approx(v, abs=1e-9)
+        assert main_statistic(t["type"], units, np.arange(t["n_units"]), t["main_score"]) == pytest.approx(v, abs=1e-9)
     rec = store.get_benchmark(run.ref, kind="embed")
     assert rec["model"] == model.name and rec["details"]["tasks"] == s["tasks"]
     assert rec["metrics"]["tasks"]["retrieval"]["metric"] == "ndcg_at_10"
@@ -106,7 +106,8 @@ def test_a_rerun_is_answered_by_the_call_cache(embedded_run):
     again = resolve("embedded", role="embedder", cache=str(tmp / "cache.sqlite"))
     rerun = asyncio.run(run_embed(EmbedConfig(model="embedded", tasks=ALL), store=False, model=again))
     calls = rerun.summary["calls"]
-    assert calls.get("texts", 0) == 0 and calls["text_cache_hits"] > 0
+    assert calls["texts_embedded"] == 0 and calls["embed_batches"] == 0
+    assert calls["texts_cached"] == calls["embed_texts"] > 0
     for name, t in rerun.summary["tasks"].items():
         assert t["value"] == pytest.approx(run.summary["tasks"][name]["value"], abs=1e-6)
 
@@ -138,7 +139,7 @@ def test_cli_runs_lists_shows_and_compares(tmp_path):
     assert p2.returncode == 0, p2.stderr
     summary = json.loads(p2.stdout)
     # the second run came from the cache and scored the same
-    assert summary["calls"].get("texts", 0) == 0
+    assert summary["calls"]["texts_embedded"] == 0
     lst = _assay(tmp_path, "bench", "list", "--kind", "embed")
     assert lst.returncode == 0 and "first" in lst.stdout and "second" in lst.stdout
     show = _assay(tmp_path, "bench", "show", "first")

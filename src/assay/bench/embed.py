@@ -33,6 +33,7 @@ from assay.bench.embed_metrics import METRIC_VERSION, score_task
 from assay.bench.embed_stats import main_interval
 from assay.bench.embed_tasks import EmbedTask, load_embed_tasks
 from assay.errors import AssayError
+from assay.models import CallStats, LimitedModel, resolve
 from assay.models.base import ModelCallError
 from assay.store.schema import new_ref
 
@@ -142,19 +143,17 @@ def task_entry(task: EmbedTask) -> dict[str, Any]:
             "metric_version": METRIC_VERSION, "source": task.source, "split": task.split, "error": None}
 
 
-def _calls(model: Any) -> dict[str, Any]:
-    st = getattr(model, "stats", None)
-    if st is None:
-        return {}
-    snap = st.snapshot() if hasattr(st, "snapshot") else {}
-    return {k: v for k, v in snap.items() if v}
+def _calls(model: LimitedModel, before: Mapping[str, int]) -> dict[str, int]:
+    """This run's embedding counts: texts asked for, from the cache, shared, sent, and requests."""
+    return model.stats.since(before, fields=CallStats.EMBED_FIELDS)
 
 
 async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | None = None,
                     progress: Progress | None = None, model: Any = None) -> EmbedRun:
     """Run the embedding benchmark ``cfg`` describes; store it (``store``: a Store, URL or path; None:
     the default store; False: not stored) and write ``summary.json`` under ``out``. ``model``: an
-    already resolved embedder (tests, benchmarks), else ``cfg.model`` is resolved."""
+    embedder to use instead of resolving ``cfg.model`` (a :class:`LimitedModel` as it is; a bare
+    backend behind a limiter and no cache)."""
     cfg.check()
     tasks = load_embed_tasks(cfg.tasks, data=cfg.data)
     if not tasks:
@@ -163,10 +162,9 @@ async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | No
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise AssayError(f"two tasks are named {', '.join(dup)}; rename one (its task.yaml 'name')")
-    if model is None:
-        from assay.models import resolve
-
-        model = resolve(cfg.model, role="embedder", concurrency=cfg.concurrency)
+    model = resolve(cfg.model if model is None else model, role="embedder", concurrency=cfg.concurrency,
+                    **({} if model is None else {"cache": None}))
+    before = model.stats.snapshot(CallStats.EMBED_FIELDS)
     st = _open(store)
     started = time.time()
     embedder = Embedder(model, cfg, progress)
@@ -180,15 +178,16 @@ async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | No
             entry["error"] = f"embedding failed: {exc}"
             continue
         scored = await asyncio.to_thread(score_task, task, embedder.vectors, seed=cfg.seed)
-        lo, hi = await asyncio.to_thread(main_interval, task.type, scored.units, seed=cfg.seed)
+        lo, hi = await asyncio.to_thread(main_interval, task.type, scored.units, main_score=scored.main_score,
+                                         seed=cfg.seed)
         entry.update(value=_finite(scored.scores.get(scored.main_score)), main_score=scored.main_score,
                      ci95_low=lo, ci95_high=hi, scores={k: _finite(v) for k, v in scored.scores.items()})
         units[task.name] = {k: np.asarray(v, dtype=np.float64) for k, v in scored.units.items()}
     if all(e["error"] for e in entries.values()):
         first = next(iter(entries.values()))["error"]
         raise AssayError(f"no task could be scored: {first}")
-    calls = _calls(model)
-    texts_sent = calls.get("texts")
+    calls = _calls(model, before)
+    texts_sent = calls.get("texts_embedded")
     summary: dict[str, Any] = {
         "schema": EMBED_SCHEMA, "ref": None, "name": cfg.name, "model": model.name, "model_spec": cfg.model,
         "note": getattr(model, "note", None), "dim": embedder.dim, "created_at": started,

@@ -39,7 +39,8 @@ def compare_embed(store: Any, ref_a: str, ref_b: str, *, seed: int = 0,
         if why:
             apart[t] = "; ".join(why)
             continue
-        d = paired_difference(ta[t]["type"], ua[t], ub[t], seed=seed, resamples=resamples)
+        d = paired_difference(ta[t]["type"], ua[t], ub[t], main_score=ta[t]["main_score"], seed=seed,
+                              resamples=resamples)
         tasks[t] = {"type": ta[t]["type"], "main_score": ta[t]["main_score"], **d}
     return {"a": _side(a), "b": _side(b), "tasks": tasks, "apart": apart, "resamples": resamples, "seed": seed,
             "only_in_a": [t for t in ta if t not in tb], "only_in_b": [t for t in tb if t not in ta]}

@@ -25,20 +25,20 @@ from assay.bench.embed_metrics import main_statistic, unit_count
 RESAMPLES = 1000
 
 
-def _draws(task_type: str, units: Mapping[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
-    vals = np.array([main_statistic(task_type, units, row) for row in idx], dtype=float)
+def _draws(task_type: str, units: Mapping[str, np.ndarray], idx: np.ndarray, main_score: str | None) -> np.ndarray:
+    vals = np.array([main_statistic(task_type, units, row, main_score) for row in idx], dtype=float)
     return vals[np.isfinite(vals)]
 
 
-def main_interval(task_type: str, units: Mapping[str, np.ndarray], *, seed: int = 0,
+def main_interval(task_type: str, units: Mapping[str, np.ndarray], *, main_score: str | None = None, seed: int = 0,
                   resamples: int = RESAMPLES) -> tuple[float | None, float | None]:
-    """The 95% percentile-bootstrap interval of the main score; ``(None, None)`` with fewer than
-    two units or no finite resample."""
+    """The 95% percentile-bootstrap interval of the main score (``main_score``: the task's, when it
+    is not its type's default); ``(None, None)`` with fewer than two units or no finite resample."""
     n = unit_count(task_type, units)
     if n < 2:
         return None, None
     rng = np.random.default_rng(seed)
-    vals = _draws(task_type, units, rng.integers(0, n, size=(resamples, n)))
+    vals = _draws(task_type, units, rng.integers(0, n, size=(resamples, n)), main_score)
     if not len(vals):
         return None, None
     lo, hi = np.percentile(vals, [2.5, 97.5])
@@ -46,21 +46,22 @@ def main_interval(task_type: str, units: Mapping[str, np.ndarray], *, seed: int 
 
 
 def paired_difference(task_type: str, units_a: Mapping[str, np.ndarray], units_b: Mapping[str, np.ndarray], *,
-                      seed: int = 0, resamples: int = RESAMPLES) -> dict[str, Any]:
+                      main_score: str | None = None, seed: int = 0, resamples: int = RESAMPLES) -> dict[str, Any]:
     """B − A on the same units: ``{"a", "b", "diff", "diff_ci95", "p_value", "units", "significant"}``."""
     n = unit_count(task_type, units_a)
     if n != unit_count(task_type, units_b):
         raise ValueError(f"the two runs have {n} and {unit_count(task_type, units_b)} units")
     every = np.arange(n)
-    a = main_statistic(task_type, units_a, every)
-    b = main_statistic(task_type, units_b, every)
+    a = main_statistic(task_type, units_a, every, main_score)
+    b = main_statistic(task_type, units_b, every, main_score)
     out: dict[str, Any] = {"a": a, "b": b, "diff": b - a, "diff_ci95": None, "p_value": None, "units": n,
                            "significant": None}
     if n < 2:
         return out
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(resamples, n))
-    d = np.array([main_statistic(task_type, units_b, row) - main_statistic(task_type, units_a, row) for row in idx])
+    d = np.array([main_statistic(task_type, units_b, row, main_score) - main_statistic(task_type, units_a, row, main_score)
+                  for row in idx])
     d = d[np.isfinite(d)]
     if not len(d):
         return out

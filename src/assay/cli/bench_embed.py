@@ -89,8 +89,9 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     calls = s.get("calls") or {}
     tps = s.get("texts_per_s")
     facts = []
-    if calls.get("texts") is not None or calls.get("text_cache_hits"):
-        facts.append(f"texts embedded {calls.get('texts', 0):,}, from the call cache {calls.get('text_cache_hits', 0):,}")
+    if calls.get("embed_texts"):
+        facts.append(f"texts {calls['embed_texts']:,}: sent to the model {calls.get('texts_embedded', 0):,} in "
+                     f"{calls.get('embed_batches', 0):,} request(s), from the call cache {calls.get('texts_cached', 0):,}")
     if isinstance(tps, (int, float)):
         facts.append(f"{tps:,.0f} texts/s")
     if facts:
