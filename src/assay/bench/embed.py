@@ -45,7 +45,9 @@ Progress = Callable[[str, int, "int | None"], None]
 class EmbedConfig:
     """What ``assay bench embed`` was asked for. ``query_prefix`` / ``document_prefix`` are put
     before query and document texts (a model's retrieval prompts, e.g. ``"query: "``); texts of
-    symmetric tasks are sent as they are (the backend may still mark them, see the model's note)."""
+    symmetric tasks are sent as they are (the backend may still mark them, see the model's note).
+    ``input_type_field``: the request field an endpoint reads "query" / "document" from (e.g.
+    ``input_type``; endpoints only, and only servers that read one)."""
 
     model: str
     tasks: str = "all"
@@ -54,6 +56,7 @@ class EmbedConfig:
     concurrency: int | None = None
     query_prefix: str = ""
     document_prefix: str = ""
+    input_type_field: str | None = None
     seed: int = 42
     name: str | None = None
 
@@ -163,7 +166,7 @@ async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | No
     if dup:
         raise AssayError(f"two tasks are named {', '.join(dup)}; rename one (its task.yaml 'name')")
     model = resolve(cfg.model if model is None else model, role="embedder", concurrency=cfg.concurrency,
-                    **({} if model is None else {"cache": None}))
+                    **({} if model is None else {"cache": None}), **_backend_options(cfg))
     before = model.stats.snapshot(CallStats.EMBED_FIELDS)
     st = _open(store)
     started = time.time()
@@ -208,6 +211,17 @@ async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | No
         p.mkdir(parents=True, exist_ok=True)
         (p / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return EmbedRun(summary, ref, units)
+
+
+def _backend_options(cfg: EmbedConfig) -> dict[str, Any]:
+    if not cfg.input_type_field:
+        return {}
+    from assay.models.spec import parse_model_spec
+
+    if parse_model_spec(cfg.model, "model").kind not in ("http", "openai", "azure"):
+        raise AssayError("--input-type-field is for endpoints (http://..., openai:, azure:), not for "
+                         f"{cfg.model!r}")
+    return {"input_type_field": cfg.input_type_field}
 
 
 def _open(store: Any) -> Any:

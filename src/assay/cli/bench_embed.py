@@ -28,6 +28,9 @@ def embed_cmd(
     query_prefix: str = typer.Option("", "--query-prefix", help="Put before every query (a model's retrieval "
                                      "prompt, e.g. 'query: ')."),
     document_prefix: str = typer.Option("", "--document-prefix", help="Put before every document."),
+    input_type_field: Optional[str] = typer.Option(None, "--input-type-field", help="The request field an endpoint "
+                                                   "reads 'query' / 'document' from (e.g. input_type), for servers "
+                                                   "that embed the two differently."),
     seed: int = typer.Option(42, "--seed", help="Seed of the classification experiments, k-means and bootstrap."),
     name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Write summary.json here."),
@@ -41,7 +44,8 @@ def embed_cmd(
     from assay.bench.embed import EmbedConfig, run_embed
 
     cfg = EmbedConfig(model=model, tasks=tasks, data=data, batch_size=batch_size, concurrency=concurrency,
-                      query_prefix=query_prefix, document_prefix=document_prefix, seed=seed, name=name)
+                      query_prefix=query_prefix, document_prefix=document_prefix, input_type_field=input_type_field,
+                      seed=seed, name=name)
     cfg.check()
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_embed(cfg, store=open_store(store), out=out_dir, progress=progress))
