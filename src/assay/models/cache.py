@@ -136,17 +136,39 @@ class CallCache:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
         """The cached answers among ``keys`` (one query per 500 keys)."""
+        return {k: Generation.from_dict(orjson.loads(v), cached=True) for k, v in self._select("calls", keys).items()}
+
+    def _select(self, table: str, keys: Iterable[str]) -> dict[str, bytes]:
+        """The stored values of ``table`` among ``keys``, one query per 500 keys; counts hits and misses."""
         ks = list(dict.fromkeys(keys))
-        out: dict[str, Generation] = {}
+        out: dict[str, bytes] = {}
         with self._lock:
             for i in range(0, len(ks), 500):
                 part = ks[i:i + 500]
-                q = f"SELECT key, value FROM calls WHERE key IN ({','.join('?' * len(part))})"
-                for k, v in self._db.execute(q, part):
-                    out[k] = Generation.from_dict(orjson.loads(v), cached=True)
+                q = f"SELECT key, value FROM {table} WHERE key IN ({','.join('?' * len(part))})"
+                out.update(self._db.execute(q, part))
         self.hits += len(out)
         self.misses += len(ks) - len(out)
         return out
+
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        """``INSERT OR REPLACE`` ``rows`` into ``table`` in one committed transaction."""
+        if not rows:
+            return
+        sql = f"INSERT OR REPLACE INTO {table} VALUES ({','.join('?' * len(rows[0]))})"
+        with self._lock:
+            db = self._db
+            if len(rows) == 1:
+                db.execute(sql, rows[0])
+            else:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(sql, rows)
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+        self.writes += len(rows)
 
     def __contains__(self, key: str) -> bool:
         with self._lock:
@@ -166,37 +188,12 @@ class CallCache:
         rows = [(k, model or g.model, now, orjson.dumps(g.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY,
                                                          default=str))
                 for k, g in items]
-        if not rows:
-            return
-        with self._lock:
-            db = self._db
-            if len(rows) == 1:
-                db.execute("INSERT OR REPLACE INTO calls VALUES (?,?,?,?)", rows[0])
-            else:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.executemany("INSERT OR REPLACE INTO calls VALUES (?,?,?,?)", rows)
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-        self.writes += len(rows)
+        self._insert("calls", rows)
 
     # -- embeddings --------------------------------------------------------------------------
     def get_vectors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``keys`` (:func:`embed_key`), float32, one query per 500 keys."""
-        ks = list(dict.fromkeys(keys))
-        out: dict[str, np.ndarray] = {}
-        with self._lock:
-            db = self._db
-            for i in range(0, len(ks), 500):
-                part = ks[i:i + 500]
-                q = f"SELECT key, value FROM embeddings WHERE key IN ({','.join('?' * len(part))})"
-                for k, v in db.execute(q, part):
-                    out[k] = np.frombuffer(v, dtype=np.float32)
-        self.hits += len(out)
-        self.misses += len(ks) - len(out)
-        return out
+        return {k: np.frombuffer(v, dtype=np.float32) for k, v in self._select("embeddings", keys).items()}
 
     def put_vectors(self, items: Iterable[tuple[str, np.ndarray]], *, model: str = "") -> None:
         """Store vectors by key in one committed transaction."""
@@ -205,18 +202,7 @@ class CallCache:
         for k, v in items:
             a = np.ascontiguousarray(v, dtype=np.float32).reshape(-1)
             rows.append((k, model, now, int(a.shape[0]), a.tobytes()))
-        if not rows:
-            return
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?,?,?,?,?)", rows)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        self.writes += len(rows)
+        self._insert("embeddings", rows)
 
     def count_vectors(self) -> int:
         with self._lock:
