@@ -388,6 +388,18 @@ def _top(logits: Any, k: int) -> tuple[Any, Any, float]:
     return idx, logits[idx] - lse, lse
 
 
+
+def gguf_path(path: str | os.PathLike[str], what: str = "local model") -> Path:
+    """``path`` (``~`` expanded) when it is a GGUF file; else :class:`AssayError` saying what is wrong."""
+    p = Path(os.path.expanduser(os.fspath(path)))
+    if not p.is_file():
+        why = "is a directory, not a GGUF file" if p.is_dir() else "does not exist"
+        raise AssayError(f"{what} {str(p)!r} {why}; give the path of a .gguf file (local:/path/to/model.gguf)")
+    with p.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise AssayError(f"{what} {str(p)!r} is not a GGUF file (it does not start with 'GGUF')")
+    return p
+
 class LlamaCppModel:
     """A GGUF model run in-process by llama.cpp (see the module docstring).
 
@@ -410,15 +422,7 @@ class LlamaCppModel:
     def __init__(self, path: str | os.PathLike[str], *, n_ctx: int = 4096, n_threads: int | None = None,
                  n_batch: int = 512, n_threads_decode: int | None = None, seed: int = 0, chat_template: str | None = None,
                  name: str | None = None, smoke_test: bool = False, note: str | None = None):
-        p = Path(os.path.expanduser(os.fspath(path)))
-        if not p.is_file():
-            what = "is a directory, not a GGUF file" if p.is_dir() else "does not exist"
-            raise AssayError(f"local model {str(p)!r} {what}; give the path of a .gguf file "
-                             "(local:/path/to/model.gguf)")
-        with p.open("rb") as f:
-            magic = f.read(4)
-        if magic != b"GGUF":
-            raise AssayError(f"local model {str(p)!r} is not a GGUF file (it does not start with 'GGUF')")
+        p = gguf_path(path)
         self.path = str(p.resolve())
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads or default_threads())

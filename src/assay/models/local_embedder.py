@@ -28,7 +28,7 @@ import numpy as np
 
 from assay.errors import AssayError
 from assay.models.base import EmbeddingBatch, ModelCallError, TokenUsage, as_vectors, check_input_type, check_texts
-from assay.models.local import default_threads, require_llama_cpp
+from assay.models.local import default_threads, gguf_path, require_llama_cpp
 
 EMBED_BATCH_SIZE = 32
 
@@ -75,15 +75,7 @@ class LlamaCppEmbedder:
     def __init__(self, path: str | os.PathLike[str], *, n_ctx: int = 512, n_threads: int | None = None,
                  query_prefix: str = "", document_prefix: str = "", normalize: bool = True,
                  name: str | None = None, note: str | None = None):
-        p = Path(os.path.expanduser(os.fspath(path)))
-        if not p.is_file():
-            what = "is a directory, not a GGUF file" if p.is_dir() else "does not exist"
-            raise AssayError(f"local embedding model {str(p)!r} {what}; give the path of a .gguf file "
-                             "(local:/path/to/model.gguf)")
-        with p.open("rb") as f:
-            if f.read(4) != b"GGUF":
-                raise AssayError(f"local embedding model {str(p)!r} is not a GGUF file "
-                                 "(it does not start with 'GGUF')")
+        p = gguf_path(path, "local embedding model")
         self.path = str(p.resolve())
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads or default_threads())
