@@ -51,7 +51,7 @@ BUILTIN_TASKS = {
     "classification": "4 topics, 100 training and 60 test texts (logistic regression accuracy)",
     "clustering": "100 texts from 5 topics (k-means V-measure)",
     "pair": "78 sentence pairs, paraphrase or not, with hard negatives (max average precision)",
-    "rerank": "25 queries, each with 1-3 relevant and 6 unrelated or near-miss candidates (MAP)",
+    "rerank": "25 queries, each with 1-3 relevant and 7 near-miss candidates on the same topic or sharing its words (MAP)",
     "summarization": "8 texts, 2 reference and 4 scored machine summaries each (Spearman of cosine vs scores)",
 }
 SAMPLES = Path(__file__).resolve().parent / "embed_samples"
