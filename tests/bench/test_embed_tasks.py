@@ -35,7 +35,7 @@ def test_every_builtin_loads_with_its_type_and_sizes():
         assert len(t.task_hash) == 64 and len(t.data_hash) == 64
     # queries embedded as queries, passages as documents; each (text, type) once
     texts = by["retrieval"].texts()
-    assert len(texts) == len(set(texts)) == 150
+    assert len(texts) == len(set(texts)) == 186 + 36
     assert {k for _, k in texts} == {"query", "document"}
     assert {k for _, k in by["sts"].texts()} == {None}
     pair = by["pair"]
