@@ -25,7 +25,7 @@ def test_every_builtin_loads_with_its_type_and_sizes():
     assert [t.name for t in tasks] == list(BUILTIN_TASKS)
     assert {t.type for t in tasks} == set(TASK_TYPES)
     by = {t.name: t for t in tasks}
-    assert by["retrieval"].n_units == 30 and len(by["retrieval"].data.corpus_ids) == 120
+    assert by["retrieval"].n_units == 36 and len(by["retrieval"].data.corpus_ids) == 186
     assert by["classification"].n_units == 60 and len(by["classification"].data.train_text) == 100
     assert by["clustering"].n_units == 100 and len(set(by["clustering"].data.label)) == 5
     assert by["rerank"].n_units == 25 and by["summarization"].n_units == 8
@@ -35,7 +35,7 @@ def test_every_builtin_loads_with_its_type_and_sizes():
         assert len(t.task_hash) == 64 and len(t.data_hash) == 64
     # queries embedded as queries, passages as documents; each (text, type) once
     texts = by["retrieval"].texts()
-    assert len(texts) == len(set(texts)) == 150
+    assert len(texts) == len(set(texts)) == 186 + 36
     assert {k for _, k in texts} == {"query", "document"}
     assert {k for _, k in by["sts"].texts()} == {None}
     pair = by["pair"]

@@ -47,11 +47,11 @@ __all__ = ["TASK_TYPES", "BUILTIN_TASKS", "EmbedTask", "EmbedTaskError", "load_e
 TASK_TYPES = ("classification", "clustering", "pair", "rerank", "retrieval", "sts", "summarization")
 BUILTIN_TASKS = {
     "sts": "81 sentence pairs scored 0-5 for closeness of meaning (Spearman of cosine vs gold)",
-    "retrieval": "BEIR layout: 120 short passages, 30 queries, graded qrels (nDCG@10)",
+    "retrieval": "BEIR layout: 186 short passages, many of them near misses, 36 queries, graded qrels (nDCG@10)",
     "classification": "4 topics, 100 training and 60 test texts (logistic regression accuracy)",
     "clustering": "100 texts from 5 topics (k-means V-measure)",
     "pair": "78 sentence pairs, paraphrase or not, with hard negatives (max average precision)",
-    "rerank": "25 queries, each with 1-3 relevant and 6 unrelated or near-miss candidates (MAP)",
+    "rerank": "25 queries, each with 1-3 relevant and 7 near-miss candidates (same topic or words) (MAP)",
     "summarization": "8 texts, 2 reference and 4 scored machine summaries each (Spearman of cosine vs scores)",
 }
 SAMPLES = Path(__file__).resolve().parent / "embed_samples"
