@@ -309,6 +309,18 @@ def localise_task(src: Path, dest_dir: Path, shots: int | None = None) -> str:
     return str(cfg["task"])
 
 
+def run_logged(cmd: list[str], *, env: dict, cwd: Path, log: Path, what: str) -> float:
+    """Run ``cmd`` with its output in ``log``; its seconds, or :class:`StepFailed` with the log's last line."""
+    t0 = time.monotonic()
+    with log.open("w") as f:
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    took = time.monotonic() - t0
+    if r.returncode != 0:
+        tail = [x for x in log.read_text().splitlines() if x.strip()][-1:] or ["(no output)"]
+        raise StepFailed(f"{what} exited with {r.returncode}: {tail[0][:300]} (log: {log})")
+    return took
+
+
 def run_lm_eval(tasks: list[Path], proxy_port: int, work: Path, *, shots: int | None, limit: int | None,
                 seed: int) -> dict[str, dict]:
     """Run lm-eval on the tasks; per task: {"metrics": {...}, "items": {doc_id: item}} (items in the
@@ -332,14 +344,7 @@ def run_lm_eval(tasks: list[Path], proxy_port: int, work: Path, *, shots: int | 
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HOME": str(work / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("PYTHONPATH", None)
-    log = work / "lm-eval.log"
-    t0 = time.monotonic()
-    with log.open("w") as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=work)
-    took = time.monotonic() - t0
-    if r.returncode != 0:
-        tail = [x for x in log.read_text().splitlines() if x.strip()][-1:] or ["(no output)"]
-        raise StepFailed(f"lm-eval: exited with {r.returncode}: {tail[0][:300]} (log: {log})")
+    took = run_logged(cmd, env=env, cwd=work, log=work / "lm-eval.log", what="lm-eval")
     print(f"lm-eval: {len(names)} task(s) in {took:.1f} s", flush=True)
     results_files = sorted(glob.glob(str(out / "**" / "results_*.json"), recursive=True))
     if not results_files:
@@ -400,14 +405,7 @@ def run_assay(tasks: list[Path], server: str, work: Path, *, shots: int | None, 
     if limit is not None:
         cmd += ["--limit", str(limit)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    log = work / "assay.log"
-    t0 = time.monotonic()
-    with log.open("w") as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-    took = time.monotonic() - t0
-    if r.returncode != 0:
-        tail = [x for x in log.read_text().splitlines() if x.strip()][-1:] or ["(no output)"]
-        raise StepFailed(f"assay: 'assay bench quality' exited with {r.returncode}: {tail[0][:300]} (log: {log})")
+    took = run_logged(cmd, env=env, cwd=ROOT, log=work / "assay.log", what="assay: 'assay bench quality'")
     print(f"assay: {len(tasks)} task(s) in {took:.1f} s", flush=True)
     return read_assay(out)
 
