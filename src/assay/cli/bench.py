@@ -18,7 +18,8 @@ from rich.table import Table
 from assay.cli.bench_embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
 from assay.cli.bench_leaderboard import leaderboard_cmd
 from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
-from assay.cli.common import STORE_OPT, err, fmt, open_store, out, pairs, print_json, stage_progress, when
+from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, stage_progress,
+                              when)
 from assay.errors import AssayError
 
 app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks, "
@@ -486,11 +487,7 @@ def stored_compare_cmd(
     if as_json:
         print_json(cmp)
         return
-    for side in ("a", "b"):
-        r = cmp[side]
-        out.print(f"{side.upper()}: [bold]{r['ref']}[/bold] ({escape(r['name'] or '')}) · model "
-                  f"{escape(str(r['model'] or '—'))} · {escape(str(r['mode'] or '—'))} · {when(r['created_at'])}",
-                  highlight=False, soft_wrap=True)
+    print_sides(cmp, mode=True)
     out.print(f"B − A and B / A with 95% bootstrap intervals ({resamples:,} resamples of each run, seed {seed}); "
               "verdict: the interval of B − A leaves out 0 (faster / slower) or not (no clear difference)",
               highlight=False, soft_wrap=True)

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json, stage_progress, when
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, stage_progress, when
 
 
 def embed_cmd(
@@ -132,10 +132,7 @@ def compare_embed_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_j
     if as_json:
         print_json(cmp)
         return
-    for side in ("a", "b"):
-        r = cmp[side]
-        out.print(f"{side.upper()}: [bold]{escape(str(r['ref']))}[/bold] ({escape(str(r['name'] or ''))}) · model "
-                  f"{escape(str(r['model'] or '—'))} · {when(r['created_at'])}", highlight=False, soft_wrap=True)
+    print_sides(cmp)
     t = Table(title=f"B − A per task on the same units (paired bootstrap, {cmp['resamples']:,} resamples, "
                     f"seed {cmp['seed']})", title_justify="left")
     for col in ("task", "main score", "units", "A", "B", "B − A [95% CI]", "p", "verdict"):

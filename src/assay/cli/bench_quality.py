@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json, stage_progress, when
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, stage_progress, when
 from assay.errors import AssayError
 
 
@@ -169,10 +169,7 @@ def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, sto
     if as_json:
         print_json(cmp)
         return
-    for side in ("a", "b"):
-        r = cmp[side]
-        out.print(f"{side.upper()}: [bold]{escape(str(r['ref']))}[/bold] ({escape(str(r['name'] or ''))}) · model "
-                  f"{escape(str(r['model'] or '—'))} · {when(r['created_at'])}", highlight=False, soft_wrap=True)
+    print_sides(cmp)
     idx = cmp["index"]
     if idx.get("diff") is not None:
         lo, hi = idx["diff_ci95"]

@@ -112,3 +112,15 @@ def print_json(value: Any) -> None:
 
     typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
                             default=str).decode())
+
+
+def print_sides(cmp: dict[str, Any], *, mode: bool = False) -> None:
+    """The two runs of a comparison (``cmp["a"]``, ``cmp["b"]``), one line each; ``mode``: with its mode."""
+    from rich.markup import escape
+
+    for side in ("a", "b"):
+        r = cmp[side]
+        how = f" · {escape(str(r.get('mode') or '—'))}" if mode else ""
+        out.print(f"{side.upper()}: [bold]{escape(str(r['ref']))}[/bold] ({escape(str(r.get('name') or ''))}) · model "
+                  f"{escape(str(r.get('model') or '—'))}{how} · {when(r.get('created_at'))}", highlight=False,
+                  soft_wrap=True)
