@@ -92,6 +92,9 @@ def eval_cmd(
     resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
     store: Optional[str] = STORE_OPT,
     defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds to wait for one judge call (default: $ASSAY_JUDGE_TIMEOUT, else 120). A call that times out is tried at most twice.", metavar="SECONDS"),
+    max_attempts: Optional[int] = typer.Option(None, "--max-attempts", help="Tries per judge call on 429, 5xx and connection errors (default: $ASSAY_JUDGE_MAX_ATTEMPTS, else 6).", metavar="N"),
+    max_consecutive_failures: Optional[int] = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
     from assay.engine.evaluate import evaluate
@@ -105,7 +108,8 @@ def eval_cmd(
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
                           name=name, store=store, resume=resume_from or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
-                          progress=advance)
+                          progress=advance, timeout=timeout, max_attempts=max_attempts,
+                          max_consecutive_failures=max_consecutive_failures)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {out_dir}/")
@@ -115,6 +119,22 @@ def eval_cmd(
                    else "; nothing unfinished to resume, so this was a new run" if resume or resume_from else "")
         label = f" ({run['name']})" if run.get("name") else ""
         out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
+    refuse_all_errored(result.metrics)
+
+
+def refuse_all_errored(metrics: dict[str, Any]) -> None:
+    """Exit 3 (:class:`RunIncomplete`) when a metric errored on every row it applied to: the run
+    finished, but that metric's figures are empty, and a script must not read it as a success."""
+    from assay.engine.aggregate import all_errored
+    from assay.errors import RunIncomplete
+
+    broken = all_errored(metrics)
+    if broken:
+        rows = max(metrics[o]["errored"] for o in broken)
+        what = f"metric {broken[0]} errored on every row it" if len(broken) == 1 else \
+            f"metrics {', '.join(broken)} errored on every row they"
+        raise RunIncomplete(f"{what} applied to ({rows} rows), so there is no score to report; "
+                            "the errors are listed above")
 
 
 @app.command("metrics")

@@ -29,7 +29,7 @@ def main() -> None:
         app(standalone_mode=False)
     except AssayError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
-        raise SystemExit(2)
+        raise SystemExit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         err.print("interrupted")
         raise SystemExit(130)

@@ -28,7 +28,7 @@ import numpy as np
 
 from assay.errors import AssayError
 from assay.metrics.base import Metric, Score
-from assay.stats import HISTOGRAM_MAX_DISTINCT, confidence_interval
+from assay.stats import confidence_interval
 
 
 
@@ -130,6 +130,13 @@ class Accumulator:
         if self._rollup() == "mean":
             return sum(xs) / len(xs)
         return max(xs) if not self.higher_is_better else min(xs)
+
+
+def all_errored(aggregates: dict[str, dict[str, Any]]) -> list[str]:
+    """The outputs that errored on every row they applied to: some rows errored and none was
+    scored (rows skipped for a missing input do not count). A run with one of these finished,
+    but that metric says nothing."""
+    return [name for name, agg in aggregates.items() if agg.get("errored") and not agg.get("evaluated")]
 
 
 def _level_key(t: float) -> str:

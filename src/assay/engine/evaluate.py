@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import os
 import threading
 import time
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from assay.engine.plan import PLAN_WINDOW, Plan, make_plan, plan
-from assay.engine.run import ChunkRunner, StoreRun, accumulators, judge_stats, judge_usage, open_run, run_config
+from assay.engine.run import (MAX_CONSECUTIVE_FAILURES, ChunkRunner, StoreRun, accumulators, judge_stats, judge_usage,
+                              open_run, run_config)
 from assay.errors import AssayError
 from assay.metrics.aggregations import apply_run_aggregations
 from assay.metrics.base import EvalContext, Metric
@@ -28,7 +30,8 @@ from assay.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["JUDGE_ENV", "PLAN_WINDOW", "evaluate", "evaluate_async", "plan", "resolve_judge", "run_sync"]
+__all__ = ["JUDGE_ENV", "PLAN_WINDOW", "call_limits", "evaluate", "evaluate_async", "plan", "resolve_judge",
+           "run_sync"]
 
 
 PARAMETERS = """
@@ -62,6 +65,15 @@ Parameters (every one but ``data`` by keyword):
 * ``resume``: True continues the latest unfinished run over the same data with the same
   configuration, ``"RUN"`` (an id or name) that run: its stored rows are kept, not scored
   again.
+* ``timeout``: seconds to wait for one judge call before it counts as timed out (default:
+  ``$ASSAY_JUDGE_TIMEOUT``, else 120). A call that times out is tried at most twice.
+* ``max_attempts``: tries per judge call in all, on 429, 5xx and connection errors (default:
+  ``$ASSAY_JUDGE_MAX_ATTEMPTS``, else 6; timeouts stop at 2, or at ``max_attempts`` if lower).
+* ``max_consecutive_failures``: the circuit breaker. After this many judge (or endpoint
+  target) requests in a row timed out or could not connect, with no answer in between, the run
+  stops: the chunks already scored stay stored, the run is left ``interrupted`` with the reason
+  (resume it with ``resume=True``), and :class:`~assay.errors.RunIncomplete` is raised
+  (default 5; 0 turns the breaker off).
 
 Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
 ``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
@@ -93,6 +105,9 @@ def evaluate(
     name: str | None = None,
     store: Any = None,
     resume: bool | str = False,
+    timeout: float | None = None,
+    max_attempts: int | None = None,
+    max_consecutive_failures: int | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -101,7 +116,8 @@ def evaluate(
     return run_sync(lambda: evaluate_async(
         data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping, out=out,
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
-        workers=workers, progress=progress, name=name, store=store, resume=resume))
+        workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
+        max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -128,16 +144,57 @@ def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
 
 
 JUDGE_ENV = "ASSAY_JUDGE"
+TIMEOUT_ENV = "ASSAY_JUDGE_TIMEOUT"
+MAX_ATTEMPTS_ENV = "ASSAY_JUDGE_MAX_ATTEMPTS"
 
 
-def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = None) -> tuple[Any, str | None]:
+def call_limits(timeout: Any = None, max_attempts: Any = None,
+                max_consecutive_failures: Any = None) -> tuple[float | None, int | None, int]:
+    """The judge's call limits, checked: those given, else ``$ASSAY_JUDGE_TIMEOUT`` and
+    ``$ASSAY_JUDGE_MAX_ATTEMPTS``, else None (the judge role's defaults); the breaker's count,
+    else :data:`~assay.engine.run.MAX_CONSECUTIVE_FAILURES`. A bad value raises
+    :class:`AssayError` naming the option or the variable."""
+    def given(value: Any, env: str, what: str) -> tuple[Any, str]:
+        if value is None and os.environ.get(env, "").strip():
+            return os.environ[env].strip(), f"${env}"
+        return value, what
+
+    value, what = given(timeout, TIMEOUT_ENV, "timeout")
+    seconds = None
+    if value is not None:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+            raise AssayError(f"{what} must be a number of seconds above 0, got {value!r}")
+    value, what = given(max_attempts, MAX_ATTEMPTS_ENV, "max_attempts")
+    attempts = None if value is None else _whole(value, what, 1)
+    breaker = (MAX_CONSECUTIVE_FAILURES if max_consecutive_failures is None
+               else _whole(max_consecutive_failures, "max_consecutive_failures", 0))
+    return seconds, attempts, breaker
+
+
+def _whole(value: Any, what: str, least: int) -> int:
+    try:
+        n = int(str(value).strip())
+    except (TypeError, ValueError):
+        n = least - 1
+    if isinstance(value, bool) or n < least:
+        raise AssayError(f"{what} must be a whole number of at least {least}, got {value!r}")
+    return n
+
+
+def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = None, *,
+                  timeout: float | None = None, max_attempts: int | None = None) -> tuple[Any, str | None]:
     """The judge model for a run, and where it came from.
 
     ``judge`` may be a spec string (``openai:gpt-4o-mini``, ``azure:DEPLOYMENT``,
     ``http://HOST:PORT/v1#MODEL``, ``local:/path/model.gguf``), a ChatModel, or None. With
     None, a run that has model-judged metrics uses ``$ASSAY_JUDGE`` when it names a spec, and
     otherwise the embedded default (a smoke-test judge, see the README). ``concurrency``: the
-    judge's limit on calls in flight (default: its backend's); a judge given as a
+    judge's limit on calls in flight (default: its backend's); ``timeout`` / ``max_attempts``:
+    seconds per call and tries per call (None: the judge role's). A judge given as a
     ``LimitedModel`` keeps its own limiter.
     """
     needed = any(m.kind in ("judge", "safety") for m in chosen)
@@ -145,15 +202,20 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
         return None, None
     from assay.models import resolve
 
+    kw: dict[str, Any] = {"concurrency": concurrency}
+    if timeout is not None:
+        kw["timeout"] = timeout
+    if max_attempts is not None:
+        kw["max_attempts"] = max_attempts
     if judge is not None:  # a LimitedModel comes back as it is
-        return resolve(judge, role="judge", concurrency=concurrency), "given"
+        return resolve(judge, role="judge", **kw), "given"
     spec = os.environ.get(JUDGE_ENV, "").strip()
     if spec:
-        return resolve(spec, role="judge", concurrency=concurrency), f"${JUDGE_ENV}"
+        return resolve(spec, role="judge", **kw), f"${JUDGE_ENV}"
     if not any(m.kind == "judge" for m in chosen):
         # safety metrics alone: without a judge they score on the embedded safety classifier
         return None, "embedded safety classifier"
-    return resolve(None, role="judge", concurrency=concurrency), "embedded default"
+    return resolve(None, role="judge", **kw), "embedded default"
 
 
 @documented
@@ -175,20 +237,31 @@ async def evaluate_async(
     name: str | None = None,
     store: Any = None,
     resume: bool | str = False,
+    timeout: float | None = None,
+    max_attempts: int | None = None,
+    max_consecutive_failures: int | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
+    from assay.models.limits import LimitedModel
+
+    if isinstance(judge, LimitedModel) and (timeout is not None or max_attempts is not None):
+        raise AssayError("timeout and max_attempts set up the judge's limiter, but this judge is a LimitedModel "
+                         "with a limiter of its own: set them there (Limiter(timeout=..., max_attempts=...))")
+    timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
                   on_bad_row=on_bad_row, family=family)
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"concurrency must be at least 1, got {concurrency}")
-    judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency)
+    judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency, timeout=timeout,
+                                              max_attempts=max_attempts)
     judge_before = judge_stats(judge_model)
     judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
     saved = open_run(store, resume, name, data, p.dataset.source, run_config(p, judge_model, options), judge_model)
-    runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers)
+    runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
+                         max_consecutive_failures=breaker)
     await runner.run(progress)
 
     run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name, started).as_dict()

@@ -5,6 +5,12 @@ when the result is written to ``out``. Synchronous (classic) metrics run inline,
 processes for large runs; async metrics (judges) and target calls share one concurrency
 limit. Each chunk is committed to the store as one transaction once its rows are written, so
 an interrupted run resumes from its last whole chunk (:func:`open_run`).
+
+The run arms the circuit breaker of its judge's and endpoint target's limiters
+(:meth:`~assay.models.limits.Limiter.arm_breaker`): when it opens (requests in a row timed out
+or could not connect), the chunk being scored is dropped, the whole chunks before it stay
+stored, the run is left ``interrupted`` with the reason, and :class:`~assay.errors.RunIncomplete`
+says how to resume.
 """
 
 from __future__ import annotations
@@ -22,13 +28,15 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from assay.engine.aggregate import Accumulator, defect_settings
 from assay.engine.plan import PLAN_WINDOW, Plan
 from assay.engine.target import TargetError
-from assay.errors import AssayError
+from assay.errors import AssayError, RunIncomplete
 from assay.metrics.base import EvalContext, Metric, Score
+from assay.models.limits import CircuitOpen
 from assay.records import Record
 from assay.results import EvalResult, RowSink, row_inputs
 
 CHUNK = 512          # rows scored together
 MAX_WORKERS = 8      # worker processes by default, at most
+MAX_CONSECUTIVE_FAILURES = 5   # the circuit breaker's default: requests in a row that timed out or failed to connect
 
 
 # -- synchronous metrics, inline or in worker processes -------------------------------------------
@@ -163,6 +171,31 @@ def judge_usage(model: Any, since: Any, options: Mapping[str, Any] | None) -> di
 
 # -- the chunk pipeline ---------------------------------------------------------------------------
 
+async def gather_all(aws: Any) -> list[Any]:
+    """``asyncio.gather`` that cancels the others (and waits for them) when one raises, so that
+    nothing of a stopped chunk goes on calling the judge in the background."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def breaker_limiters(judge: Any, target: Any) -> list[tuple[str, Any]]:
+    """``(what, limiter)`` for the judge's and an endpoint target's limiters: those the run arms
+    its circuit breaker on."""
+    found = []
+    for what, model in (("judge", judge), ("target", getattr(target, "fn", None))):
+        limiter = getattr(model, "limiter", None)
+        if callable(getattr(limiter, "arm_breaker", None)):
+            found.append((f"{what} {getattr(model, 'name', None) or getattr(model, 'target_name', '')}".strip(),
+                          limiter))
+    return found
+
+
 def accumulators(metrics: list[Metric], options: Mapping[str, Any]) -> dict[tuple[str, str], Accumulator]:
     """One aggregate accumulator per metric output, with the metric's defect settings."""
     return {(m.name, o): Accumulator(metric=m.name, output=o, higher_is_better=m.higher_is_better,
@@ -179,8 +212,10 @@ class ChunkRunner:
     """
 
     def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
-                 out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None):
+                 out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None,
+                 max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES):
         self.plan, self.ctx, self.accs, self.saved = plan, ctx, accs, saved
+        self.max_consecutive_failures = max_consecutive_failures
         # One limit on target and judge calls in flight: the one given, else the judge backend's
         # default, and at least 16 for targets.
         judge_limit = getattr(getattr(ctx.judge, "limiter", None), "concurrency", 0)
@@ -206,7 +241,7 @@ class ChunkRunner:
         plan = self.plan
         filled: list[Record | TargetError] = list(chunk)
         if plan.target is not None:
-            filled = list(await asyncio.gather(*(self._call_target(r) for r in chunk)))
+            filled = await gather_all(self._call_target(r) for r in chunk)
         ok = [r for r in filled if not isinstance(r, TargetError)]
         if self.pool is not None:
             scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
@@ -218,7 +253,7 @@ class ChunkRunner:
         if plan.async_metrics:
             jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
                     for m in plan.async_metrics]
-            results = await asyncio.gather(*(self._score_async(m, filled[i]) for i, m in jobs))  # type: ignore[arg-type]
+            results = await gather_all(self._score_async(m, filled[i]) for i, m in jobs)  # type: ignore[arg-type]
             for (i, m), res in zip(jobs, results):
                 per_row[i][m.name] = res
         return filled, per_row
@@ -264,6 +299,10 @@ class ChunkRunner:
         depth = max(2, self.n_workers + 1)
         pending: deque[tuple[list[Record], asyncio.Future]] = deque()
         status, error = "failed", None
+        breakers = breaker_limiters(self.ctx.judge, self.plan.target)
+        before = [lim.max_consecutive_failures for _, lim in breakers]
+        for _, lim in breakers:
+            lim.arm_breaker(self.max_consecutive_failures)
         try:
             for chunk in chunks(self.plan.records(saved.done), CHUNK):
                 pending.append((chunk, asyncio.ensure_future(self.score_chunk(chunk))))
@@ -275,19 +314,41 @@ class ChunkRunner:
         except (KeyboardInterrupt, asyncio.CancelledError):
             status, error = "interrupted", "interrupted"
             raise
+        except CircuitOpen as exc:
+            who = next((what for what, lim in breakers if lim.tripped is not None), "model")
+            status = "interrupted"
+            error = (f"stopped after {exc.failures} requests in a row to the {who} timed out or could not "
+                     f"connect (the last: {exc.last})")
+            raise self.incomplete(error) from None
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
             for _, fut in pending:
                 fut.cancel()
+                if fut.done() and not fut.cancelled():
+                    fut.exception()   # retrieved: a chunk that failed too is no news
             try:
                 self.sink.close()   # the last store write; if it fails, the run stays resumable
             finally:
+                for (_, lim), n in zip(breakers, before):
+                    lim.arm_breaker(n)
                 if self.pool is not None:
                     self.pool.shutdown(wait=False, cancel_futures=True)
                 if saved.store is not None and status != "completed":
                     saved.store.finish_run(saved.run_id, status, error=error)
+
+    def incomplete(self, why: str) -> RunIncomplete:
+        """The error that ends a run the circuit breaker stopped: why, what is kept, how to go on."""
+        saved, done = self.saved, self.counts["evaluated"]
+        if saved.store is None:
+            kept = f"{done} rows were scored, but nothing is saved (the store is off), so the run cannot be resumed"
+        else:
+            kept = (f"{done} rows are saved in run {saved.run_id} (interrupted); once it answers, run the same "
+                    "command with --resume (resume=True) to score the rest")
+        exc = RunIncomplete(f"{why}; {kept}")
+        exc.run_id, exc.rows_done = saved.run_id, done  # type: ignore[attr-defined]
+        return exc
 
     async def _next(self, pending: deque, progress: Callable[[int], None] | None) -> None:
         """Wait for the oldest chunk in flight and consume it."""

@@ -158,6 +158,11 @@ class EndpointApp:
     def __repr__(self) -> str:
         return f"EndpointApp({self.target_name!r})"
 
+    @property
+    def limiter(self) -> Any:
+        """The limiter of the endpoint's calls (retries, backoff, the run's circuit breaker)."""
+        return self._llm().limiter
+
     def _llm(self) -> Any:
         if self._model is None:
             from assay.models import resolve

@@ -24,7 +24,7 @@ from assay.models.cache import CallCache, call_key, default_cache_path, embed_ke
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
 from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
                                             embedder_available)
-from assay.models.limits import CallStats, LimitedModel, Limiter, RetryPolicy
+from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy
 from assay.models.local import LlamaCppModel
 from assay.models.local_embedder import LlamaCppEmbedder
 from assay.models.openai_compat import OpenAICompat
@@ -50,6 +50,6 @@ __all__ = [
     "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
     "distribution_generation", "gives_distributions", "read_distribution",
     "INPUT_TYPES", "EmbeddingBatch", "gives_embeddings", "embed_key", "CallStats", "EMBEDDED_EMBEDDER_NAME",
-    "EmbeddedEmbedder", "embedded_embedder", "embedder_available", "LlamaCppEmbedder",
+    "EmbeddedEmbedder", "embedded_embedder", "embedder_available", "LlamaCppEmbedder", "CircuitOpen",
 ]
 

@@ -9,9 +9,13 @@ bounded once for the run, not once per metric and worker (no ``evaluators × wor
   the server's ``Retry-After`` / ``retry-after-ms``, then recovers slowly while calls
   succeed. With no rpm/tpm configured only the concurrency window adapts;
 * retries with exponential backoff and jitter on 429, 5xx, 408/409, timeouts and
-  connection errors, for a bounded number of attempts; a concurrency slot is not held
+  connection errors, for a bounded number of attempts (fewer for timeouts: a server that
+  did not answer in time once rarely does the next time); a concurrency slot is not held
   while a call waits to retry;
-* a per-call timeout.
+* a per-call timeout;
+* a circuit breaker, off unless armed (the evaluation engine arms it for a run): after
+  ``max_consecutive_failures`` requests in a row timed out or could not connect, with no
+  answer of any kind in between, every call of the limiter raises :class:`CircuitOpen`.
 
 :class:`LimitedModel` applies a limiter and a :class:`~assay.models.cache.CallCache` to
 any :class:`~assay.models.base.ChatModel`, to its generated answers and its next-token
@@ -50,16 +54,35 @@ else:  # pragma: no cover - Python 3.10
     _timeout = None
 
 
+class CircuitOpen(BaseException):
+    """The circuit breaker of a :class:`Limiter` is open: too many requests in a row timed out
+    or could not connect, so no further call is made.
+
+    A ``BaseException``, like :class:`KeyboardInterrupt`: it must pass through the ``except
+    Exception`` of every metric and judge (which turn a failed call into an errored row) to stop
+    the run; the engine catches it and ends the run as ``interrupted`` and resumable
+    (:class:`assay.errors.RunIncomplete`). ``failures``: the requests in a row that failed;
+    ``last``: the last of their errors.
+    """
+
+    def __init__(self, failures: int, last: "ModelCallError"):
+        self.failures, self.last = failures, last
+        super().__init__(f"{failures} requests in a row timed out or could not connect (the last: {last})")
+
+
 @dataclass
 class RetryPolicy:
     """Bounded retries: ``max_attempts`` tries in all; exponential backoff with jitter.
 
-    The n-th retry waits ``d/2 + uniform(0, d/2)`` with ``d = min(max_delay,
+    A call whose tries time out gives up after ``timeout_attempts`` of them (at most
+    ``max_attempts``): waiting out a hung server six times over is what makes a run stall,
+    while a 429 or a 5xx is worth the longer patience. The n-th retry waits ``d/2 + uniform(0, d/2)`` with ``d = min(max_delay,
     base_delay * 2**n)``, or what the server asked for (``Retry-After``) plus up to 10%
     jitter. A server asking for more than ``max_retry_after`` seconds fails the call.
     """
 
     max_attempts: int = 6
+    timeout_attempts: int = 2
     base_delay: float = 0.5
     max_delay: float = 30.0
     max_retry_after: float = 300.0
@@ -166,16 +189,20 @@ class LimiterStats:
 
 
 class Limiter:
-    """Concurrency, adaptive rate limit, retries and timeout shared by all calls of a run.
+    """Concurrency, adaptive rate limit, retries, timeout and circuit breaker shared by all
+    calls of a run.
 
     ``concurrency``: calls in flight at once. ``rpm`` / ``tpm``: requests and tokens per
     minute (None: not limited until the server says so). ``timeout``: seconds per call
-    (None: none). ``retry``: a :class:`RetryPolicy` (or pass ``max_attempts``).
+    (None: none). ``retry``: a :class:`RetryPolicy` (or pass ``max_attempts`` /
+    ``timeout_attempts``). ``max_consecutive_failures``: the circuit breaker (None or 0: off;
+    see :meth:`arm_breaker`).
     """
 
     def __init__(self, concurrency: int = 16, *, rpm: float | None = None, tpm: float | None = None,
                  timeout: float | None = 120.0, retry: RetryPolicy | None = None,
-                 max_attempts: int | None = None, adaptive: bool = True,
+                 max_attempts: int | None = None, timeout_attempts: int | None = None,
+                 max_consecutive_failures: int | None = None, adaptive: bool = True,
                  recover_every: float = 5.0, min_factor: float = 0.02):
         if concurrency < 1:
             raise AssayError(f"concurrency must be at least 1, got {concurrency}")
@@ -184,6 +211,12 @@ class Limiter:
         self.retry = retry or RetryPolicy()
         if max_attempts is not None:
             self.retry = dataclasses.replace(self.retry, max_attempts=max(1, int(max_attempts)))
+        if timeout_attempts is not None:
+            self.retry = dataclasses.replace(self.retry, timeout_attempts=max(1, int(timeout_attempts)))
+        self.max_consecutive_failures: int | None = None
+        self.consecutive_failures = 0     # requests in a row that timed out or could not connect
+        self.tripped: CircuitOpen | None = None
+        self.arm_breaker(max_consecutive_failures)
         self.adaptive = adaptive
         self.recover_every = recover_every
         self.min_factor = min_factor
@@ -221,12 +254,35 @@ class Limiter:
     def window(self) -> int:
         return self._slots.limit
 
+    # -- the circuit breaker ----------------------------------------------------------------------
+    def arm_breaker(self, max_consecutive_failures: int | None) -> None:
+        """Open the circuit after ``max_consecutive_failures`` requests in a row timed out or
+        could not connect (None or 0: never); the count starts again from zero, and a breaker
+        that was open is closed. Any answer from the server (a success, a 429, a 500) resets
+        the count. Once open, every call raises :class:`CircuitOpen` at once."""
+        n = int(max_consecutive_failures or 0)
+        if n < 0:
+            raise AssayError(f"max_consecutive_failures must be 0 (off) or more, got {max_consecutive_failures}")
+        self.max_consecutive_failures = n or None
+        self.consecutive_failures = 0
+        self.tripped = None
+
+    def _check_breaker(self) -> None:
+        if self.tripped is not None:
+            raise CircuitOpen(self.tripped.failures, self.tripped.last)
+
     # -- the call ---------------------------------------------------------------------------------
     async def call(self, fn: Callable[[], Awaitable[T]], *, tokens: int = 0) -> T:
-        """Run ``fn()`` under the policy; raise :class:`ModelCallError` when it gives up."""
+        """Run ``fn()`` under the policy; raise :class:`ModelCallError` when it gives up, and
+        :class:`CircuitOpen` when the circuit breaker is (or becomes) open."""
         attempts = self.retry.max_attempts
+        timeouts = 0
         for attempt in range(attempts):
+            self._check_breaker()
             await self._acquire(tokens)
+            if self.tripped is not None:
+                self._slots.release()
+                self._check_breaker()
             self.stats.requests += 1
             try:
                 if self.timeout is None:
@@ -242,6 +298,8 @@ class Limiter:
                 if err is None:
                     raise
                 self._on_failure(err)
+                self._check_breaker()
+                timeouts += err.kind == "timeout"
                 retry_after = err.retry_after
                 if retry_after is not None and retry_after > self.retry.max_retry_after:
                     err.attempts = attempt + 1
@@ -251,7 +309,7 @@ class Limiter:
                                            retry_after=retry_after, body=err.body)
                     final.attempts = attempt + 1
                     raise final from None
-                if not err.retryable or attempt + 1 >= attempts:
+                if not err.retryable or attempt + 1 >= attempts or timeouts >= self.retry.timeout_attempts:
                     err.attempts = attempt + 1
                     self.stats.failed += 1
                     if err is exc:
@@ -292,6 +350,7 @@ class Limiter:
     def _on_success(self, result: Any, est_tokens: int) -> None:
         st = self.stats
         st.succeeded += 1
+        self.consecutive_failures = 0
         usage = getattr(result, "usage", None)
         if usage is not None:
             st.input_tokens += usage.input_tokens
@@ -304,6 +363,14 @@ class Limiter:
     def _on_failure(self, err: ModelCallError) -> None:
         if err.kind == "timeout":
             self.stats.timeouts += 1
+        if err.kind in ("timeout", "connection"):
+            self.consecutive_failures += 1
+            n = self.max_consecutive_failures
+            if n and self.consecutive_failures >= n and self.tripped is None:
+                self.tripped = CircuitOpen(self.consecutive_failures, err)
+                log.info("circuit breaker open: %s", self.tripped)
+        else:
+            self.consecutive_failures = 0   # the server answered: it is there
         if err.kind != "rate_limit":
             return
         self.stats.rate_limited += 1

@@ -24,7 +24,9 @@ endpoints, 2 in-process). An embedder's spec names the same things as a judge's,
 embeddings: ``embedded`` is :class:`~assay.models.embedded_embedder.EmbeddedEmbedder`,
 ``local:/x.gguf`` a GGUF loaded for embeddings, the others their ``/embeddings`` endpoint.
 A target's limiter is there for retries and backoff: the engine bounds its calls in flight
-itself, and an application's answers are never cached.
+itself, and an application's answers are never cached. In every role a call that times out is
+tried at most twice (:attr:`~assay.models.limits.RetryPolicy.timeout_attempts`), and
+``timeout`` bounds both the limiter's wait and an HTTP backend's own.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from assay.models.pricing import parse_price
 from assay.models.spec import KINDS, ModelSpec, ModelSpecError, parse_model_spec
 
 DEFAULT_TIMEOUT = 120.0
+HTTP_KINDS = ("openai", "azure", "http")   # specs built as an OpenAICompat backend (it has a timeout)
 _DEFAULT: Any = object()
 
 
@@ -57,7 +60,6 @@ class Role:
     kinds: tuple[str, ...]         # the spec kinds accepted
     wrong_kind: str = ""           # the error for another kind; ``{spec!r}`` is filled in
     api_key_env: str | None = None  # an http backend's key, when none is passed
-    timeout_to_backend: bool = False  # the backend's own HTTP timeout follows ``timeout``
     embeddings: bool = False       # build the spec as an embedding model
 
 
@@ -68,7 +70,7 @@ ROLES: dict[str, Role] = {
     "model": Role("model", None, 4, True, None, False, KINDS),
     "target": Role("target", 64, 4, False, None, False, ("http",),
                    wrong_kind="target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL",
-                   api_key_env="ASSAY_TARGET_API_KEY", timeout_to_backend=True),
+                   api_key_env="ASSAY_TARGET_API_KEY"),
     # a model that embeds texts (``assay bench embed --model``): vectors cached per text
     "embedder": Role("embedder", None, 4, True, "embedded", False, KINDS, embeddings=True),
 }
@@ -98,16 +100,17 @@ def resolve_spec(spec: "str | ModelSpec | None", *, role: str = "judge") -> Mode
 
 def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = None,
             rpm: float | None = None, tpm: float | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-            max_attempts: int | None = None, cache: Any = _DEFAULT, price: Any = None,
-            **backend: Any) -> LimitedModel:
+            max_attempts: int | None = None, timeout_attempts: int | None = None, cache: Any = _DEFAULT,
+            price: Any = None, **backend: Any) -> LimitedModel:
     """The model for ``spec`` as ``role`` (``judge``, ``simulator``, ``model``, ``target`` or
     ``embedder``) uses it.
 
     ``spec``: a spec string, a :class:`~assay.models.spec.ModelSpec`, a bare backend (a
     ChatModel, wrapped here), a :class:`LimitedModel` (returned as it is: it keeps its own
     limiter and cache), or None for the role's default. ``concurrency`` / ``max_attempts``:
-    None for the role's default; ``rpm`` / ``tpm`` / ``timeout`` go to the
-    :class:`~assay.models.limits.Limiter`. ``cache``: a :class:`~assay.models.cache.CallCache`,
+    None for the role's default; ``rpm`` / ``tpm`` / ``timeout`` / ``timeout_attempts`` go to the
+    :class:`~assay.models.limits.Limiter` (``timeout`` also to an HTTP backend built here, whose
+    own timeout would otherwise cut a longer wait short). ``cache``: a :class:`~assay.models.cache.CallCache`,
     a path, or None; by default the role's. ``price``: USD per 1M input and output tokens,
     ``(in, out)`` or ``"in,out"``, for a model the price table does not know. ``backend``
     kwargs go to the backend's constructor.
@@ -119,7 +122,7 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
         ms = resolve_spec(spec, role=role)
         if ms.kind == "http" and r.api_key_env and backend.get("api_key") is None:
             backend["api_key"] = os.environ.get(r.api_key_env)
-        if r.timeout_to_backend and timeout is not None:
+        if ms.kind in HTTP_KINDS and timeout is not None:
             backend.setdefault("timeout", timeout)
         model = ms.build_embedder(**backend) if r.embeddings else ms.build(**backend)
     else:
@@ -127,7 +130,7 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
     if r.embeddings and not gives_embeddings(model):
         raise AssayError(f"{getattr(model, 'name', type(model).__name__)} cannot be an {role}: it has no embed method")
     conc = concurrency or r.concurrency
-    limiter = Limiter.for_model(model, rpm=rpm, tpm=tpm, timeout=timeout,
+    limiter = Limiter.for_model(model, rpm=rpm, tpm=tpm, timeout=timeout, timeout_attempts=timeout_attempts,
                                 max_attempts=r.max_attempts if max_attempts is None else max_attempts,
                                 **({"concurrency": conc} if conc else {}))
     if cache is _DEFAULT:
