@@ -65,9 +65,11 @@ class FakeOpenAI:
             async def boot() -> None:
                 self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=512)
                 self.port = self._server.sockets[0].getsockname()[1]
-                ready.set()
 
             loop.run_until_complete(boot())
+            # ready only once run_forever runs: a stop() scheduled earlier would end
+            # run_until_complete instead, and run_forever would never return
+            loop.call_soon(ready.set)
             loop.run_forever()
             for t in asyncio.all_tasks(loop):
                 t.cancel()
