@@ -123,7 +123,7 @@ def test_judge_defaults(cache_at, monkeypatch):
     assert resolve("azure:dep", role="judge").limiter.concurrency == 16
     k = resolve("http://127.0.0.1:9/v1#m", concurrency=3, max_attempts=2, timeout=5, rpm=60, cache=None)
     assert (k.limiter.concurrency, k.limiter.retry.max_attempts, k.limiter.timeout, k.cache) == (3, 2, 5, None)
-    assert k.model.timeout == 120.0  # a judge's timeout is the limiter's; the backend keeps its own
+    assert k.model.timeout == 5  # the HTTP backend's own timeout follows (a longer one is not cut at 120 s)
     assert resolve("http://127.0.0.1:9/v1#m", cache=cache_at.parent / "other.sqlite").cache.path.name == "other.sqlite"
     assert resolve("http://127.0.0.1:9/v1#m", cache=None, price="0.5,1.5").price == (0.5, 1.5)
 
