@@ -75,7 +75,7 @@ def print_defects(metrics: dict[str, Any]) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them."),
+    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them; - for standard input (with --format)."),
     metrics: str = typer.Option("auto", "--metrics", "-m", help="'auto' or a comma-separated list (see `assay metrics`)."),
     map_: List[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
     threshold: List[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
@@ -92,6 +92,7 @@ def eval_cmd(
     resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
     store: Optional[str] = STORE_OPT,
     defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
+    data_format: Optional[str] = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
     from assay.engine.evaluate import evaluate
@@ -99,13 +100,13 @@ def eval_cmd(
     mapping = pairs(map_, "--map")
     thresholds = pairs(threshold, "--threshold")
     tgt = load_target(target) if target else None
-    total = count_rows(data)
+    total = count_rows(data, data_format)
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
                           name=name, store=store, resume=resume_from or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
-                          progress=advance)
+                          progress=advance, format=data_format)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {out_dir}/")

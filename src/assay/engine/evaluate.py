@@ -41,7 +41,11 @@ Parameters (every one but ``data`` by keyword):
 * ``metrics``: metric names, a list or a comma-separated string; ``"auto"`` (the default)
   runs every metric whose inputs are present.
 * ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
-* ``mapping``: ``{record field: column}`` for data whose columns have other names.
+* ``mapping``: ``{record field: column}`` for data whose columns have other names; a
+  column that none of the first rows has is an error.
+* ``format``: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"parquet"`` when ``data`` is a path
+  whose name does not say (``"-"`` for standard input, ``/dev/stdin``, a FIFO); a stream is
+  read once, into a temporary copy, and fingerprinted as it is read.
 * ``out``: a folder for ``rows.jsonl`` (rows streamed as scored) and ``summary.json``;
   None keeps the rows in memory.
 * ``on_bad_row``: ``"fail"`` (stop at the first row that cannot be read) or ``"skip"``
@@ -93,6 +97,7 @@ def evaluate(
     name: str | None = None,
     store: Any = None,
     resume: bool | str = False,
+    format: str | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -101,7 +106,7 @@ def evaluate(
     return run_sync(lambda: evaluate_async(
         data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping, out=out,
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
-        workers=workers, progress=progress, name=name, store=store, resume=resume))
+        workers=workers, progress=progress, name=name, store=store, resume=resume, format=format))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -175,11 +180,12 @@ async def evaluate_async(
     name: str | None = None,
     store: Any = None,
     resume: bool | str = False,
+    format: str | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
-                  on_bad_row=on_bad_row, family=family)
+                  on_bad_row=on_bad_row, family=family, format=format)
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"concurrency must be at least 1, got {concurrency}")
     judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency)
@@ -187,7 +193,7 @@ async def evaluate_async(
     judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
-    saved = open_run(store, resume, name, data, p.dataset.source, run_config(p, judge_model, options), judge_model)
+    saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
     runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers)
     await runner.run(progress)
 
