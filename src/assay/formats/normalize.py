@@ -293,9 +293,7 @@ class ColumnMapping:
                         break
                 else:
                     new[field] = v
-            else:
-                continue
-            if unmatched and col in unmatched:
+            if unmatched and col in unmatched and field in new:
                 unmatched.discard(col)
         displaced = None
         consumed = self.consumed
