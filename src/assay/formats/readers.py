@@ -108,23 +108,29 @@ class Spool:
 
     def file(self) -> Path:
         if self._copy is None:
+            if self.path is None and sys.stdin is None:
+                raise InputError("there is no standard input to read", source=self.name)
             fd, copy = tempfile.mkstemp(prefix="assay-stream-")
             weakref.finalize(self, _unlink, copy)
             h = hashlib.sha256(b"\0")  # the file fingerprint's name\0bytes, with no name
-            size = 0
+            size, reading = 0, True
             try:
                 with os.fdopen(fd, "wb") as out:
                     src: IO[bytes] = sys.stdin.buffer if self.path is None else open(self.path, "rb")
                     try:
                         while block := src.read(1 << 20):
+                            reading = False
                             h.update(block)
                             out.write(block)
                             size += len(block)
+                            reading = True
                     finally:
                         if self.path is not None:
                             src.close()
+                    reading = False  # closing the copy flushes it
             except OSError as e:
-                raise InputError(f"cannot read it: {e.strerror or e}", source=self.name) from None
+                what = "cannot read it" if reading else f"cannot copy it to a temporary file in {tempfile.gettempdir()}"
+                raise InputError(f"{what}: {e.strerror or e}", source=self.name) from None
             if size == 0:
                 raise InputError("the stream is empty: no rows", source=self.name)
             self._copy, self.sha256 = copy, h.hexdigest()
