@@ -41,9 +41,11 @@ def load_target(spec: str) -> Any:
     return load(spec)
 
 
-def count_rows(data: str) -> int | None:
+def count_rows(data: str, data_format: str | None = None) -> int | None:
+    """Lines of a regular JSONL file (the progress bar's total), else None: a stream
+    (``-``, a FIFO) is never touched here, since it can be read only once."""
     p = Path(data)
-    if p.is_file() and p.suffix.lower() == ".jsonl":
+    if data != "-" and p.is_file() and (data_format or p.suffix).lower().lstrip(".") in ("jsonl", "ndjson"):
         n = 0
         with open(p, "rb") as fh:
             while chunk := fh.read(1 << 20):

@@ -75,7 +75,7 @@ def print_defects(metrics: dict[str, Any]) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them."),
+    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them; - for standard input (with --format)."),
     metrics: str = typer.Option("auto", "--metrics", "-m", help="'auto' or a comma-separated list (see `assay metrics`)."),
     map_: List[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
     threshold: List[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
@@ -95,6 +95,7 @@ def eval_cmd(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds to wait for one judge call (default: $ASSAY_JUDGE_TIMEOUT, else 120). A call that times out is tried at most twice.", metavar="SECONDS"),
     max_attempts: Optional[int] = typer.Option(None, "--max-attempts", help="Tries per judge call on 429, 5xx and connection errors (default: $ASSAY_JUDGE_MAX_ATTEMPTS, else 6).", metavar="N"),
     max_consecutive_failures: Optional[int] = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
+    data_format: Optional[str] = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
     from assay.engine.evaluate import evaluate
@@ -102,13 +103,13 @@ def eval_cmd(
     mapping = pairs(map_, "--map")
     thresholds = pairs(threshold, "--threshold")
     tgt = load_target(target) if target else None
-    total = count_rows(data)
+    total = count_rows(data, data_format)
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
                           name=name, store=store, resume=resume_from or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
-                          progress=advance, timeout=timeout, max_attempts=max_attempts,
+                          progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
                           max_consecutive_failures=max_consecutive_failures)
     print_summary(result)
     if out_dir is not None:

@@ -44,7 +44,11 @@ Parameters (every one but ``data`` by keyword):
 * ``metrics``: metric names, a list or a comma-separated string; ``"auto"`` (the default)
   runs every metric whose inputs are present.
 * ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
-* ``mapping``: ``{record field: column}`` for data whose columns have other names.
+* ``mapping``: ``{record field: column}`` for data whose columns have other names; a
+  column that none of the first rows has is an error.
+* ``format``: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"parquet"`` when ``data`` is a path
+  whose name does not say (``"-"`` for standard input, ``/dev/stdin``, a FIFO); a stream is
+  read once, into a temporary copy, and fingerprinted as it is read.
 * ``out``: a folder for ``rows.jsonl`` (rows streamed as scored) and ``summary.json``;
   None keeps the rows in memory.
 * ``on_bad_row``: ``"fail"`` (stop at the first row that cannot be read) or ``"skip"``
@@ -108,6 +112,7 @@ def evaluate(
     timeout: float | None = None,
     max_attempts: int | None = None,
     max_consecutive_failures: int | None = None,
+    format: str | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -117,7 +122,7 @@ def evaluate(
         data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping, out=out,
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
-        max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures))
+        max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -240,6 +245,7 @@ async def evaluate_async(
     timeout: float | None = None,
     max_attempts: int | None = None,
     max_consecutive_failures: int | None = None,
+    format: str | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
@@ -250,7 +256,7 @@ async def evaluate_async(
                          "with a limiter of its own: set them there (Limiter(timeout=..., max_attempts=...))")
     timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
-                  on_bad_row=on_bad_row, family=family)
+                  on_bad_row=on_bad_row, family=family, format=format)
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"concurrency must be at least 1, got {concurrency}")
     judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency, timeout=timeout,
@@ -259,7 +265,7 @@ async def evaluate_async(
     judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
-    saved = open_run(store, resume, name, data, p.dataset.source, run_config(p, judge_model, options), judge_model)
+    saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
     runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
                          max_consecutive_failures=breaker)
     await runner.run(progress)

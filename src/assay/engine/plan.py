@@ -58,9 +58,10 @@ class Plan:
 
 def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: str | Sequence[str] = "auto",
               thresholds: Mapping[str, float] | None = None, mapping: Mapping[str, str] | None = None,
-              on_bad_row: str = "fail", family: str | None = None) -> Plan:
-    """Open ``data`` and plan the run; raises :class:`AssayError` (or :class:`InputError`,
-    naming the source and field) for a request that cannot run."""
+              on_bad_row: str = "fail", family: str | None = None, format: str | None = None) -> Plan:
+    """Open ``data`` (``format``: see :func:`assay.formats.open_dataset`) and plan the run; raises
+    :class:`AssayError` (or :class:`InputError`, naming the source and field) for a request that
+    cannot run, a mapping to a column no row has among them."""
     if data is None:
         raise AssayError("no data: pass a path, a DataFrame or a list of rows")
     if on_bad_row not in ("fail", "skip"):
@@ -68,10 +69,11 @@ def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: s
     if family not in (None, "azure", "databricks"):
         raise AssayError(f"family must be 'azure' or 'databricks', got {family!r}")
     names = parse_metric_names(metrics)
-    ds = open_dataset(data, mapping=mapping, on_bad_row=on_bad_row)
+    ds = open_dataset(data, mapping=mapping, on_bad_row=on_bad_row, format=format)
     tgt = Target(target) if target is not None else None
     rest = iter(ds)
     head = list(islice(rest, PLAN_WINDOW))
+    ds.check_mapping(target=tgt is not None)
     if not head:
         raise InputError("no valid rows to evaluate", source=ds.source)
     present = fields_present(head)

@@ -4,8 +4,9 @@
 >>> ds = open_dataset("eval.jsonl", mapping={"query": "${data.question}"}, on_bad_row="skip")
 >>> for record in ds: ...
 
-Readers (:mod:`.readers`): JSONL, JSON, CSV, Parquet, a directory of those, a pandas
-DataFrame, a list of dicts. The normaliser (:mod:`.normalize`) recognises each row's
+Readers (:mod:`.readers`): JSONL, JSON, CSV, Parquet, a directory of those, a stream
+(standard input, a FIFO: read once, through a temporary copy), a pandas DataFrame, a list
+of dicts; text in UTF-8, UTF-16 or UTF-32 (:mod:`.encoding`). The normaliser (:mod:`.normalize`) recognises each row's
 shape from its keys: an Azure AI Evaluation conversation (:mod:`.azure`) or an MLflow
 trace v2/v3 JSON (:mod:`.mlflow_trace`), each a shape adapter; any other row is read
 column by column, in the canonical names, the Azure AI Evaluation data format's names

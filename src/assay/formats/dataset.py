@@ -17,8 +17,10 @@ from assay.formats.readers import (
     Malformed,
     Source,
     check_path,
+    Spool,
     directory_sources,
     file_source,
+    stream_source,
     top_level_rows,
 )
 from assay.records import Record
@@ -43,15 +45,20 @@ class Dataset:
     - ``rows_read``: source rows read so far (a conversation row counts once, however many
       turns it gives; malformed rows count);
     - ``bad_rows``: the :class:`InputError` of each row skipped (``on_bad_row="skip"``);
-    - ``columns_seen``: the source column names seen so far (before the mapping), so the
-      caller can warn about a mapped column that no row has.
+    - ``columns_seen``: the source column names seen so far (before the mapping);
+    - ``input``: the data as given; ``stream``: the :class:`~assay.formats.readers.Spool` of a
+      stream (standard input as ``"-"``, a FIFO, ``/dev/fd/N``), whose ``sha256`` is taken
+      while it is read, else None.
+
+    A mapping to a column that no row read has is reported by :meth:`check_mapping`.
 
     With ``on_bad_row="fail"`` the first bad row raises its :class:`InputError`; with
     ``"skip"`` it is recorded and reading goes on. A source with no rows at all raises in
     both modes.
     """
 
-    def __init__(self, data: Any, mapping: Mapping[str, str] | None = None, on_bad_row: str = "fail"):
+    def __init__(self, data: Any, mapping: Mapping[str, str] | None = None, on_bad_row: str = "fail",
+                 format: str | None = None):
         if on_bad_row not in ON_BAD_ROW:
             raise InputError(f"on_bad_row must be 'fail' or 'skip', got {on_bad_row!r}")
         self.on_bad_row = on_bad_row
@@ -59,24 +66,35 @@ class Dataset:
         self.rows_read = 0
         self.bad_rows: list[InputError] = []
         self.columns_seen: set[str] = set()
-        self._sources = self._resolve(data)
+        self.input = data
+        self.stream: Spool | None = None
+        self._sources = self._resolve(data, format)
 
     # ------------------------------------------------------------------ sources
 
-    def _resolve(self, data: Any) -> list[Source]:
+    def _resolve(self, data: Any, fmt: str | None) -> list[Source]:
         if isinstance(data, (str, os.PathLike)):
             name = os.fspath(data)
-            path = Path(name).expanduser()
-            check_path(path, name)
-            self.source = name
-            if path.is_dir():
-                sources = directory_sources(path, name)
-                fmts = {s.format for s in sources}
-                self.format = fmts.pop() if len(fmts) == 1 else "mixed"
-                return sources
-            src = file_source(path, name)
-            self.format = src.format
+            if name == "-":
+                src = stream_source(None, "<stdin>", fmt)
+            else:
+                path = Path(name).expanduser()
+                check_path(path, name)
+                if path.is_dir():
+                    if fmt is not None:
+                        raise InputError("a folder's files are read by their extensions; the format is given "
+                                         "for a file or a stream", source=name)
+                    self.source = name
+                    sources = directory_sources(path, name)
+                    fmts = {s.format for s in sources}
+                    self.format = fmts.pop() if len(fmts) == 1 else "mixed"
+                    return sources
+                # anything but a regular file (a FIFO, /dev/stdin, /dev/fd/N) can be read only once
+                src = file_source(path, name, fmt) if path.is_file() else stream_source(path, name, fmt)
+            self.source, self.format, self.stream = src.name, src.format, src.spool
             return [src]
+        if fmt is not None:
+            raise InputError("the format is given for a file or a stream, not for rows in memory")
         if _is_dataframe(data):
             self.source, self.format = "<DataFrame>", "dataframe"
             return [DataFrameSource(data)]
@@ -147,21 +165,43 @@ class Dataset:
         if n == 0:
             raise src.empty_error()
 
+    def check_mapping(self, target: bool = False) -> None:
+        """Raise :class:`InputError` for a mapped column that no row read so far has: the
+        mapping is a mistake (a misspelt column would otherwise leave the field to a
+        same-named column, or empty). With ``target``, columns written ``${target.x}`` are
+        the target's outputs and not looked for in the data."""
+        m = self.mapping
+        if m is None or not m.unmatched or not self.rows_read:
+            return
+        for field, col, _ in m.pairs:
+            if col in m.unmatched and not (target and col in m.target_refs):
+                cols = sorted(self.columns_seen)
+                have = ", ".join(cols[:30]) + (f" and {len(cols) - 30} more" if len(cols) > 30 else "")
+                n = self.rows_read
+                raise InputError(f"the mapping {field}={col} names column {col!r}, which no row has (looked at "
+                                 f"the first {n} row{'' if n == 1 else 's'}; the columns are: {have or 'none'})",
+                                 source=self.source, field=field)
+
     def __repr__(self) -> str:
         return (f"Dataset(source={self.source!r}, format={self.format!r}, rows_read={self.rows_read}, "
                 f"bad_rows={len(self.bad_rows)})")
 
 
-def open_dataset(data: Any, mapping: Mapping[str, str] | None = None, on_bad_row: str = "fail") -> Dataset:
+def open_dataset(data: Any, mapping: Mapping[str, str] | None = None, on_bad_row: str = "fail",
+                 format: str | None = None) -> Dataset:
     """Open ``data`` for reading as records.
 
     ``data``: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``, or a directory of
-    them, read in name order), a pandas DataFrame, a list of row dicts, or a dict (one
-    MLflow trace, ``{"data": [...]}``, columns of equal length, or one row).
+    them, read in name order; a FIFO or ``/dev/stdin``; ``"-"`` for standard input), a
+    pandas DataFrame, a list of row dicts, or a dict (one MLflow trace, ``{"data": [...]}``,
+    columns of equal length, or one row).
     ``mapping``: ``{canonical_field: user_column}``; ``"${data.col}"`` is accepted.
     ``on_bad_row``: ``"fail"`` (raise the first bad row's :class:`InputError`) or ``"skip"``.
+    ``format``: ``jsonl``, ``json``, ``csv`` or ``parquet``, for a file or stream whose name
+    has no (or another) extension.
 
     Missing or unreadable paths, unknown extensions and a bad mapping raise here; rows are
-    read (and checked) only when the dataset is iterated.
+    read (and checked) only when the dataset is iterated. A stream is read once: the first
+    iteration copies it to a temporary file, and every iteration reads the copy.
     """
-    return Dataset(data, mapping=mapping, on_bad_row=on_bad_row)
+    return Dataset(data, mapping=mapping, on_bad_row=on_bad_row, format=format)

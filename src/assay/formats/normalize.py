@@ -232,15 +232,20 @@ _REF = re.compile(r"^\$\{\s*(?:data|target)\.([^}]+?)\s*\}$")
 
 class ColumnMapping:
     """``{canonical_field: user_column}``; ``${data.x}`` / ``${target.x}`` name column ``x``
-    (Azure's form); a dotted name reaches into nested objects when no column has that name."""
+    (Azure's form); a dotted name reaches into nested objects when no column has that name.
 
-    __slots__ = ("pairs", "consumed", "reverse")
+    ``unmatched`` holds the columns that no row given to :meth:`apply` has had yet (a mapping
+    to a column no row has is a mistake: :meth:`assay.formats.Dataset.check_mapping`);
+    ``target_refs`` the columns written ``${target.x}``."""
+
+    __slots__ = ("pairs", "consumed", "reverse", "unmatched", "target_refs")
 
     def __init__(self, mapping: Mapping[str, Any]):
         if not isinstance(mapping, Mapping):
             raise InputError(f"the column mapping must be an object of field -> column, got {kind(mapping)}",
                              source="mapping")
         pairs = []
+        target_refs = set()
         for field, col in mapping.items():
             if field not in MAPPABLE:
                 known = ", ".join(sorted(CANONICAL))
@@ -252,6 +257,8 @@ class ColumnMapping:
             col = col.strip()
             m = _REF.match(col)
             if m:
+                if col.lstrip("${ ").startswith("target."):
+                    target_refs.add(m.group(1))
                 col = m.group(1)
             elif col.startswith("${"):
                 raise InputError(f"cannot read {col!r}: write '${{data.column}}' or '${{target.column}}'",
@@ -261,6 +268,8 @@ class ColumnMapping:
         self.pairs = pairs
         self.consumed = frozenset(c for _, c, _ in pairs) | frozenset(p[0] for _, _, p in pairs if p)
         self.reverse = {field: col for field, col, _ in pairs}
+        self.unmatched = {col for _, col, _ in pairs}
+        self.target_refs = frozenset(target_refs)
 
     def __bool__(self) -> bool:
         return bool(self.pairs)
@@ -271,6 +280,7 @@ class ColumnMapping:
 
     def apply(self, row: dict[str, Any]) -> dict[str, Any]:
         new: dict[str, Any] = {}
+        unmatched = self.unmatched
         for field, col, path in self.pairs:
             if col in row:
                 new[field] = row[col]
@@ -283,6 +293,8 @@ class ColumnMapping:
                         break
                 else:
                     new[field] = v
+            if unmatched and col in unmatched and field in new:
+                unmatched.discard(col)
         displaced = None
         consumed = self.consumed
         for k, v in row.items():

@@ -7,28 +7,36 @@ for JSONL and CSV (where the row starts), the 1-based row number for Parquet, Da
 and lists, and the element index for a JSON array (:meth:`Source.line` turns it into the
 file line where that element starts, computed only when an error needs it).
 
-Problems with the file as a whole (missing, unreadable, not valid JSON/Parquet/UTF-8)
-raise :class:`InputError` naming the file.
+Text files are UTF-8, or UTF-16/UTF-32 recognised by :mod:`.encoding`; a byte not valid in
+the file's encoding is reported with its byte offset. A stream (standard input, a FIFO,
+``/dev/fd/N`` from a shell's ``<(...)``) is read once, into a temporary copy, by a
+:class:`Spool`, which takes its fingerprint on the way.
+
+Problems with the file as a whole (missing, unreadable, not valid JSON/Parquet) raise
+:class:`InputError` naming the file.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import re
 import sys
+import tempfile
+import weakref
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 import orjson
 
 from assay.errors import InputError
+from assay.formats.encoding import bad_bytes, open_lines, sniff, utf8_problem
 from assay.formats.fields import kind
 
 EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
               ".pq": "parquet"}
-
-_BOM = b"\xef\xbb\xbf"
+FORMATS = ("jsonl", "json", "csv", "parquet")
 
 
 class Malformed:
@@ -77,13 +85,70 @@ def _open_check(path: Path, name: str) -> None:
         raise InputError("the file is empty: no rows", source=name)
 
 
-class FileSource(Source):
-    def __init__(self, path: Path, name: str):
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class Spool:
+    """A stream (standard input, a FIFO, ``/dev/fd/N``) copied to a temporary file the first
+    time its rows are read, its fingerprint taken on the way: a pipe can be read only once, so
+    the rows (and a second pass, if any) are read from the copy. ``sha256`` is None until then;
+    the copy is removed when the spool is collected or the interpreter exits.
+
+    ``path`` None is standard input.
+    """
+
+    def __init__(self, path: Path | None, name: str):
         self.path, self.name = path, name
+        self.sha256: str | None = None
+        self._copy: str | None = None
+
+    def file(self) -> Path:
+        if self._copy is None:
+            if self.path is None and sys.stdin is None:
+                raise InputError("there is no standard input to read", source=self.name)
+            fd, copy = tempfile.mkstemp(prefix="assay-stream-")
+            weakref.finalize(self, _unlink, copy)
+            h = hashlib.sha256(b"\0")  # the file fingerprint's name\0bytes, with no name
+            size, reading = 0, True
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    src: IO[bytes] = sys.stdin.buffer if self.path is None else open(self.path, "rb")
+                    try:
+                        while block := src.read(1 << 20):
+                            reading = False
+                            h.update(block)
+                            out.write(block)
+                            size += len(block)
+                            reading = True
+                    finally:
+                        if self.path is not None:
+                            src.close()
+                    reading = False  # closing the copy flushes it
+            except OSError as e:
+                what = "cannot read it" if reading else f"cannot copy it to a temporary file in {tempfile.gettempdir()}"
+                raise InputError(f"{what}: {e.strerror or e}", source=self.name) from None
+            if size == 0:
+                raise InputError("the stream is empty: no rows", source=self.name)
+            self._copy, self.sha256 = copy, h.hexdigest()
+        return Path(self._copy)
+
+
+class FileSource(Source):
+    """A file read by path, or a stream read through its :class:`Spool`."""
+
+    def __init__(self, path: Path, name: str, spool: Spool | None = None):
+        self.path, self.name, self.spool = path, name, spool
+
+    def file(self) -> Path:
+        return self.spool.file() if self.spool is not None else self.path
 
     def _open_binary(self):
         try:
-            return open(self.path, "rb")
+            return open(self.file(), "rb")
         except OSError as e:
             raise InputError(f"cannot read it: {e.strerror or e}", source=self.name) from None
 
@@ -94,16 +159,18 @@ class JsonlSource(FileSource):
     def rows(self) -> Iterator[tuple[int, Any]]:
         loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
         with self._open_binary() as f:
-            lineno = 0
-            for lineno, line in enumerate(f, 1):
-                if lineno == 1 and line.startswith(_BOM):
-                    line = line[3:]
+            _, offset, lines = open_lines(f, self.name)
+            for lineno, line in enumerate(lines, 1):
+                at, offset = offset, offset + len(line)
                 try:
-                    yield lineno, loads(line)
+                    row = loads(line)
                 except JSONDecodeError as e:
                     if line.isspace() or not line:
                         continue  # blank lines are allowed
-                    yield lineno, Malformed(_json_error(e))
+                    bad = utf8_problem(line, at)
+                    yield lineno, Malformed(bad[0] if bad else _json_error(e))
+                    continue
+                yield lineno, row
 
 
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
@@ -161,13 +228,24 @@ class JsonSource(FileSource):
     def rows(self) -> Iterator[tuple[int, Any]]:
         with self._open_binary() as f:
             raw = f.read()
-        if raw.startswith(_BOM):
-            raw = raw[3:]
+        codec, bom = sniff(raw[:4])
+        if codec == "utf-8":
+            raw = raw[bom:]
+        else:
+            try:
+                raw = raw[bom:].decode(codec).encode("utf-8")
+            except UnicodeDecodeError as e:
+                line = e.object[:e.start].decode(codec, "replace").count("\n") + 1
+                raise InputError(bad_bytes(codec, e.object, e.start, e.reason, bom + e.start), source=self.name,
+                                 line=line) from None
         if not raw.strip():
             raise self.empty_error()
         try:
             top = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
+            bad = utf8_problem(raw, bom) if codec == "utf-8" else None
+            if bad:
+                raise InputError(bad[0], source=self.name, line=raw.count(b"\n", 0, bad[1]) + 1) from None
             raise InputError(_json_error(e), source=self.name, line=getattr(e, "lineno", None)) from None
         rows, self._key, self._single = top_level_rows(top, self.name)
         self._text, self._lines = raw, None  # kept only while reading, to place an error on its line
@@ -214,46 +292,127 @@ def top_level_rows(top: Any, name: str) -> tuple[list[Any], str | None, bool]:
     raise InputError(f"expected a list of rows or an object, got {kind(top)}", source=name, line=1)
 
 
+class _BadText(Exception):
+    """A CSV line that is not valid UTF-8 (the message names the byte offset)."""
+
+
+_LONE_CR = re.compile(r"(?<=\r)(?!\n)")
+
+
+class _Lines:
+    """A CSV file's lines for :func:`csv.reader`: decoded, counted (``num``: the last line
+    handed out), and those of the row being read kept in ``row``, so that reading can start
+    again on the line after a quote that is never closed (:meth:`reread`)."""
+
+    __slots__ = ("raw", "offset", "num", "row", "back")
+
+    def __init__(self, raw: Iterator[bytes], offset: int):
+        self.raw, self.offset, self.num = raw, offset, 0
+        self.row: list[str] = []
+        self.back: list[str] = []  # lines to hand out before the file's next (last first)
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        if self.back:
+            line = self.back.pop()
+        else:
+            b = next(self.raw)
+            try:
+                line = b.decode("utf-8")
+            except UnicodeDecodeError as e:
+                self.num += 1
+                msg = bad_bytes("utf-8", b, e.start, e.reason, self.offset + e.start)
+                self.offset += len(b)
+                raise _BadText(msg) from None
+            self.offset += len(b)
+            if "\r" in line.rstrip("\r\n"):  # lines ended by a lone \r (classic Mac): one at a time
+                first, *more = [part for part in _LONE_CR.split(line) if part]
+                self.back.extend(reversed(more))
+                line = first
+        self.num += 1
+        self.row.append(line)
+        return line
+
+    def reread(self) -> None:
+        """Hand out the current row's lines again, but its first."""
+        self.back.extend(reversed(self.row[1:]))
+        self.num -= len(self.row) - 1
+
+
+def _cells(n: int) -> str:
+    return f"{n} cell{'' if n == 1 else 's'}"
+
+
 class CsvSource(FileSource):
     """CSV with a header row. Empty cells are missing values; list and object fields may
-    hold JSON text (``["a", "b"]``)."""
+    hold JSON text (``["a", "b"]``).
+
+    A row must have as many cells as the header has columns (fewer or more is a bad row).
+    Quotes are read strictly: a quoted cell must be closed, and followed by a comma or the
+    end of the line. A quote never closed is a bad row on the line where it opens, and
+    reading goes on from the next line (in skip mode), so it cannot swallow the rows after it.
+    """
 
     format = "csv"
     text_cells = True
 
     def rows(self) -> Iterator[tuple[int, Any]]:
-        try:
-            f = open(self.path, newline="", encoding="utf-8-sig")
-        except OSError as e:
-            raise InputError(f"cannot read it: {e.strerror or e}", source=self.name) from None
-        with f:
+        with self._open_binary() as f:
             csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-            reader = csv.reader(f)
+            _, offset, raw = open_lines(f, self.name)
+            lines = _Lines(raw, offset)
+            reader = csv.reader(lines, strict=True)
             try:
                 header = next(reader, None)
-                if header is None:
-                    return
-                header = [h.strip() for h in header]
-                seen: set[str] = set()
-                for h in header:
-                    if h in seen:
-                        raise InputError(f"the header names column {h!r} twice", source=self.name, line=1)
-                    seen.add(h)
-                width = len(header)
-                prev = reader.line_num
-                for cells in reader:
-                    start, prev = prev + 1, reader.line_num
-                    if not cells:
-                        continue
-                    if len(cells) > width:
-                        yield start, Malformed(f"the row has {len(cells)} cells but the header has {width} columns")
-                        continue
-                    yield start, {h: c for h, c in zip(header, cells) if c != ""}
-            except UnicodeDecodeError:
-                raise InputError("the file is not UTF-8 text", source=self.name,
-                                 line=reader.line_num + 1) from None
+            except _BadText as e:
+                raise InputError(str(e), source=self.name, line=lines.num) from None
             except csv.Error as e:
-                raise InputError(f"malformed CSV ({e})", source=self.name, line=reader.line_num) from None
+                raise InputError(f"malformed CSV header ({e})", source=self.name, line=1) from None
+            if header is None:
+                return
+            header = [h.strip() for h in header]
+            seen: set[str] = set()
+            for h in header:
+                if h in seen:
+                    raise InputError(f"the header names column {h!r} twice", source=self.name, line=1)
+                seen.add(h)
+            width = len(header)
+            while True:
+                lines.row = []
+                start = lines.num + 1
+                try:
+                    cells = next(reader)
+                except StopIteration:
+                    return
+                except _BadText as e:
+                    yield lines.num, Malformed(str(e))
+                    continue
+                except csv.Error as e:
+                    yield start, Malformed(self._malformed(e, start, lines))
+                    continue
+                if not cells or (width > 1 and len(cells) == 1 and not cells[0].strip()):
+                    continue  # a blank line
+                if len(cells) != width:
+                    msg = f"the row has {_cells(len(cells))} but the header has {width} columns"
+                    if lines.num > start:
+                        msg += (f" (the row runs from line {start} to line {lines.num}: "
+                                "is a quote in it not closed where it should be?)")
+                    yield start, Malformed(msg)
+                    continue
+                yield start, {h: c for h, c in zip(header, cells) if c != ""}
+
+    @staticmethod
+    def _malformed(e: csv.Error, start: int, lines: _Lines) -> str:
+        end = lines.num
+        if "end of data" in str(e):  # the file ended inside a quoted cell
+            lines.reread()
+            return (f"unterminated quote: a quoted cell opened on this line is never closed "
+                    f"(it would run to the end of the file, line {end})")
+        if end > start:
+            return f"malformed CSV on line {end}, in the row that starts on this line ({e})"
+        return f"malformed CSV ({e})"
 
     def empty_error(self) -> InputError:
         return InputError("the file is empty: no rows after the header", source=self.name)
@@ -268,7 +427,7 @@ class ParquetSource(FileSource):
         import pyarrow.parquet as pq
 
         try:
-            pf = pq.ParquetFile(self.path)
+            pf = pq.ParquetFile(self.file())
         except (pa.ArrowInvalid, OSError) as e:
             raise InputError(f"not a readable Parquet file ({e})", source=self.name) from None
         pos = 0
@@ -352,14 +511,36 @@ class DataFrameSource(Source):
         return InputError("the DataFrame has no rows", source=self.name)
 
 
-def file_source(path: Path, name: str) -> Source:
-    fmt = EXTENSIONS.get(path.suffix.lower())
-    if fmt is None:
+def format_of(path: Path, name: str, fmt: str | None = None) -> str:
+    """The format ``fmt`` names (``jsonl``, ``json``, ``csv``, ``parquet``; ``ndjson`` and ``pq``
+    too), else the one the file name's extension says."""
+    if fmt is not None:
+        f = str(fmt).strip().lower().lstrip(".")
+        f = EXTENSIONS.get("." + f, f)
+        if f not in FORMATS:
+            raise InputError(f"unknown format {fmt!r}: expected jsonl, json, csv or parquet", source=name)
+        return f
+    f = EXTENSIONS.get(path.suffix.lower())
+    if f is None:
         known = ", ".join(sorted(set(EXTENSIONS)))
-        raise InputError(f"unsupported file type {path.suffix or '(no extension)'!r}: expected one of {known}",
-                         source=name)
-    cls = {"jsonl": JsonlSource, "json": JsonSource, "csv": CsvSource, "parquet": ParquetSource}[fmt]
-    return cls(path, name)
+        raise InputError(f"unsupported file type {path.suffix or '(no extension)'!r}: expected one of {known}, "
+                         "or name the format with --format jsonl|json|csv|parquet", source=name)
+    return f
+
+
+_CLASSES = {"jsonl": JsonlSource, "json": JsonSource, "csv": CsvSource, "parquet": ParquetSource}
+
+
+def file_source(path: Path, name: str, fmt: str | None = None) -> FileSource:
+    """The reader of the regular file ``path``, by ``fmt`` or its extension."""
+    return _CLASSES[format_of(path, name, fmt)](path, name)
+
+
+def stream_source(path: Path | None, name: str, fmt: str | None = None) -> FileSource:
+    """The reader of a stream (``path`` None: standard input), by ``fmt`` or its name's extension;
+    its rows are read from a :class:`Spool`."""
+    f = format_of(path if path is not None else Path(""), name, fmt)
+    return _CLASSES[f](Path(name), name, Spool(path, name))
 
 
 def directory_sources(path: Path, name: str) -> list[Source]:

@@ -8,13 +8,23 @@ from typing import Any
 
 import orjson
 
+from assay.formats import Dataset
+
 _BLOCK = 1 << 20
 
 
 def data_fingerprint(data: Any) -> str | None:
     """sha256 of a file's bytes, of every file in a folder (by relative path), or of
     in-memory rows (a DataFrame or a list of dicts); None for anything else (an iterator
-    is consumed once and cannot be fingerprinted ahead)."""
+    is consumed once and cannot be fingerprinted ahead).
+
+    A :class:`~assay.formats.Dataset` is fingerprinted by what it was opened on; one over a
+    stream (stdin, a FIFO) by the sha256 its spool took while reading it, for a stream cannot
+    be read again (None before its rows are read)."""
+    if isinstance(data, Dataset):
+        if data.stream is not None:
+            return data.stream.sha256
+        data = data.input
     h = hashlib.sha256()
     if isinstance(data, (str, Path)):
         p = Path(data)
