@@ -92,13 +92,21 @@ def eval_cmd(
     resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
     store: Optional[str] = STORE_OPT,
     defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
+    gate: List[str] = typer.Option([], "--gate", "-g", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
+    min_effect: List[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),
+    max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
+    summary_md: Optional[Path] = typer.Option(None, "--summary-md", help="Write a Markdown summary (aggregates, gates, worst rows) here; appended when it is $GITHUB_STEP_SUMMARY."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
+    from assay.cli import gates as ci
     from assay.engine.evaluate import evaluate
 
     mapping = pairs(map_, "--map")
     thresholds = pairs(threshold, "--threshold")
     tgt = load_target(target) if target else None
+    gating = ci.prepare(gate, baseline, min_effect, max_error_rate, summary_md, junit, store)
     total = count_rows(data)
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
@@ -115,6 +123,8 @@ def eval_cmd(
                    else "; nothing unfinished to resume, so this was a new run" if resume or resume_from else "")
         label = f" ({run['name']})" if run.get("name") else ""
         out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
+    if ci.finish(gating, result, store):
+        raise typer.Exit(1)
 
 
 @app.command("metrics")
