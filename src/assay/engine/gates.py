@@ -180,7 +180,10 @@ def resolve_baseline(store: Any, ref: str) -> dict[str, Any]:
     named = store.list_runs(name=ref, status="completed", limit=1)
     if named:
         return named[0]
-    run = store.get_run(ref)
+    try:
+        run = store.get_run(ref)
+    except AssayError as exc:
+        raise AssayError(f"--baseline {ref!r}: {exc}") from None
     if run["status"] != "completed":
         raise AssayError(f"--baseline {ref!r}: run {run['id']} is {run['status']}, not completed; "
                          "a baseline must be a finished run")
