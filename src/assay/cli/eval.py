@@ -92,7 +92,7 @@ def eval_cmd(
     resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
     store: Optional[str] = STORE_OPT,
     defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
-    gate: List[str] = typer.Option([], "--gate", "-g", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
+    gate: List[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
     min_effect: List[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),
     max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
