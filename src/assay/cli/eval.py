@@ -96,13 +96,21 @@ def eval_cmd(
     max_attempts: Optional[int] = typer.Option(None, "--max-attempts", help="Tries per judge call on 429, 5xx and connection errors (default: $ASSAY_JUDGE_MAX_ATTEMPTS, else 6).", metavar="N"),
     max_consecutive_failures: Optional[int] = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
     data_format: Optional[str] = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
+    gate: List[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
+    min_effect: List[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),
+    max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
+    summary_md: Optional[Path] = typer.Option(None, "--summary-md", help="Write a Markdown summary (aggregates, gates, worst rows) here; appended when it is $GITHUB_STEP_SUMMARY."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
+    from assay.cli import gates as ci
     from assay.engine.evaluate import evaluate
 
     mapping = pairs(map_, "--map")
     thresholds = pairs(threshold, "--threshold")
     tgt = load_target(target) if target else None
+    gating = ci.prepare(gate, baseline, min_effect, max_error_rate, summary_md, junit, store)
     total = count_rows(data, data_format)
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
@@ -120,7 +128,10 @@ def eval_cmd(
                    else "; nothing unfinished to resume, so this was a new run" if resume or resume_from else "")
         label = f" ({run['name']})" if run.get("name") else ""
         out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
+    gates_failed = ci.finish(gating, result, store)   # the CI outputs are written first, whatever follows
     refuse_all_errored(result.metrics)
+    if gates_failed:
+        raise typer.Exit(1)
 
 
 def refuse_all_errored(metrics: dict[str, Any]) -> None:

@@ -26,7 +26,9 @@ app.add_typer(bench_commands.app, name="bench")
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)   # typer.Exit(n) comes back as n here
+        if isinstance(rc, int) and rc:
+            raise SystemExit(rc)
     except AssayError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
         raise SystemExit(getattr(exc, "exit_code", 2))

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assay.cli.bench_quality import render_quality
-from assay.cli.common import STORE_OPT, fmt, open_store, out, when
+from assay.cli.common import STORE_OPT, fmt, open_store, out, print_json, when
 from assay.cli.eval import print_summary
 from assay.errors import AssayError
 
@@ -44,12 +44,26 @@ def runs_cmd(
     out.print(table)
 
 
+FORMAT_OPT = typer.Option("table", "--format", "-f", help="table (for people) or json (for scripts).")
+
+
+def _format(value: str) -> str:
+    v = value.strip().lower()
+    if v not in ("table", "json"):
+        raise AssayError(f"--format {value!r}: use table or json")
+    return v
+
+
 @app.command("show")
 def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
-             store: Optional[str] = STORE_OPT) -> None:
+             store: Optional[str] = STORE_OPT, format_: str = FORMAT_OPT) -> None:
     """Show one run's summary."""
+    as_json = _format(format_) == "json"
     st = open_store(store)
     r = st.get_run(run)
+    if as_json:
+        print_json(r)
+        return
     label = f" ({r['name']})" if r["name"] else ""
     out.print(f"run {r['id']}{label}: {r['status']}, started {when(r['created_at'])}, "
               f"{r['rows_done']} rows, data {r['source']}")
@@ -76,13 +90,18 @@ def compare_cmd(
     runs: List[str] = typer.Argument(..., help="Two or more runs (id, prefix or name); the first is the baseline."),
     worst: int = typer.Option(5, "--worst", help="Rows that got worse to show per metric."),
     store: Optional[str] = STORE_OPT,
+    format_: str = FORMAT_OPT,
 ) -> None:
     """Per-metric deltas with 95% confidence intervals, and the rows that got worse."""
     from assay.store.compare import compare_runs, worse_rows
 
+    as_json = _format(format_) == "json"
     st = open_store(store)
     cmp = compare_runs(st, runs)
     rs = cmp["runs"]
+    if as_json:
+        print_json(_compare_json(st, cmp, worst))
+        return
     table = Table(title="compare (deltas against the first run; * = significant at 95%)", title_justify="left")
     table.add_column("metric")
     for r in rs:
@@ -116,6 +135,24 @@ def compare_cmd(
                 q = str(w["inputs"].get("inputs.query") or w["inputs"].get("inputs.response") or "")[:80]
                 t.add_row(w["key"], q, _score_cell(w["base"]), _score_cell(w["other"]))
             out.print(t)
+
+
+_RUN_KEYS = ("id", "name", "status", "created_at", "finished_at", "source", "data_fingerprint", "judge", "rows_done")
+
+
+def _compare_json(st: Any, cmp: dict[str, Any], worst: int) -> dict[str, Any]:
+    """The comparison for scripts: each run's identity, the per-metric entries of
+    :func:`~assay.store.compare.compare_runs`, and per later run and metric output the rows that
+    got worse (at most ``worst``)."""
+    from assay.store.compare import worse_rows
+
+    rs = cmp["runs"]
+    worse: dict[str, dict[str, Any]] = {}
+    if worst > 0:
+        for other in rs[1:]:
+            worse[other["id"]] = {m["output"]: worse_rows(st, rs[0]["id"], other["id"], m["output"], limit=worst)
+                                  for m in cmp["metrics"]}
+    return {"runs": [{k: r.get(k) for k in _RUN_KEYS} for r in rs], "metrics": cmp["metrics"], "worse_rows": worse}
 
 
 def _score_cell(s: dict[str, Any]) -> str:
