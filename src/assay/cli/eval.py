@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, count_rows, fmt, load_target, out, pairs, progress_bar
+from assay.cli.common import STORE_OPT, count_rows, err, fmt, load_target, out, pairs, progress_bar
 
 app = typer.Typer()
 
@@ -92,6 +92,7 @@ def eval_cmd(
     resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
     store: Optional[str] = STORE_OPT,
     defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
+    mlflow: Optional[str] = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
     from assay.engine.evaluate import evaluate
@@ -100,6 +101,7 @@ def eval_cmd(
     thresholds = pairs(threshold, "--threshold")
     tgt = load_target(target) if target else None
     total = count_rows(data)
+    ml = open_mlflow(mlflow, name)
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
@@ -115,6 +117,30 @@ def eval_cmd(
                    else "; nothing unfinished to resume, so this was a new run" if resume or resume_from else "")
         label = f" ({run['name']})" if run.get("name") else ""
         out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
+    log_mlflow(ml, result, data, store)
+
+
+def open_mlflow(uri: Optional[str], name: Optional[str]) -> Any:
+    """``--mlflow``: the tracking URI and experiment, checked before the run costs anything."""
+    if uri is None:
+        return None
+    from assay.engine.mlflow_log import MlflowLog
+
+    return MlflowLog.open(uri, name)
+
+
+def log_mlflow(ml: Any, result: Any, data: str, store: Optional[str]) -> None:
+    """Log the finished run to MLflow; a failure is one line and exit 3 (the run itself is saved)."""
+    if ml is None:
+        return
+    from assay.errors import AssayError
+
+    try:
+        rid = ml.log(result, data=data, store=store)
+    except AssayError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(3)
+    out.print(f"logged to MLflow at {ml.uri}: experiment {ml.experiment!r}, run {rid}", markup=False, highlight=False)
 
 
 @app.command("metrics")
