@@ -4,6 +4,7 @@ before anything is evaluated, with one line and exit 2."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -115,13 +116,8 @@ def test_without_a_name_or_store_the_run_goes_to_the_assay_experiment(tmp_path, 
 ])
 def test_an_unusable_uri_stops_before_the_run(tmp_path, data, uri, says):
     store = tmp_path / "assay.db"
-    if "sqlite" in uri:
-        try:
-            import alembic  # noqa: F401
-        except ImportError:
-            pass
-        else:
-            pytest.skip("the full mlflow package (alembic) is installed: a database URI works here")
+    if "sqlite" in uri and importlib.util.find_spec("alembic") is not None:
+        pytest.skip("the full mlflow package (alembic) is installed: a database URI works here")
     p = assay_eval(tmp_path, str(data), "-m", "f1_score", "--store", str(store),
                    "--mlflow", uri.format(tmp=tmp_path), "-q")
     assert p.returncode == 2
@@ -129,3 +125,35 @@ def test_an_unusable_uri_stops_before_the_run(tmp_path, data, uri, says):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], p.stderr
     assert not store.exists() or open_store(str(store)).list_runs() == []   # nothing was evaluated
+
+
+def test_judge_params_and_usage_are_logged(tmp_path, data, fake, monkeypatch):
+    uri = f"file:{tmp_path / 'mlruns'}"
+    p = assay_eval(tmp_path, str(data), "-m", "coherence", "--judge", f"{fake.base_url}#fake-judge",
+                   "--name", "judged", "--mlflow", uri, "-q", ASSAY_CACHE="off")
+    assert p.returncode == 0, p.stderr
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("judged").experiment_id])
+    assert "fake-judge" in run.data.params["judge"] and run.data.params["judge_source"] == "given"
+    assert float(run.data.params["threshold.coherence"]) == 3
+    assert run.data.metrics["judge.calls"] == len(ROWS) == len(fake.chat_requests)
+    assert run.data.metrics["judge.prompt_tokens"] == 100 * len(ROWS)      # the fake's usage per call
+    assert run.data.metrics["coherence.mean"] == 4.0
+
+
+def test_a_deleted_experiment_is_refused_before_the_run(tmp_path, data, monkeypatch):
+    uri = f"file:{tmp_path / 'mlruns'}"
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    client.delete_experiment(client.create_experiment("gone"))
+    store = tmp_path / "assay.db"
+    p = assay_eval(tmp_path, str(data), "-m", "f1_score", "--name", "gone", "--store", str(store),
+                   "--mlflow", uri, "-q")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "experiment 'gone' is deleted" in p.stderr
+    assert open_store(str(store)).list_runs() == []
