@@ -202,12 +202,20 @@ def test_a_bad_data_set_fails_its_tests_with_one_line(tmp_path):
     assert "Traceback" not in p.stdout
 
 
-@pytest.mark.skipif(not plugin_registered(),
-                    reason="assay's pytest11 entry point is not registered in this environment "
-                           "(reinstall: pip install -e .)")
-def test_the_entry_point_turns_the_plugin_on(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+def test_the_declared_entry_point_turns_the_plugin_on(tmp_path):
+    """pyproject's pytest11 entry point, installed as a distribution's metadata would be (so the
+    test does not wait for a reinstall): pytest loads the plugin with no -p."""
+    import tomllib
+
+    declared = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    assert declared == {"assay": "assay.testing.plugin"}
+    dist = tmp_path / "site" / "assay_entry_point_probe-0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: assay-entry-point-probe\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\n" + "".join(f"{k} = {v}\n" for k, v in declared.items()))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(tmp_path / "site"), env.get("PYTHONPATH", "")])
     p = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "--assay-judge" in p.stdout and "--assay-store" in p.stdout
+    assert "--assay-judge" in p.stdout and "--assay-store" in p.stdout and "assay_store" in p.stdout

@@ -60,7 +60,8 @@ class EvalSet:
                  target: Callable[..., Any] | None = None, judge: Any = None, family: str | None = None,
                  options: Mapping[str, Any] | None = None, on_bad_row: str = "fail",
                  concurrency: int | None = None, name: str | None = None):
-        caller = inspect.stack()[1].filename
+        frame = inspect.currentframe()
+        caller = frame.f_back.f_code.co_filename if frame is not None and frame.f_back is not None else "."
         self.data = _locate(data, Path(caller).parent)
         self.kwargs: dict[str, Any] = dict(metrics=metrics, thresholds=dict(thresholds or {}),
                                            mapping=dict(mapping or {}), target=target, family=family,
@@ -69,6 +70,7 @@ class EvalSet:
         self.judge = judge
         self.name = name if name is not None else (Path(self.data).stem if isinstance(self.data, (str, Path)) else None)
         self._ids: list[str] | None = None
+        self._fingerprint: str | None = None
         self._results: dict[str, Any] = {}      # key -> (EvalResult, its rows) or the AssayError
 
     @property
@@ -114,13 +116,16 @@ class EvalSet:
         return self.judge if self.judge is not None else SETTINGS.judge
 
     def key(self) -> str:
-        """What identifies this evaluation across the processes of one session."""
+        """What identifies this evaluation across the processes of one session (the data's
+        fingerprint is taken once)."""
         from assay.store.fingerprint import data_fingerprint
 
+        if self._fingerprint is None:
+            self._fingerprint = data_fingerprint(self.data) or repr(self.data)
         target = self.kwargs["target"]
         desc = {**self.kwargs, "target": getattr(target, "__qualname__", repr(target)) if target else None,
-                "data": data_fingerprint(self.data) or repr(self.data), "name": self.name,
-                "judge": repr(self.judge_spec()), "store": SETTINGS.store}
+                "data": self._fingerprint, "name": self.name, "judge": repr(self.judge_spec()),
+                "store": SETTINGS.store}
         return hashlib.sha256(orjson.dumps(desc, option=orjson.OPT_SORT_KEYS, default=repr)).hexdigest()[:20]
 
     def result(self, workdir: Path) -> Any:
