@@ -205,8 +205,7 @@ def test_a_bad_data_set_fails_its_tests_with_one_line(tmp_path):
 def test_the_declared_entry_point_turns_the_plugin_on(tmp_path):
     """pyproject's pytest11 entry point, installed as a distribution's metadata would be (so the
     test does not wait for a reinstall): pytest loads the plugin with no -p."""
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml here needs Python 3.11's tomllib")
     declared = tomllib.loads((SRC.parent / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
     assert declared == {"assay": "assay.testing.plugin"}
     dist = tmp_path / "site" / "assay_entry_point_probe-0.dist-info"
