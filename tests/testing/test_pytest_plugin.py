@@ -202,6 +202,25 @@ def test_a_bad_data_set_fails_its_tests_with_one_line(tmp_path):
     assert "Traceback" not in p.stdout
 
 
+def test_a_missing_data_file_is_a_one_line_collection_error(tmp_path):
+    (tmp_path / "test_missing.py").write_text(textwrap.dedent('''
+        from assay.testing import EvalSet, assert_scores
+
+        gone = EvalSet("nowhere.jsonl", metrics="f1_score")
+
+        @gone.each_row
+        def test_row(assay_row):
+            assert_scores(assay_row)
+    '''), encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    p = run_pytest(tmp_path, [], env)
+    assert p.returncode == 2, p.stdout[-3000:]          # pytest: interrupted by a collection error
+    assert f"nowhere: {tmp_path / 'nowhere.jsonl'}: no such file or directory" in p.stdout
+    assert "evalset.py" not in p.stdout and "Traceback" not in p.stdout
+
+
 def test_the_declared_entry_point_turns_the_plugin_on(tmp_path):
     """pyproject's pytest11 entry point, installed as a distribution's metadata would be (so the
     test does not wait for a reinstall): pytest loads the plugin with no -p."""

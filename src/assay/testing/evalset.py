@@ -103,12 +103,20 @@ class EvalSet:
         """``pytest.param`` per row, for ``@pytest.mark.parametrize("assay_row", ..., indirect=True)``."""
         import pytest
 
-        return [pytest.param(RowRef(self, i), id=rid) for i, rid in enumerate(self.row_ids())]
+        __tracebackhide__ = True
+        try:
+            ids, failure = self.row_ids(), None
+        except AssayError as exc:
+            ids, failure = [], f"{self.label}: {exc}"
+        if failure is not None:        # a collection error of one line, not a traceback
+            pytest.fail(failure, pytrace=False)
+        return [pytest.param(RowRef(self, i), id=rid) for i, rid in enumerate(ids)]
 
     def each_row(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Decorate a test taking ``assay_row`` (a :class:`CaseResult`): one test per row."""
         import pytest
 
+        __tracebackhide__ = True
         return pytest.mark.parametrize("assay_row", self.params(), indirect=True)(fn)
 
     # -- evaluation -----------------------------------------------------------------------------
