@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, count_rows, fmt, load_target, out, pairs, progress_bar
+from assay.cli.common import STORE_OPT, count_rows, err, fmt, load_target, out, pairs, progress_bar
 
 app = typer.Typer()
 
@@ -102,6 +102,7 @@ def eval_cmd(
     max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
     summary_md: Optional[Path] = typer.Option(None, "--summary-md", help="Write a Markdown summary (aggregates, gates, worst rows) here; appended when it is $GITHUB_STEP_SUMMARY."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
+    mlflow: Optional[str] = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
     from assay.cli import gates as ci
@@ -112,6 +113,7 @@ def eval_cmd(
     tgt = load_target(target) if target else None
     gating = ci.prepare(gate, baseline, min_effect, max_error_rate, summary_md, junit, store)
     total = count_rows(data, data_format)
+    ml = open_mlflow(mlflow, name)
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
@@ -129,6 +131,7 @@ def eval_cmd(
         label = f" ({run['name']})" if run.get("name") else ""
         out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
     gates_failed = ci.finish(gating, result, store)   # the CI outputs are written first, whatever follows
+    log_mlflow(ml, result, data, store)
     refuse_all_errored(result.metrics)
     if gates_failed:
         raise typer.Exit(1)
@@ -147,6 +150,29 @@ def refuse_all_errored(metrics: dict[str, Any]) -> None:
             f"metrics {', '.join(broken)} errored on every row they"
         raise RunIncomplete(f"{what} applied to ({rows} rows), so there is no score to report; "
                             "the errors are listed above")
+
+
+def open_mlflow(uri: Optional[str], name: Optional[str]) -> Any:
+    """``--mlflow``: the tracking URI and experiment, checked before the run costs anything."""
+    if uri is None:
+        return None
+    from assay.engine.mlflow_log import MlflowLog
+
+    return MlflowLog.open(uri, name)
+
+
+def log_mlflow(ml: Any, result: Any, data: str, store: Optional[str]) -> None:
+    """Log the finished run to MLflow; a failure is one line and exit 3 (the run itself is saved)."""
+    if ml is None:
+        return
+    from assay.errors import AssayError
+
+    try:
+        rid = ml.log(result, data=data, store=store)
+    except AssayError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(3)
+    out.print(f"logged to MLflow at {ml.uri}: experiment {ml.experiment!r}, run {rid}", markup=False, highlight=False)
 
 
 @app.command("metrics")
