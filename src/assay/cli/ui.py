@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from assay.cli.common import STORE_OPT, err, open_store, out
+from assay.cli.common import STORE_OPT, err, open_store, out, safe, text_arg
 from assay.errors import AssayError
 
 app = typer.Typer()
@@ -69,7 +69,7 @@ def ui_cmd(
     app = create_app(st, token=tok)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={tok}" if tok else "")
-    out.print(f"assay dashboard for {st.display_url}: {url}", highlight=False, soft_wrap=True)
+    out.print(f"assay dashboard for {safe(st.display_url)}: {safe(url)}", highlight=False, soft_wrap=True)
     if tok and len(tok) < 16:
         err.print("[yellow]the token is short; prefer --token auto[/yellow]")
     try:
@@ -93,5 +93,5 @@ def report_cmd(
     if max_rows < 0 or worst < 0:
         raise AssayError("--max-rows and --worst must be 0 or more")
     st = open_store(store)
-    path = write_report(st, run, output, max_rows=max_rows, worst=worst)
-    out.print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)
+    path = write_report(st, text_arg(run), output, max_rows=max_rows, worst=worst)
+    out.print(f"wrote {safe(path)} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)

@@ -68,7 +68,8 @@ class Dataset:
             name = os.fspath(data)
             path = Path(name).expanduser()
             check_path(path, name)
-            self.source = name
+            # bytes of the name that are not UTF-8 (surrogateescape) kept as \xNN: printable, storable
+            self.source = os.fsencode(name).decode("utf-8", "backslashreplace")
             if path.is_dir():
                 sources = directory_sources(path, name)
                 fmts = {s.format for s in sources}
