@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import secrets
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -30,10 +30,11 @@ def is_loopback(host: str) -> bool:
 
 
 def _need_ui_extra() -> None:
+    import importlib
+
     try:
-        import fastapi  # noqa: F401
-        import jinja2  # noqa: F401
-        import uvicorn  # noqa: F401
+        for module in ("fastapi", "jinja2", "uvicorn"):
+            importlib.import_module(module)
     except ImportError as exc:
         raise AssayError(f"the dashboard needs the ui extra ({exc.name} is missing): pip install 'assay[ui]'") from None
 
