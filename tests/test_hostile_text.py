@@ -320,3 +320,21 @@ def test_safe_prints_what_a_reader_should_see(key):
     con.print(f"<[bold]{safe(T[key])}[/bold]>", soft_wrap=True, highlight=False)
     shown = con.export_text()
     assert shown == f"<{STRINGS[key]['shows']}>\n", shown
+
+
+def test_a_progress_stage_named_from_data_is_text(monkeypatch):
+    """Stage labels can name a task from the user's files (``embedding TASK``); on a terminal the bar shows
+    them as text."""
+    import io
+
+    from rich.console import Console
+
+    from assay.cli import common
+
+    buf = io.StringIO()
+    monkeypatch.setattr(common, "err", Console(file=buf, force_terminal=True, width=120, emoji=False))
+    with common.stage_progress(quiet=False) as update:
+        update("embedding " + T["markup_close"] + T["osc_title"], 1, 3)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())            # the bar's own styles and moves
+    assert "embedding [/b]" in shown
+    check_clean(shown.replace("\r", ""), "the progress bar")

@@ -145,7 +145,7 @@ def stage_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], Non
 
         def update(stage: str, done: int, total: int | None) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
+                tasks[stage] = bar.add_task(safe(stage), total=total)     # a stage may name a task from a file
             bar.update(tasks[stage], completed=done, total=total)
             if total is not None and done >= total:
                 bar.remove_task(tasks.pop(stage))
