@@ -338,3 +338,17 @@ def test_a_progress_stage_named_from_data_is_text(monkeypatch):
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue())            # the bar's own styles and moves
     assert "embedding [/b]" in shown
     check_clean(shown.replace("\r", ""), "the progress bar")
+
+
+def test_a_usage_error_quoting_the_command_line_is_plain(capsys):
+    """An unknown option or command is quoted back by click's message (``main()`` shows it): without its
+    control characters (typer's click writes them as \\x escapes)."""
+    from assay.cli.main import app
+
+    for args in (["eval", "x.jsonl", "--bo[/b]gus" + T["osc_title"]], ["ev[/b]al" + T["c1_osc"], "x.jsonl"]):
+        with pytest.raises(Exception) as info:
+            app(args=args, standalone_mode=False)
+        info.value.show()
+        err = capsys.readouterr().err
+        assert "Error:" in err and ("--bo[/b]gus" in err or "ev[/b]al" in err), err
+        check_clean(err, "the usage error")
