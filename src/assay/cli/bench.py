@@ -382,7 +382,7 @@ def _stored_point_notes(p: dict[str, Any]) -> list[str]:
     lines.append(f"latency index {fmt(li)} s (mean TTFT) · throughput index {fmt(ti, 1)} tok/s (mean GTPS)")
     slo = p.get("slo")
     if slo:
-        goals = ", ".join(f"{k} ≤ {slo[k]} s" for k in ("ttft", "itl") if slo.get(k) is not None)
+        goals = ", ".join(f"{k} ≤ {safe(slo[k])} s" for k in ("ttft", "itl") if slo.get(k) is not None)
         att = slo.get("attainment")
         lines.append(f"SLO {goals}: attainment {'—' if att is None else f'{100 * att:.1f}%'}, "
                      f"goodput {fmt(slo.get('goodput'), 1)} req/s")
@@ -442,7 +442,7 @@ def render_perf(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
             f"· {safe(s.get('endpoint') or '—')} ({safe(s.get('api') or '—')}"
             f"{', streaming' if s.get('stream') else ''})")
     facts = [f"mode {safe(s.get('mode') or '—')}", f"{len(s.get('points') or [])} point(s)", when(rec["created_at"]),
-             f"input {st_.get('input_tokens', '—')} / output {st_.get('output_tokens', '—')} tokens",
+             f"input {safe(st_.get('input_tokens', '—'))} / output {safe(st_.get('output_tokens', '—'))} tokens",
              f"clock {safe(s.get('clock') or '—')}",
              f"tokenizer {safe(str((s.get('tokenizer') or {}).get('source') or '—'))}"]
     if rec.get("track"):

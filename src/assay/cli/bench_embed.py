@@ -72,7 +72,7 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
     named = f" ({safe(rec['name'])})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
     out.print(f"embedding run [bold]{safe(rec.get('ref') or '—')}[/bold]{named} · model "
-              f"{safe(rec.get('model') or '—')} · dim {s.get('dim') or '—'} · {when(rec.get('created_at'))}",
+              f"{safe(rec.get('model') or '—')} · dim {safe(s.get('dim') or '—')} · {when(rec.get('created_at'))}",
               highlight=False, soft_wrap=True)
     t = Table(title="tasks (main score as MTEB names it; 95% bootstrap interval over the task's units)",
               title_justify="left")

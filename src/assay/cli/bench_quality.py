@@ -103,7 +103,7 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
               f"{when(rec.get('created_at'))}", highlight=False, soft_wrap=True)
     idx = s.get("index") or {}
     if idx.get("value") is not None:
-        out.print(f"  quality index [bold]{_pct(idx['value'])}[/bold]{_ci(idx)} over {idx.get('tasks')} task(s) "
+        out.print(f"  quality index [bold]{_pct(idx['value'])}[/bold]{_ci(idx)} over {safe(idx.get('tasks'))} task(s) "
                   "(mean of each task's primary score on 0–100; 95% stratified bootstrap)", highlight=False,
                   soft_wrap=True)
     t = Table(title="tasks", title_justify="left")
