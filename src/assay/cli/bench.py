@@ -12,14 +12,13 @@ from typing import Any, List, Optional
 
 import orjson
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from assay.cli.bench_embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
 from assay.cli.bench_leaderboard import leaderboard_cmd
 from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
-from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, stage_progress,
-                              when)
+from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, safe,
+                              stage_progress, text_arg, when)
 from assay.errors import AssayError
 
 app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks, "
@@ -128,7 +127,7 @@ def perf(
                      requests=requests, duration=_durations(duration, "--duration"), input_tokens=input_tokens,
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
-                     name=name)
+                     name=text_arg(name))
     cfg.check()
     st = open_store(store)
     track = secrets.token_hex(6) if repeat > 1 else None
@@ -148,10 +147,10 @@ def perf(
         if out_dir is not None:
             _write_out(out_dir if repeat == 1 else out_dir / f"repeat-{k + 1:03d}", run)
         if json_out:
-            out.print_json(data=run.summary)
+            print_json(run.summary)
         else:
             render_perf(run.summary)
-            err.print(f"stored as {ref}" + (f" (track {track})" if track else ""))
+            err.print(f"stored as {safe(ref)}" + (f" (track {safe(track)})" if track else ""), highlight=False)
 
 
 def _write_out(path: Path, run: Any) -> None:
@@ -207,7 +206,7 @@ def cost_cmd(
     table = active_table(prices)
     if save is not None:
         written = save_table(table, save)
-        err.print(f"wrote {len(table.rows)} prices to {written}", highlight=False)
+        err.print(f"wrote {len(table.rows)} prices to {safe(written)}", highlight=False)
     rows = price_rows(table, model)
     costs = None
     if runs:
@@ -225,12 +224,12 @@ def cost_cmd(
     if costs is not None:
         _print_costs(costs, table.label, st.display_url)
         return
-    t = Table(title=f"{table.label}, USD per 1M tokens", title_justify="left")
+    t = Table(title=f"{safe(table.label)}, USD per 1M tokens", title_justify="left")
     for col, right in (("rank", True), ("model", False), ("deployment", False), ("input", True), ("output", True),
                        ("estimated cost", True)):
         t.add_column(col, justify="right" if right else "left", overflow="fold")
     for r in rows:
-        t.add_row("—" if r["rank"] is None else str(r["rank"]), r["model"], r["deployment"] or "—",
+        t.add_row("—" if r["rank"] is None else str(r["rank"]), safe(r["model"]), safe(r["deployment"] or "—"),
                   _usd(r["input"]), _usd(r["output"]), _usd(r["estimated_cost_per_1m"]))
     out.print(t)
     out.print("estimated cost = (3 × input + output) / 4 per 1M tokens = the cost index; rank 1 is the cheapest",
@@ -239,15 +238,16 @@ def cost_cmd(
 
 def _print_costs(costs: list[dict[str, Any]], label: str, where: str) -> None:
     if not costs:
-        out.print(f"no runs in {where}")
+        out.print(f"no runs in {safe(where)}", highlight=False)
         return
-    t = Table(title=f"runs in {where}, priced with {label} (USD)", title_justify="left")
+    t = Table(title=f"runs in {safe(where)}, priced with {safe(label)} (USD)", title_justify="left")
     for col, right in (("kind", False), ("id", False), ("name", False), ("started", False), ("model", False),
                        ("input tokens", True), ("output tokens", True), ("cost", True), ("priced by", False)):
         t.add_column(col, justify="right" if right else "left", overflow="fold")
     for c in costs:
-        t.add_row(c["kind"], c["id"] or "—", c["name"] or "", when(c["created_at"]), c["model"] or "—",
-                  _tokens(c["input_tokens"]), _tokens(c["output_tokens"]), _usd(c["cost_usd"]), c["price_source"])
+        t.add_row(safe(c["kind"]), safe(c["id"] or "—"), safe(c["name"] or ""), when(c["created_at"]),
+                  safe(c["model"] or "—"), _tokens(c["input_tokens"]), _tokens(c["output_tokens"]), _usd(c["cost_usd"]),
+                  safe(c["price_source"]))
     out.print(t)
     known = [c["cost_usd"] for c in costs if c["cost_usd"] is not None]
     unknown = len(costs) - len(known)
@@ -316,6 +316,7 @@ def stored_list_cmd(
         raise AssayError(f"--kind must be perf, quality, embed or all, not {kind!r}")
     st = open_store(store)
     kinds = ("perf", "quality", "embed") if kind == "all" else (kind,)
+    model, track = text_arg(model), text_arg(track)
     found = {k: st.list_benchmarks(kind=k, model=model, track=track, limit=limit, details=False) for k in kinds}
     if as_json:
         print_json([{"kind": k, **{f: r.get(f) for f in ("ref", "id", "name", "model", "task", "created_at", "track",
@@ -324,7 +325,7 @@ def stored_list_cmd(
         return
     if not any(found.values()):
         what = "benchmark" if kind == "all" else kind
-        out.print(f"no {what} runs in {escape(st.display_url)}" + (" match" if model or track else ""), highlight=False)
+        out.print(f"no {what} runs in {safe(st.display_url)}" + (" match" if model or track else ""), highlight=False)
         return
     if found.get("quality"):
         out.print(quality_list_table(found["quality"], st.display_url))
@@ -333,13 +334,13 @@ def stored_list_cmd(
     runs = found.get("perf") or []
     if not runs:
         return
-    table = Table(title=f"perf runs in {escape(st.display_url)}", title_justify="left")
+    table = Table(title=f"perf runs in {safe(st.display_url)}", title_justify="left")
     for col in ("ref", "name", "model", "mode", "points", "when", "valid", "track"):
         table.add_column(col, overflow="fold")
     for r in runs:
-        table.add_row(r["ref"] or str(r["id"]), escape(r["name"] or ""), escape(r["model"] or "—"), escape(r["task"] or "—"),
+        table.add_row(safe(r["ref"] or r["id"]), safe(r["name"] or ""), safe(r["model"] or "—"), safe(r["task"] or "—"),
                       describe_points(r["metrics"]), when(r["created_at"]), validity_text(r["metrics"]),
-                      escape(r["track"] or ""))
+                      safe(r["track"] or ""))
     out.print(table)
 
 
@@ -351,8 +352,8 @@ def _stored_point_table(p: dict[str, Any]) -> Any:
     val = p.get("validity") or {}
     verdict = "[green]valid[/green]" if val.get("valid") else ("[red]NOT VALID[/red]" if val.get("valid") is False else "validity unknown")
     dur = p.get("duration_s")
-    title = (f"{_stored_load(p)}: {req.get('ok', '—')} ok, {req.get('failed', 0)} failed"
-             + (f" ({', '.join(f'{k}: {v}' for k, v in failures.items())})" if failures else "")
+    title = (f"{safe(_stored_load(p))}: {safe(req.get('ok', '—'))} ok, {safe(req.get('failed', 0))} failed"
+             + (f" ({safe(', '.join(f'{k}: {v}' for k, v in failures.items()))})" if failures else "")
              + (f" in {dur:.1f} s" if isinstance(dur, (int, float)) else "") + f" — {verdict}")
     t = Table(title=title, title_justify="left")
     for col in ("metric", "n", "mean [95% CI]", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
@@ -362,7 +363,7 @@ def _stored_point_table(p: dict[str, Any]) -> Any:
         if not d:
             continue
         ci = d.get("ci") or {}
-        t.add_row(f"{_STORED_NAMES.get(m, m)} ({_stored_unit(m)})", f"{d.get('n', '—')}",
+        t.add_row(f"{_STORED_NAMES.get(m, m)} ({_stored_unit(m)})", safe(d.get('n', '—')),
                   _stored_num(d.get("mean"), m) + _stored_ci(ci.get("mean"), m),
                   _stored_num(d.get("p50"), m) + _stored_ci(ci.get("p50"), m),
                   _stored_num(d.get("p90"), m), _stored_num(d.get("p95"), m),
@@ -381,18 +382,18 @@ def _stored_point_notes(p: dict[str, Any]) -> list[str]:
     lines.append(f"latency index {fmt(li)} s (mean TTFT) · throughput index {fmt(ti, 1)} tok/s (mean GTPS)")
     slo = p.get("slo")
     if slo:
-        goals = ", ".join(f"{k} ≤ {slo[k]} s" for k in ("ttft", "itl") if slo.get(k) is not None)
+        goals = ", ".join(f"{k} ≤ {safe(slo[k])} s" for k in ("ttft", "itl") if slo.get(k) is not None)
         att = slo.get("attainment")
         lines.append(f"SLO {goals}: attainment {'—' if att is None else f'{100 * att:.1f}%'}, "
                      f"goodput {fmt(slo.get('goodput'), 1)} req/s")
     tok = p.get("tokens") or {}
     if tok:
         lines.append(f"tokens: input mean {fmt(tok.get('input_mean'), 1)}, output mean {fmt(tok.get('output_mean'), 1)} "
-                     f"(counts from {escape(str(tok.get('usage_from') or '—'))}), {tok.get('disagreements', 0)} "
+                     f"(counts from {safe(tok.get('usage_from') or '—')}), {tok.get('disagreements', 0)} "
                      "request(s) whose output counts disagree")
     val = p.get("validity") or {}
     for r in val.get("reasons") or []:
-        lines.append(f"[red]not valid:[/red] {escape(str(r))}")
+        lines.append(f"[red]not valid:[/red] {safe(r)}")
     lag = [(val.get("schedule_lag_ms"), "schedule lag"), (val.get("loop_lag_ms"), "event-loop lag")]
     inst = [f"{name} p99 {d.get('p99'):.1f} ms (max {d.get('max'):.1f})" for d, name in lag
             if isinstance(d, dict) and isinstance(d.get("p99"), (int, float)) and isinstance(d.get("max"), (int, float))]
@@ -412,7 +413,7 @@ def stored_show_cmd(
 ) -> None:
     """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
     validity per point; a quality run's index and per-task scores; an embedding run's main scores."""
-    rec = open_store(store).get_benchmark(ref)
+    rec = open_store(store).get_benchmark(text_arg(ref))
     if rec.get("kind") == "quality":
         show_quality(rec, as_json)
         return
@@ -436,17 +437,17 @@ def render_perf(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     rec = rec or {"ref": s.get("id"), "name": s.get("name"), "model": s.get("model"),
                   "created_at": s.get("created_at"), "track": s.get("track")}
     st_ = s.get("settings") or {}
-    named = f" ({escape(rec['name'])})" if rec.get("name") else ""
-    head = (f"perf run [bold]{rec['ref']}[/bold]{named} · model {escape(str(rec['model'] or '—'))} "
-            f"· {escape(str(s.get('endpoint') or '—'))} ({escape(str(s.get('api') or '—'))}"
+    named = f" ({safe(rec['name'])})" if rec.get("name") else ""
+    head = (f"perf run [bold]{safe(rec['ref'])}[/bold]{named} · model {safe(rec['model'] or '—')} "
+            f"· {safe(s.get('endpoint') or '—')} ({safe(s.get('api') or '—')}"
             f"{', streaming' if s.get('stream') else ''})")
-    facts = [f"mode {escape(str(s.get('mode') or '—'))}", f"{len(s.get('points') or [])} point(s)", when(rec["created_at"]),
-             f"input {st_.get('input_tokens', '—')} / output {st_.get('output_tokens', '—')} tokens",
-             f"clock {escape(str(s.get('clock') or '—'))}",
-             f"tokenizer {escape(str((s.get('tokenizer') or {}).get('source') or '—'))}"]
+    facts = [f"mode {safe(s.get('mode') or '—')}", f"{len(s.get('points') or [])} point(s)", when(rec["created_at"]),
+             f"input {safe(st_.get('input_tokens', '—'))} / output {safe(st_.get('output_tokens', '—'))} tokens",
+             f"clock {safe(s.get('clock') or '—')}",
+             f"tokenizer {safe(str((s.get('tokenizer') or {}).get('source') or '—'))}"]
     if rec.get("track"):
         rep = s.get("repeat") or {}
-        facts.append(f"track {escape(rec['track'])}" + (f" (repeat {rep['index'] + 1} of {rep['of']})"
+        facts.append(f"track {safe(rec['track'])}" + (f" (repeat {rep['index'] + 1} of {rep['of']})"
                                                         if isinstance(rep.get("index"), int) and rep.get("of") else ""))
     cost = s.get("cost") or {}
     if isinstance(cost.get("usd"), (int, float)):
@@ -474,6 +475,7 @@ def stored_compare_cmd(
     task on the same units (paired bootstrap)."""
     from assay.bench.perf_compare import THROUGHPUTS, compare_perf
 
+    ref_a, ref_b = text_arg(ref_a), text_arg(ref_b)
     kind_a = open_store(store).get_benchmark(ref_a).get("kind")
     if kind_a == "quality":
         compare_quality_cmd(ref_a, ref_b, seed=seed, as_json=as_json, store=store)
@@ -492,11 +494,11 @@ def stored_compare_cmd(
               "verdict: the interval of B − A leaves out 0 (faster / slower) or not (no clear difference)",
               highlight=False, soft_wrap=True)
     for w in cmp["warnings"]:
-        out.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
+        out.print(f"[yellow]warning:[/yellow] {safe(w)}", highlight=False, soft_wrap=True)
     colors = {"faster": "green", "slower": "red"}
     for p in cmp["points"]:
         va, vb = p["valid"]["a"], p["valid"]["b"]
-        t = Table(title=f"{p['label']} (A {'valid' if va else 'NOT VALID' if va is False else '—'}, "
+        t = Table(title=f"{safe(p['label'])} (A {'valid' if va else 'NOT VALID' if va is False else '—'}, "
                         f"B {'valid' if vb else 'NOT VALID' if vb is False else '—'})", title_justify="left")
         for col in ("metric", "stat", "A", "B", "B − A [95% CI]", "B / A [95% CI]", "verdict"):
             t.add_column(col, justify="right" if col in ("A", "B", "B − A [95% CI]", "B / A [95% CI]") else "left")
@@ -507,7 +509,7 @@ def stored_compare_cmd(
                 diff = _stored_signed(d["diff"], m) + (
                     f" [{_stored_signed(d['diff_ci'][0], m)}, {_stored_signed(d['diff_ci'][1], m)}]" if d["diff_ci"] else "")
                 v = d["verdict"] or "—"
-                t.add_row(f"{_STORED_NAMES.get(m, m)} ({_stored_unit(m)})" if k == 0 else "", stat,
+                t.add_row(f"{safe(_STORED_NAMES.get(m, m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
                           _stored_num(d["a"], m), _stored_num(d["b"], m), diff, ratio,
                           f"[{colors[v]}]{v}[/{colors[v]}]" if v in colors else v)
         for name in THROUGHPUTS:
@@ -521,7 +523,7 @@ def stored_compare_cmd(
         out.print(t)
     um = cmp["unmatched"]
     if um["a"] or um["b"]:
-        out.print(f"points in one run only: A: {', '.join(um['a']) or '—'}; B: {', '.join(um['b']) or '—'}",
+        out.print(f"points in one run only: A: {safe(', '.join(um['a']) or '—')}; B: {safe(', '.join(um['b']) or '—')}",
                   highlight=False, soft_wrap=True)
 
 
@@ -535,20 +537,21 @@ def stored_track_cmd(
     """Aggregate the scheduled repeats of one benchmark (a track): each metric's spread over time."""
     from assay.bench.perf_compare import THROUGHPUTS, track_aggregate
 
+    track = text_arg(track)
     agg = track_aggregate(open_store(store), track, limit=limit)
     if as_json:
         print_json(agg)
         return
     models = sorted({str(r["model"]) for r in agg["runs"] if r.get("model")})
-    out.print(f"track [bold]{escape(track)}[/bold]: {len(agg['runs'])} run(s) from {when(agg['first'])} to "
-              f"{when(agg['last'])} · model {escape(', '.join(models) or '—')}", highlight=False, soft_wrap=True)
+    out.print(f"track [bold]{safe(track)}[/bold]: {len(agg['runs'])} run(s) from {when(agg['first'])} to "
+              f"{when(agg['last'])} · model {safe(', '.join(models) or '—')}", highlight=False, soft_wrap=True)
     for p in agg["points"]:
-        t = Table(title=f"{p['label']}: {p['repeats']} repeat(s), {p['valid']} valid", title_justify="left")
+        t = Table(title=f"{safe(p['label'])}: {p['repeats']} repeat(s), {p['valid']} valid", title_justify="left")
         for col in ("metric", "stat", "mean [95% CI]", "std", "min", "max", "CV"):
             t.add_column(col, justify="left" if col in ("metric", "stat") else "right")
         for m, by_stat in p["metrics"].items():
             for k, (stat, a) in enumerate(by_stat.items()):
-                t.add_row(f"{_STORED_NAMES.get(m, m)} ({_stored_unit(m)})" if k == 0 else "", stat,
+                t.add_row(f"{safe(_STORED_NAMES.get(m, m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
                           _stored_num(a["mean"], m) + _stored_ci([a["ci95_low"], a["ci95_high"]], m),
                           _stored_num(a["std"], m), _stored_num(a["min"], m), _stored_num(a["max"], m),
                           "—" if a["cv"] is None else f"{100 * a['cv']:.1f}%")

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, stage_progress, when
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
 
 
 def embed_cmd(
@@ -45,7 +44,7 @@ def embed_cmd(
 
     cfg = EmbedConfig(model=model, tasks=tasks, data=data, batch_size=batch_size, concurrency=concurrency,
                       query_prefix=query_prefix, document_prefix=document_prefix, input_type_field=input_type_field,
-                      seed=seed, name=name)
+                      seed=seed, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_embed(cfg, store=open_store(store), out=out_dir, progress=progress))
@@ -54,7 +53,8 @@ def embed_cmd(
         return
     render_embed(run.summary)
     if run.ref:
-        err.print(f"stored as {run.ref} (assay bench show {run.ref}; assay bench compare {run.ref} OTHER)")
+        err.print(f"stored as {safe(run.ref)} (assay bench show {safe(run.ref)}; assay bench compare {safe(run.ref)} OTHER)",
+                  highlight=False)
 
 
 def _num(v: Any) -> str:
@@ -62,7 +62,7 @@ def _num(v: Any) -> str:
 
 
 def _others(scores: dict[str, Any], main: str, limit: int = 6) -> str:
-    shown = [f"{escape(k)} {_num(v)}" for k, v in scores.items() if k != main][:limit]
+    shown = [f"{safe(k)} {_num(v)}" for k, v in scores.items() if k != main][:limit]
     more = len(scores) - 1 - len(shown)
     return ", ".join(shown) + (f", … {more} more (--json)" if more > 0 else "")
 
@@ -70,9 +70,9 @@ def _others(scores: dict[str, Any], main: str, limit: int = 6) -> str:
 def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """An embedding run's summary: each task's main score with its interval, and its other scores."""
     rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
-    named = f" ({escape(str(rec['name']))})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
-    out.print(f"embedding run [bold]{escape(str(rec.get('ref') or '—'))}[/bold]{named} · model "
-              f"{escape(str(rec.get('model') or '—'))} · dim {s.get('dim') or '—'} · {when(rec.get('created_at'))}",
+    named = f" ({safe(rec['name'])})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
+    out.print(f"embedding run [bold]{safe(rec.get('ref') or '—')}[/bold]{named} · model "
+              f"{safe(rec.get('model') or '—')} · dim {safe(s.get('dim') or '—')} · {when(rec.get('created_at'))}",
               highlight=False, soft_wrap=True)
     t = Table(title="tasks (main score as MTEB names it; 95% bootstrap interval over the task's units)",
               title_justify="left")
@@ -82,14 +82,14 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
         lo, hi = tk.get("ci95_low"), tk.get("ci95_high")
         ci = f" [{lo:.4f}–{hi:.4f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else ""
         value = "[red]failed[/red]" if tk.get("error") else _num(tk.get("value")) + ci
-        t.add_row(escape(tname), escape(str(tk.get("type"))), escape(str(tk.get("main_score"))), value,
+        t.add_row(safe(tname), safe(tk.get("type")), safe(tk.get("main_score")), value,
                   str(tk.get("n_units") or "—"), _others(tk.get("scores") or {}, tk.get("main_score")))
     out.print(t)
     for tname, tk in (s.get("tasks") or {}).items():
         if tk.get("error"):
-            out.print(f"  [red]{escape(tname)}: {escape(str(tk['error']))}[/red]", highlight=False, soft_wrap=True)
+            out.print(f"  [red]{safe(tname)}: {safe(tk['error'])}[/red]", highlight=False, soft_wrap=True)
     if s.get("note"):
-        out.print(f"  model: {escape(str(s['note']))}", highlight=False, soft_wrap=True)
+        out.print(f"  model: {safe(s['note'])}", highlight=False, soft_wrap=True)
     calls = s.get("calls") or {}
     tps = s.get("texts_per_s")
     facts = []
@@ -104,13 +104,13 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
 
 def embed_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored embedding runs: each task's main score."""
-    t = Table(title=f"embedding runs in {escape(where)}", title_justify="left")
+    t = Table(title=f"embedding runs in {safe(where)}", title_justify="left")
     for col in ("ref", "name", "model", "tasks", "when"):
         t.add_column(col, overflow="fold")
     for r in runs:
-        tasks = ", ".join(f"{escape(n)} {escape(str(x.get('metric')))} {_num(x.get('value'))}"
+        tasks = ", ".join(f"{safe(n)} {safe(x.get('metric'))} {_num(x.get('value'))}"
                           for n, x in ((r.get("metrics") or {}).get("tasks") or {}).items())
-        t.add_row(r["ref"] or str(r["id"]), escape(r.get("name") or ""), escape(r.get("model") or "—"), tasks,
+        t.add_row(safe(r["ref"] or r["id"]), safe(r.get("name") or ""), safe(r.get("model") or "—"), tasks,
                   when(r["created_at"]))
     return t
 
@@ -142,12 +142,12 @@ def compare_embed_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_j
         diff = f"{e['diff']:+.4f}" + (f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "")
         verdict = ("B better" if e["diff"] > 0 else "A better") if e.get("significant") else "no clear difference"
         color = {"B better": "green", "A better": "red"}.get(verdict)
-        t.add_row(escape(tname), escape(str(e["main_score"])), str(e["units"]), _num(e["a"]), _num(e["b"]), diff,
+        t.add_row(safe(tname), safe(e["main_score"]), str(e["units"]), _num(e["a"]), _num(e["b"]), diff,
                   "—" if e.get("p_value") is None else f"{e['p_value']:.3g}",
                   f"[{color}]{verdict}[/{color}]" if color else verdict)
     out.print(t)
     for tname, why in cmp["apart"].items():
-        out.print(f"  not compared: {escape(tname)}: {escape(why)}", highlight=False, soft_wrap=True)
+        out.print(f"  not compared: {safe(tname)}: {safe(why)}", highlight=False, soft_wrap=True)
     if cmp["only_in_a"] or cmp["only_in_b"]:
-        out.print(f"tasks in one run only: A: {escape(', '.join(cmp['only_in_a']) or '—')}; "
-                  f"B: {escape(', '.join(cmp['only_in_b']) or '—')}", highlight=False, soft_wrap=True)
+        out.print(f"tasks in one run only: A: {safe(', '.join(cmp['only_in_a']) or '—')}; "
+                  f"B: {safe(', '.join(cmp['only_in_b']) or '—')}", highlight=False, soft_wrap=True)

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, safe
 from assay.errors import AssayError
 
 if TYPE_CHECKING:
@@ -69,8 +68,8 @@ def leaderboard_cmd(
         except OSError as exc:
             raise AssayError(f"cannot write {out_file}: {exc.strerror or exc}") from None
         on = sum(1 for p in data["points"] if p["pareto"])
-        err.print(f"wrote {escape(plot)} to {escape(str(out_file))}: {len(data['points'])} model(s), {on} on the "
-                  f"Pareto frontier" + ("; left out: " + "; ".join(escape(f"{x['model']} ({x['why']})")
+        err.print(f"wrote {safe(plot)} to {safe(out_file)}: {len(data['points'])} model(s), {on} on the "
+                  f"Pareto frontier" + ("; left out: " + "; ".join(safe(f"{x['model']} ({x['why']})")
                                                                      for x in data["left_out"])
                                         if data["left_out"] else ""), highlight=False, soft_wrap=True)
     if as_json:
@@ -78,7 +77,7 @@ def leaderboard_cmd(
         return
     if not board.rows:
         what = "benchmark results" if kind in ("all", "") else f"{kind} results"
-        out.print(f"no {escape(what)} in {escape(st.display_url)}" + (" match" if filter_text else ""),
+        out.print(f"no {safe(what)} in {safe(st.display_url)}" + (" match" if filter_text else ""),
                   highlight=False)
         return
     render_leaderboard(board, key, descending, st.display_url, wide=wide)
@@ -102,15 +101,15 @@ def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | 
     if sort and sort != "model":
         cols.sort(key=lambda c: c.key != sort)                                # the sort column first
     hidden = len(per_task) - len(shown)
-    t = Table(title=f"leaderboard of {escape(where)}", title_justify="left")
+    t = Table(title=f"leaderboard of {safe(where)}", title_justify="left")
     t.add_column("#", justify="right")
     t.add_column("model", overflow="fold", min_width=min(40, max([len(r.model) for r in rows] + [5])))
     for c in cols:
-        t.add_column(f"{escape(c.key)}\n[dim]{escape(display_unit(c))}[/dim]", justify="right", overflow="fold")
+        t.add_column(f"{safe(c.key)}\n[dim]{safe(display_unit(c))}[/dim]", justify="right", overflow="fold")
     ranked = sort or ("quality_index" if any(c.key == "quality_index" for c in cols) else None)
     for i, r in enumerate(rows, 1):
         have = ranked == "model" or ranked is None or r.get(ranked) is not None
-        t.add_row(str(i) if have else MISSING, escape(r.model), *(format_value(c, r.get(c.key)) for c in cols))
+        t.add_row(str(i) if have else MISSING, safe(r.model), *(format_value(c, r.get(c.key)) for c in cols))
     # piped output is not cut to a screen's width: the whole table, however wide
     if out.is_terminal:
         out.print(t)
@@ -119,7 +118,7 @@ def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | 
         from rich.measure import Measurement
 
         need = Measurement.get(out, out.options.update(width=10_000), t).maximum
-        Console(file=out.file, width=max(out.width, need), color_system=None).print(t)
+        Console(file=out.file, width=max(out.width, need), color_system=None, emoji=False).print(t)
     out.print(f"{MISSING} = no figure (not measured, or no price known); nothing is averaged across runs",
               highlight=False, soft_wrap=True, style="dim")
     if hidden:
@@ -127,15 +126,15 @@ def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | 
                   highlight=False, soft_wrap=True, style="dim")
     out.print("columns:", highlight=False)
     for c in cols:
-        out.print(f"  {escape(c.key)}: {escape(c.about or c.label)}", highlight=False, soft_wrap=True)
+        out.print(f"  {safe(c.key)}: {safe(c.about or c.label)}", highlight=False, soft_wrap=True)
     apart = [n for n in board.notes if " shown apart " in n]
     if apart:
         out.print("shown apart (not comparable):", highlight=False)
         for note in apart:
-            out.print(f"  - {escape(note)}", highlight=False, soft_wrap=True)
+            out.print(f"  - {safe(note)}", highlight=False, soft_wrap=True)
     for note in board.notes:
         if note not in apart:
-            out.print(f"{escape(note)}", highlight=False, soft_wrap=True, style="dim")
+            out.print(f"{safe(note)}", highlight=False, soft_wrap=True, style="dim")
     for r in rows:
         for flag in r.flags:
-            out.print(f"[yellow]{escape(r.model)}: {escape(flag)}[/yellow]", highlight=False, soft_wrap=True)
+            out.print(f"[yellow]{safe(r.model)}: {safe(flag)}[/yellow]", highlight=False, soft_wrap=True)

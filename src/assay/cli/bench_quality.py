@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, stage_progress, when
+from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
 from assay.errors import AssayError
 
 
@@ -59,7 +58,7 @@ def quality_cmd(
     cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
-                        sandbox_timeout=sandbox_timeout, name=name)
+                        sandbox_timeout=sandbox_timeout, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_quality(cfg, resume=resume, store=store, out=out_dir, progress=progress))
@@ -68,7 +67,7 @@ def quality_cmd(
         return
     render_quality(run.summary)
     if run.ref:
-        err.print(f"stored as {run.ref} (run {run.run_id}; items: assay show {run.run_id})")
+        err.print(f"stored as {safe(run.ref)} (run {safe(run.run_id)}; items: assay show {safe(run.run_id)})", highlight=False)
 
 
 def _pct(v: Any) -> str:
@@ -98,13 +97,13 @@ def _value(output: str, a: dict[str, Any]) -> str:
 def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """A quality run's summary: the index, each task's scores with intervals, modes and notes."""
     rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
-    named = f" ({escape(str(rec['name']))})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
-    out.print(f"quality run [bold]{escape(str(rec.get('ref') or '—'))}[/bold]{named} · model "
-              f"{escape(str(rec.get('model') or '—'))} · api {escape(str(s.get('api') or '—'))} · "
+    named = f" ({safe(rec['name'])})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
+    out.print(f"quality run [bold]{safe(rec.get('ref') or '—')}[/bold]{named} · model "
+              f"{safe(rec.get('model') or '—')} · api {safe(s.get('api') or '—')} · "
               f"{when(rec.get('created_at'))}", highlight=False, soft_wrap=True)
     idx = s.get("index") or {}
     if idx.get("value") is not None:
-        out.print(f"  quality index [bold]{_pct(idx['value'])}[/bold]{_ci(idx)} over {idx.get('tasks')} task(s) "
+        out.print(f"  quality index [bold]{_pct(idx['value'])}[/bold]{_ci(idx)} over {safe(idx.get('tasks'))} task(s) "
                   "(mean of each task's primary score on 0–100; 95% stratified bootstrap)", highlight=False,
                   soft_wrap=True)
     t = Table(title="tasks", title_justify="left")
@@ -114,25 +113,25 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
         first = True
         for o, a in (tk.get("metrics") or {}).items():
             primary = " (primary)" if o == tk.get("primary") and len(tk.get("metrics") or {}) > 1 else ""
-            t.add_row(escape(tname) if first else "", str(tk.get("items")) if first else "",
-                      escape(", ".join(tk.get("modes") or [])) if first else "", escape(o) + primary,
+            t.add_row(safe(tname) if first else "", str(tk.get("items")) if first else "",
+                      safe(", ".join(tk.get("modes") or [])) if first else "", safe(o) + primary,
                       _value(o, a), str(tk.get("errors") or 0) if first else "",
                       str(tk.get("num_fewshot")) if first else "")
             first = False
     out.print(t)
     for tname, tk in (s.get("tasks") or {}).items():
         for note in tk.get("notes") or []:
-            out.print(f"  {escape(tname)}: {escape(str(note))}", highlight=False, soft_wrap=True)
+            out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
         if tk.get("unsupported"):
-            out.print(f"  {escape(tname)}: not supported, ignored: {escape(', '.join(tk['unsupported']))}",
+            out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk['unsupported']))}",
                       highlight=False, soft_wrap=True)
         if tk.get("first_error"):
-            out.print(f"  [red]{escape(tname)}: {tk['errors']} item(s) failed; first: "
-                      f"{escape(str(tk['first_error']))}[/red]", highlight=False, soft_wrap=True)
+            out.print(f"  [red]{safe(tname)}: {tk['errors']} item(s) failed; first: "
+                      f"{safe(tk['first_error'])}[/red]", highlight=False, soft_wrap=True)
     if s.get("judge"):
-        out.print(f"  judge metrics scored by {escape(str(s['judge']))}", highlight=False, soft_wrap=True)
+        out.print(f"  judge metrics scored by {safe(s['judge'])}", highlight=False, soft_wrap=True)
     if s.get("isolation"):
-        out.print(f"  code ran in a sandbox: {escape(str(s['isolation']))}", highlight=False, soft_wrap=True)
+        out.print(f"  code ran in a sandbox: {safe(s['isolation'])}", highlight=False, soft_wrap=True)
     calls = s.get("calls") or {}
     if calls.get("calls"):
         out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)",
@@ -141,14 +140,14 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
 
 def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored quality runs: index and each task's primary score."""
-    t = Table(title=f"quality runs in {escape(where)}", title_justify="left")
+    t = Table(title=f"quality runs in {safe(where)}", title_justify="left")
     for col in ("ref", "name", "model", "index", "tasks", "when"):
         t.add_column(col, overflow="fold")
     for r in runs:
         m = r.get("metrics") or {}
-        tasks = ", ".join(f"{escape(n)} {escape(str(x.get('metric')))} {_pct(x.get('value'))}"
+        tasks = ", ".join(f"{safe(n)} {safe(x.get('metric'))} {_pct(x.get('value'))}"
                           for n, x in (m.get("tasks") or {}).items())
-        t.add_row(r["ref"] or str(r["id"]), escape(r.get("name") or ""), escape(r.get("model") or "—"),
+        t.add_row(safe(r["ref"] or r["id"]), safe(r.get("name") or ""), safe(r.get("model") or "—"),
                   _pct(m.get("quality_index")), tasks, when(r["created_at"]))
     return t
 
@@ -186,7 +185,7 @@ def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, sto
             mc = e.get("mcnemar") or {}
             verdict = ("B better" if e["diff"] > 0 else "A better") if e["significant"] else "no clear difference"
             color = {"B better": "green", "A better": "red"}.get(verdict)
-            t.add_row(escape(tname) if k == 0 else "", escape(o), str(e["items"]),
+            t.add_row(safe(tname) if k == 0 else "", safe(o), str(e["items"]),
                       f"{e['a'] * scale:.1f}" if scale == 100 else f"{e['a']:.2f}",
                       f"{e['b'] * scale:.1f}" if scale == 100 else f"{e['b']:.2f}",
                       fmt.format(e["diff"] * scale) + f" [{fmt.format(e['diff_ci95'][0] * scale)}, "
@@ -196,5 +195,5 @@ def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, sto
                       f"[{color}]{verdict}[/{color}]" if color else verdict)
     out.print(t)
     if cmp["only_in_a"] or cmp["only_in_b"]:
-        out.print(f"tasks in one run only: A: {', '.join(cmp['only_in_a']) or '—'}; "
-                  f"B: {', '.join(cmp['only_in_b']) or '—'}", highlight=False, soft_wrap=True)
+        out.print(f"tasks in one run only: A: {safe(', '.join(cmp['only_in_a']) or '—')}; "
+                  f"B: {safe(', '.join(cmp['only_in_b']) or '—')}", highlight=False, soft_wrap=True)

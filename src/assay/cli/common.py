@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,12 +13,58 @@ from rich.console import Console
 
 from assay.errors import AssayError
 
-err = Console(stderr=True)
+# emoji=False: ":smile:" in a row or a run name is printed as typed, not turned into a picture.
+err = Console(stderr=True, emoji=False)
 # Piped output (CI logs, files) gets a wide console so tables are not cut.
-out = Console() if sys.stdout.isatty() else Console(width=160)
+out = Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
 
 STORE_HELP = "Store path or database URL (default: $ASSAY_STORE, else .assay/assay.db)."
 STORE_OPT = typer.Option(None, "--store", help=STORE_HELP)
+
+
+# Terminal escape sequences: CSI (ESC [ or the C1 byte 0x9B, parameters, a final byte), OSC / DCS / SOS / PM /
+# APC strings up to their terminator (BEL, ESC \ or 0x9C), and two-byte ESC sequences (ESC 7, ESC c ...).
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*?(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]")
+# What is left after those: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional
+# embeddings, overrides and isolates (U+202A-202E, U+2066-2069) that make text read in another order.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates: bytes that are not UTF-8 in a file or folder name (Python's surrogateescape) and broken
+# UTF-16 pairs; neither can be written to a UTF-8 terminal.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def plain(text: Any) -> str:
+    """``text`` (anything; ``str()`` of it) without what a terminal would act on rather than show: escape
+    sequences, control characters (tab and newline stay), bidirectional overrides; bytes that were not UTF-8
+    shown as ``\\xNN``. For output that is not Rich markup (prompts, ``Text`` objects)."""
+    s = text if isinstance(text, str) else str(text)
+    if s.isprintable():                                   # the common case: nothing to take out
+        return s
+    s = _CONTROL.sub("", _ESCAPE_SEQUENCE.sub("", s))
+    return _SURROGATE.sub(_surrogate, s)
+
+
+def text_arg(value: Optional[str]) -> Optional[str]:
+    """A text argument that names something to keep (a run's ``--name``): bytes in it that were not UTF-8
+    written as ``\\xNN``, as :func:`plain` shows them, so that the store and JSON can hold it."""
+    return value if value is None or value.isprintable() else _SURROGATE.sub(_surrogate, value)
+
+
+def safe(text: Any) -> str:
+    """``text`` made fit to print through Rich: :func:`plain`, then markup-escaped, so that ``[/b]``,
+    ``[link=...]`` or ``[bold]`` in a row, a run name, a file name or an error message is shown as written and
+    never read as markup. Every piece of data or name that reaches ``out``/``err``/a ``Table`` goes through it."""
+    from rich.markup import escape
+
+    return escape(plain(text))
 
 
 def pairs(values: List[str], what: str) -> dict[str, str]:
@@ -59,7 +106,7 @@ def fmt(v: Any, digits: int = 3) -> str:
         return "—"
     if isinstance(v, float):
         return f"{v:.{digits}f}"
-    return str(v)
+    return safe(v)
 
 
 def open_store(url: Optional[str]) -> Any:
@@ -100,7 +147,7 @@ def stage_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], Non
 
         def update(stage: str, done: int, total: int | None) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
+                tasks[stage] = bar.add_task(safe(stage), total=total)     # a stage may name a task from a file
             bar.update(tasks[stage], completed=done, total=total)
             if total is not None and done >= total:
                 bar.remove_task(tasks.pop(stage))
@@ -108,21 +155,25 @@ def stage_progress(quiet: bool) -> Iterator[Callable[[str, int, int | None], Non
         yield update
 
 
+# Characters JSON may carry raw but a terminal acts on: DEL, C1 controls, bidirectional overrides and isolates.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def print_json(value: Any) -> None:
-    """``value`` as indented JSON on stdout (numpy values and non-string keys allowed)."""
+    """``value`` as indented JSON on stdout (numpy values and non-string keys allowed); the characters a terminal
+    would act on are written as ``\\uXXXX`` escapes, so the JSON is the same once parsed."""
     import orjson
 
-    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
-                            default=str).decode())
+    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
+                        default=str).decode()
+    typer.echo(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 def print_sides(cmp: dict[str, Any], *, mode: bool = False) -> None:
     """The two runs of a comparison (``cmp["a"]``, ``cmp["b"]``), one line each; ``mode``: with its mode."""
-    from rich.markup import escape
-
     for side in ("a", "b"):
         r = cmp[side]
-        how = f" · {escape(str(r.get('mode') or '—'))}" if mode else ""
-        out.print(f"{side.upper()}: [bold]{escape(str(r['ref']))}[/bold] ({escape(str(r.get('name') or ''))}) · model "
-                  f"{escape(str(r.get('model') or '—'))}{how} · {when(r.get('created_at'))}", highlight=False,
+        how = f" · {safe(r.get('mode') or '—')}" if mode else ""
+        out.print(f"{side.upper()}: [bold]{safe(r['ref'])}[/bold] ({safe(r.get('name') or '')}) · model "
+                  f"{safe(r.get('model') or '—')}{how} · {when(r.get('created_at'))}", highlight=False,
                   soft_wrap=True)

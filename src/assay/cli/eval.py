@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, count_rows, err, fmt, load_target, out, pairs, progress_bar
+from assay.cli.common import STORE_OPT, count_rows, err, fmt, load_target, out, pairs, progress_bar, safe, text_arg
 
 app = typer.Typer()
 
@@ -21,7 +21,7 @@ def print_summary(result: Any) -> None:
         table.add_column(col, **kw)
     for name, agg in result.metrics.items():
         ci = (f"{agg['ci95_low']:.3f}–{agg['ci95_high']:.3f}" if agg.get("ci95_low") is not None else "—")
-        table.add_row(name, fmt(agg.get("mean")), ci, fmt(agg.get("pass_rate")),
+        table.add_row(safe(name), fmt(agg.get("mean")), ci, fmt(agg.get("pass_rate")),
                       str(agg["evaluated"]), str(agg["skipped"]), str(agg["errored"]))
     out.print(table)
     r = result.run
@@ -30,31 +30,31 @@ def print_summary(result: Any) -> None:
         cost = u.get("cost_usd")
         money = (f"${cost:.4f}" if cost is not None else
                  "cost unknown (set ASSAY_JUDGE_PRICE=IN,OUT, USD per 1M tokens)") if "cost_usd" in u else ""
-        out.print(f"judge: {r['judge']} ({r['judge_source']}); {u.get('calls', 0)} calls, "
+        out.print(f"judge: {safe(r['judge'])} ({safe(r['judge_source'])}); {u.get('calls', 0)} calls, "
                   f"{u.get('cache_hits', 0)} from cache, {u.get('errors', 0)} errors; "
                   f"{u.get('prompt_tokens', 0):,} prompt + {u.get('completion_tokens', 0):,} completion tokens"
                   + (f"; {money}" if money else ""))
         if r.get("judge_note"):
-            out.print(f"  [yellow]{r['judge_note']}[/yellow]")
+            out.print(f"  [yellow]{safe(r['judge_note'])}[/yellow]")
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
               f"{r['rows_skipped']} skipped (bad input), {r['rows_errored']} with errors")
     if r["rows_evaluated"] > r["rows_read"] - r["rows_skipped"]:
         out.print("  [dim](each turn of a conversation is evaluated as a row of its own)[/dim]")
     for agg in result.metrics.values():
         for reason, n in (agg.get("skip_reasons") or {}).items():
-            out.print(f"  [dim]{agg['metric']}: skipped {n} row(s): {reason}[/dim]")
+            out.print(f"  [dim]{safe(agg['metric'])}: skipped {n} row(s): {safe(reason)}[/dim]")
         for reason, n in (agg.get("error_reasons") or {}).items():
-            out.print(f"  [red]{agg['metric']}: {n} error(s): {reason}[/red]")
+            out.print(f"  [red]{safe(agg['metric'])}: {n} error(s): {safe(reason)}[/red]")
     print_defects(result.metrics)
     for bad in r["bad_rows"][:20]:
-        out.print(f"  [yellow]skipped: {bad['error']}[/yellow]")
+        out.print(f"  [yellow]skipped: {safe(bad['error'])}[/yellow]")
     if len(r["bad_rows"]) > 20:
         out.print(f"  [yellow]… and {len(r['bad_rows']) - 20} more bad rows[/yellow]")
     if r.get("jailbreak"):
         from assay.metrics.safety.jailbreak import format_jailbreak
 
         for line in format_jailbreak(r["jailbreak"]):
-            out.print(line, highlight=False)
+            out.print(safe(line), highlight=False)
 
 
 def print_defects(metrics: dict[str, Any]) -> None:
@@ -64,13 +64,13 @@ def print_defects(metrics: dict[str, Any]) -> None:
             continue
         t = agg.get("defect_threshold")
         zone = f"score < {t:g}" if agg.get("higher_is_better") else f"score >= {t:g}"
-        line = f"{name}: defect rate {agg['defect_rate']:.3f} ({zone})"
+        line = f"{safe(name)}: defect rate {agg['defect_rate']:.3f} ({zone})"
         if agg.get("conversation_defect_rate") is not None:
             line += f"; per conversation (worst turn) {agg['conversation_defect_rate']:.3f}"
         out.print(line, highlight=False)
         if agg.get("defect_rates"):
-            levels = ", ".join(f">={k}: {v:.3f}" for k, v in agg["defect_rates"].items())
-            out.print(f"  {name} defect rate at each level: {levels}", highlight=False)
+            levels = ", ".join(f">={safe(k)}: {v:.3f}" for k, v in agg["defect_rates"].items())
+            out.print(f"  {safe(name)} defect rate at each level: {levels}", highlight=False)
 
 
 @app.command("eval")
@@ -117,19 +117,19 @@ def eval_cmd(
     with progress_bar("evaluating", total, quiet) as advance:
         result = evaluate(data, metrics=metrics, mapping=mapping, thresholds=thresholds, out=out_dir,
                           target=tgt, on_bad_row=on_bad_row, family=family, concurrency=concurrency, workers=workers, judge=judge,
-                          name=name, store=store, resume=resume_from or resume,
+                          name=text_arg(name), store=store, resume=text_arg(resume_from) or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
                           progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
                           max_consecutive_failures=max_consecutive_failures)
     print_summary(result)
     if out_dir is not None:
-        out.print(f"results written to {out_dir}/")
+        out.print(f"results written to {safe(out_dir)}/", highlight=False)
     run = result.run
     if run.get("run_id"):
         resumed = (f"; resumed with {run['resumed_rows']} rows already scored" if run.get("resumed")
                    else "; nothing unfinished to resume, so this was a new run" if resume or resume_from else "")
-        label = f" ({run['name']})" if run.get("name") else ""
-        out.print(f"run {run['run_id']}{label} saved in {run['store']}{resumed}")
+        label = f" ({safe(run['name'])})" if run.get("name") else ""
+        out.print(f"run {safe(run['run_id'])}{label} saved in {safe(run['store'])}{resumed}")
     gates_failed = ci.finish(gating, result, store)   # the CI outputs are written first, whatever follows
     log_mlflow(ml, result, data, store)
     refuse_all_errored(result.metrics)
@@ -170,9 +170,9 @@ def log_mlflow(ml: Any, result: Any, data: str, store: Optional[str]) -> None:
     try:
         rid = ml.log(result, data=data, store=store)
     except AssayError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        err.print(f"[red]error:[/red] {safe(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(3)
-    out.print(f"logged to MLflow at {ml.uri}: experiment {ml.experiment!r}, run {rid}", markup=False, highlight=False)
+    out.print(f"logged to MLflow at {safe(ml.uri)}: experiment {safe(repr(ml.experiment))}, run {safe(rid)}", highlight=False)
 
 
 @app.command("metrics")
@@ -185,8 +185,9 @@ def metrics_cmd() -> None:
     for col in ("name", "kind", "requires", "optional", "scale", "threshold", "auto", "about"):
         table.add_column(col, overflow="fold")
     for m in sorted(REGISTRY.values(), key=lambda m: (m.kind, m.name)):
-        table.add_row(m.name, m.kind, m.describe_requires(), ", ".join(m.optional), m.scale,
-                      fmt(m.threshold, 2), "/".join(m.family) if m.auto else "", m.description)
+        table.add_row(safe(m.name), safe(m.kind), safe(m.describe_requires()), safe(", ".join(m.optional)),
+                      safe(m.scale), fmt(m.threshold, 2), safe("/".join(m.family)) if m.auto else "",
+                      safe(m.description))
     out.print(table)
     for g, members in GROUPS.items():
-        out.print(f"group [bold]{g}[/bold] = {', '.join(members)}")
+        out.print(f"group [bold]{safe(g)}[/bold] = {safe(', '.join(members))}")

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
 
-from rich.markup import escape
+
 from rich.table import Table
 
-from assay.cli.common import fmt, open_store, out
+from assay.cli.common import fmt, open_store, out, safe
 from assay.errors import AssayError
 
 
@@ -72,10 +72,10 @@ def finish(setup: GateSetup, result: Any, store: Optional[str]) -> int:
     if setup.summary_md is not None:
         _write(setup.summary_md, markdown_summary(result, results), "--summary-md",
                append=_is_step_summary(setup.summary_md))
-        out.print(f"summary written to {escape(str(setup.summary_md))}", highlight=False)
+        out.print(f"summary written to {safe(str(setup.summary_md))}", highlight=False)
     if setup.junit is not None:
         _write(setup.junit, junit_xml(result, results), "--junit")
-        out.print(f"JUnit report written to {escape(str(setup.junit))}", highlight=False)
+        out.print(f"JUnit report written to {safe(str(setup.junit))}", highlight=False)
     if not results:
         return 0
     print_gates(results, setup.baseline)
@@ -89,7 +89,7 @@ def print_gates(results: list[dict[str, Any]], baseline: dict[str, Any] | None) 
     title = "gates"
     if baseline is not None:
         title += f" (baseline: run {baseline['id']}" + (f", {baseline['name']}" if baseline.get("name") else "") + ")"
-    table = Table(title=escape(title), title_justify="left")
+    table = Table(title=safe(title), title_justify="left")
     for col, kw in (("gate", {}), ("figure", {"justify": "right"}), ("95% interval", {"justify": "right"}),
                     ("bound", {}), ("verdict", {}), ("why", {"overflow": "fold"})):
         table.add_column(col, **kw)
@@ -104,7 +104,7 @@ def print_gates(results: list[dict[str, Any]], baseline: dict[str, Any] | None) 
             ci = "—" if lo is None else f"{lo:.3f}–{hi:.3f}"
         verdict = {"pass": "[green]pass[/green]", "tolerated": "[yellow]tolerated[/yellow]"}.get(
             r["verdict"], "[bold red]FAIL[/bold red]")
-        table.add_row(escape(r["gate"]), fig, ci, escape(r["bound"]), verdict, escape(r.get("reason") or ""))
+        table.add_row(safe(r["gate"]), fig, ci, safe(r["bound"]), verdict, safe(r.get("reason") or ""))
     out.print(table)
 
 

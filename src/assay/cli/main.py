@@ -13,7 +13,7 @@ from assay.cli import eval as eval_commands
 from assay.cli import simulate as simulate_commands
 from assay.cli import store as store_commands
 from assay.cli import ui as ui_commands
-from assay.cli.common import err
+from assay.cli.common import err, safe
 from assay.errors import AssayError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -30,7 +30,7 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             raise SystemExit(rc)
     except AssayError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+        err.print(f"[red]error:[/red] {safe(exc)}", highlight=False, markup=True, soft_wrap=True)
         raise SystemExit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from assay.cli.common import load_target, out, progress_bar
+from assay.cli.common import load_target, out, progress_bar, safe
 from assay.errors import AssayError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -38,7 +38,7 @@ def _read(path: Path, what: str) -> str:
 
 
 def _report(result: Any) -> None:
-    out.print(result.summary(), highlight=False)
+    out.print(safe(result.summary()), highlight=False, soft_wrap=True)
     if result.target_errors:
         out.print(f"  [yellow]{result.target_errors} conversation(s) stopped early on a target error "
                   "(see their simulation_error column)[/yellow]")
@@ -109,7 +109,7 @@ def jailbreak_cmd(
                                  turns=turns, seed=seed, attacker=attacker, out=out_dir, concurrency=concurrency,
                                  progress=advance, templates=templates, jailbreaks=jailbreaks)
     _report(res)
-    out.print(f"next: assay eval {out_dir} --metrics safety", highlight=False)
+    out.print(f"next: assay eval {safe(out_dir)} --metrics safety", highlight=False, soft_wrap=True)
 
 
 @app.command("users")

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from assay.cli.bench_quality import render_quality
-from assay.cli.common import STORE_OPT, fmt, open_store, out, print_json, when
+from assay.cli.common import STORE_OPT, fmt, open_store, out, plain, print_json, safe, text_arg, when
 from assay.cli.eval import print_summary
 from assay.errors import AssayError
 
@@ -27,20 +26,21 @@ def runs_cmd(
 ) -> None:
     """List the runs in the store, newest first."""
     st = open_store(store)
-    runs = st.list_runs(name=name, status=status, limit=limit)
+    runs = st.list_runs(name=text_arg(name), status=text_arg(status), limit=limit)
     if not runs:
-        out.print(f"no runs in {st.display_url}")
+        out.print(f"no runs in {safe(st.display_url)}", highlight=False)
         return
-    table = Table(title=f"runs in {st.display_url}", title_justify="left")
+    table = Table(title=f"runs in {safe(st.display_url)}", title_justify="left")
     for col in ("id", "name", "started", "status", "rows", "data", "metrics", "judge"):
         table.add_column(col, overflow="fold")
     for r in runs:
         aggs = r.get("aggregates") or {}
-        means = ", ".join(f"{o}={fmt(a.get('mean'), 2)}" for o, a in list(aggs.items())[:4])
+        means = ", ".join(f"{safe(o)}={fmt(a.get('mean'), 2)}" for o, a in list(aggs.items())[:4])
         if len(aggs) > 4:
             means += f", +{len(aggs) - 4}"
-        table.add_row(r["id"], r["name"] or "", when(r["created_at"]), r["status"], str(r["rows_done"]),
-                      Path(r["source"] or "").name or "—", means or ", ".join(r.get("metrics") or []), r["judge"] or "—")
+        table.add_row(safe(r["id"]), safe(r["name"] or ""), when(r["created_at"]), safe(r["status"]),
+                      str(r["rows_done"]), safe(Path(r["source"] or "").name or "—"),
+                      means or safe(", ".join(r.get("metrics") or [])), safe(r["judge"] or "—"))
     out.print(table)
 
 
@@ -60,26 +60,26 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
     """Show one run's summary."""
     as_json = _format(format_) == "json"
     st = open_store(store)
-    r = st.get_run(run)
+    r = st.get_run(text_arg(run))
     if as_json:
         print_json(r)
         return
-    label = f" ({r['name']})" if r["name"] else ""
-    out.print(f"run {r['id']}{label}: {r['status']}, started {when(r['created_at'])}, "
-              f"{r['rows_done']} rows, data {r['source']}")
+    label = f" ({safe(r['name'])})" if r["name"] else ""
+    out.print(f"run {safe(r['id'])}{label}: {safe(r['status'])}, started {when(r['created_at'])}, "
+              f"{r['rows_done']} rows, data {safe(r['source'])}", highlight=False, soft_wrap=True)
     quality = (r.get("config") or {}).get("family") == "quality"
     if r["status"] != "completed":
         if r.get("error"):
-            out.print(f"  [yellow]{escape(str(r['error']))}[/yellow]")
+            out.print(f"  [yellow]{safe(r['error'])}[/yellow]", highlight=False, soft_wrap=True)
         again = ("assay bench quality (the same model, tasks and options) --resume" if quality
-                 else f"assay eval {r['source']} --resume-from {r['id']} (and the same options)")
+                 else f"assay eval {safe(r['source'])} --resume-from {safe(r['id'])} (and the same options)")
         out.print(f"  continue it with: {again}", highlight=False)
         return
     if quality:
         summary = r.get("summary") or {}
         render_quality(summary, {"ref": summary.get("ref"), "name": r["name"], "model": summary.get("model"),
                                  "created_at": r["created_at"]})
-        out.print(f"  every item, with its prompt, answer and scores: assay export {r['id']} -o items.jsonl",
+        out.print(f"  every item, with its prompt, answer and scores: assay export {safe(r['id'])} -o items.jsonl",
                   highlight=False)
         return
     print_summary(st.load_result(r["id"]))
@@ -97,7 +97,7 @@ def compare_cmd(
 
     as_json = _format(format_) == "json"
     st = open_store(store)
-    cmp = compare_runs(st, runs)
+    cmp = compare_runs(st, [text_arg(r) for r in runs])
     rs = cmp["runs"]
     if as_json:
         print_json(_compare_json(st, cmp, worst))
@@ -105,9 +105,9 @@ def compare_cmd(
     table = Table(title="compare (deltas against the first run; * = significant at 95%)", title_justify="left")
     table.add_column("metric")
     for r in rs:
-        table.add_column(f"{r['name'] or r['id']}", justify="right")
+        table.add_column(safe(r['name'] or r['id']), justify="right")
     for r in rs[1:]:
-        table.add_column(f"Δ {r['name'] or r['id']} [95% CI]", justify="right")
+        table.add_column(f"Δ {safe(r['name'] or r['id'])} [95% CI]", justify="right")
     for m in cmp["metrics"]:
         cells = [fmt(x["mean"]) if x else "—" for x in m["runs"]]
         for d in m["deltas"][1:]:
@@ -119,7 +119,7 @@ def compare_cmd(
             txt = f"{d['delta']:+.3f}{mark} [{d['ci95_low']:+.3f}, {d['ci95_high']:+.3f}]"
             cells.append(f"[{color}]{txt}[/{color}]" if color else txt)
         arrow = "↑" if m["higher_is_better"] else "↓"
-        table.add_row(f"{m['output']} {arrow}", *cells)
+        table.add_row(f"{safe(m['output'])} {arrow}", *cells)
     out.print(table)
     if worst <= 0:
         return
@@ -128,12 +128,13 @@ def compare_cmd(
             rows = worse_rows(st, rs[0]["id"], other["id"], m["output"], limit=worst)
             if not rows:
                 continue
-            t = Table(title=f"{m['output']}: rows worse in {other['name'] or other['id']}", title_justify="left")
-            for col in ("row", "query", f"{rs[0]['name'] or rs[0]['id']}", f"{other['name'] or other['id']}"):
+            t = Table(title=f"{safe(m['output'])}: rows worse in {safe(other['name'] or other['id'])}",
+                      title_justify="left")
+            for col in ("row", "query", safe(rs[0]['name'] or rs[0]['id']), safe(other['name'] or other['id'])):
                 t.add_column(col, overflow="fold")
             for w in rows:
                 q = str(w["inputs"].get("inputs.query") or w["inputs"].get("inputs.response") or "")[:80]
-                t.add_row(w["key"], q, _score_cell(w["base"]), _score_cell(w["other"]))
+                t.add_row(safe(w["key"]), safe(q), _score_cell(w["base"]), _score_cell(w["other"]))
             out.print(t)
 
 
@@ -156,10 +157,8 @@ def _compare_json(st: Any, cmp: dict[str, Any], worst: int) -> dict[str, Any]:
 
 
 def _score_cell(s: dict[str, Any]) -> str:
-    from rich.markup import escape
-
-    reason = escape(str(s.get("reason") or ""))[:160]
-    return f"{fmt(s.get('score'))} {s.get('result') or ''}" + (f" — {reason}" if reason else "")
+    reason = safe(str(s.get("reason") or "")[:160])
+    return f"{fmt(s.get('score'))} {safe(s.get('result') or '')}" + (f" — {reason}" if reason else "")
 
 
 @app.command("delete")
@@ -168,16 +167,16 @@ def delete_cmd(runs: List[str] = typer.Argument(..., help="Runs to delete (id, p
                store: Optional[str] = STORE_OPT) -> None:
     """Delete runs, their rows and scores."""
     st = open_store(store)
-    found = [st.get_run(r) for r in runs]
+    found = [st.get_run(text_arg(r)) for r in runs]
     if not yes:
         if not sys.stdin.isatty():
             raise AssayError("delete: add --yes to delete without a prompt")
         names = ", ".join(f"{r['id']} ({r['name']})" if r["name"] else r["id"] for r in found)
-        if not typer.confirm(f"delete {names}?"):
+        if not typer.confirm(f"delete {plain(names)}?"):
             raise typer.Exit(1)
     for r in found:
         st.delete_run(r["id"])
-        out.print(f"deleted run {r['id']}")
+        out.print(f"deleted run {safe(r['id'])}")
 
 
 @app.command("export")
@@ -189,6 +188,6 @@ def export_cmd(run: str = typer.Argument(..., help="Run id, prefix, name or 'las
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     if fmt not in ("jsonl", "parquet", "json"):
         raise AssayError(f"export: unknown format {fmt!r}; use jsonl, parquet or json")
-    res = open_store(store).load_result(run)
+    res = open_store(store).load_result(text_arg(run))
     getattr(res, f"to_{fmt}")(output)
-    out.print(f"wrote {output}")
+    out.print(f"wrote {safe(output)}", highlight=False)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import ipaddress
 import secrets
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from assay.cli.common import STORE_OPT, err, open_store, out
+from assay.cli.common import STORE_OPT, err, open_store, out, safe, text_arg
 from assay.errors import AssayError
 
 app = typer.Typer()
@@ -30,10 +30,11 @@ def is_loopback(host: str) -> bool:
 
 
 def _need_ui_extra() -> None:
+    import importlib
+
     try:
-        import fastapi  # noqa: F401
-        import jinja2  # noqa: F401
-        import uvicorn  # noqa: F401
+        for module in ("fastapi", "jinja2", "uvicorn"):
+            importlib.import_module(module)
     except ImportError as exc:
         raise AssayError(f"the dashboard needs the ui extra ({exc.name} is missing): pip install 'assay[ui]'") from None
 
@@ -69,7 +70,7 @@ def ui_cmd(
     app = create_app(st, token=tok)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={tok}" if tok else "")
-    out.print(f"assay dashboard for {st.display_url}: {url}", highlight=False, soft_wrap=True)
+    out.print(f"assay dashboard for {safe(st.display_url)}: {safe(url)}", highlight=False, soft_wrap=True)
     if tok and len(tok) < 16:
         err.print("[yellow]the token is short; prefer --token auto[/yellow]")
     try:
@@ -93,5 +94,5 @@ def report_cmd(
     if max_rows < 0 or worst < 0:
         raise AssayError("--max-rows and --worst must be 0 or more")
     st = open_store(store)
-    path = write_report(st, run, output, max_rows=max_rows, worst=worst)
-    out.print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)
+    path = write_report(st, text_arg(run), output, max_rows=max_rows, worst=worst)
+    out.print(f"wrote {safe(path)} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)

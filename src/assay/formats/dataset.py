@@ -84,14 +84,16 @@ class Dataset:
                     if fmt is not None:
                         raise InputError("a folder's files are read by their extensions; the format is given "
                                          "for a file or a stream", source=name)
-                    self.source = name
+                    # bytes of the name that are not UTF-8 (surrogateescape) kept as \xNN: printable, storable
+                    self.source = os.fsencode(name).decode("utf-8", "backslashreplace")
                     sources = directory_sources(path, name)
                     fmts = {s.format for s in sources}
                     self.format = fmts.pop() if len(fmts) == 1 else "mixed"
                     return sources
                 # anything but a regular file (a FIFO, /dev/stdin, /dev/fd/N) can be read only once
                 src = file_source(path, name, fmt) if path.is_file() else stream_source(path, name, fmt)
-            self.source, self.format, self.stream = src.name, src.format, src.spool
+            self.format, self.stream = src.format, src.spool
+            self.source = os.fsencode(src.name).decode("utf-8", "backslashreplace")
             return [src]
         if fmt is not None:
             raise InputError("the format is given for a file or a stream, not for rows in memory")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def data_fingerprint(data: Any) -> str | None:
         p = Path(data)
         files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
         for f in files:
-            h.update(str(f.relative_to(p) if p.is_dir() else f.name).encode() + b"\0")
+            h.update(os.fsencode(f.relative_to(p) if p.is_dir() else f.name) + b"\0")
             try:
                 with open(f, "rb") as fh:
                     while block := fh.read(_BLOCK):
