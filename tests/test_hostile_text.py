@@ -4,7 +4,7 @@ The corpus is ``tests/fixtures/hostile/``: ``strings.json`` names each hostile s
 ``[/b]`` and ``[link=…]``, an OSC title change, CSI and C1 sequences, bidi overrides, NUL, DEL, quotes) with
 the text a reader should see once it is printed; ``rows_a.jsonl`` / ``rows_b.jsonl`` carry them in row ids,
 queries and answers (b scores worse, so ``compare`` lists every row); ``quoted.csv`` has them in quoted CSV
-cells with raw escape bytes; ``dup_header.csv``, ``utf16.jsonl`` and ``latin1.jsonl`` are bad input. File names,
+cells with raw escape bytes; ``dup_header.csv`` and ``latin1.jsonl`` are bad input; ``utf16.jsonl`` (with a BOM) is read. File names,
 run names and model names made of the same strings are made here.
 
 Every command must: exit with the expected code, print no traceback, write nothing a terminal would act on
@@ -220,7 +220,6 @@ def test_bad_input_quoting_hostile_text_is_one_clean_line(tmp_path, args, seen):
 
 @pytest.mark.parametrize("name,seen", [
     ("dup_header.csv", "the header names column '[/b]' twice"),
-    ("utf16.jsonl", "utf16.jsonl"),
     ("latin1.jsonl", "latin1.jsonl"),
     (FILE_NAME, SEEN_FILE),                                   # no such file, named as a reader sees it
 ])
@@ -229,6 +228,13 @@ def test_bad_files_are_one_clean_line(tmp_path, name, seen):
     _, err = assay("eval", str(path), "-m", "f1_score", "-q", store=tmp_path / "s.db", rc=2)
     assert err.startswith("error: ") and seen in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_utf16_file_is_read_and_its_text_kept(tmp_path):
+    out, _ = assay("eval", str(HOSTILE / "utf16.jsonl"), "-m", "f1_score", "-q", "-o", str(tmp_path / "o"),
+                   store=tmp_path / "s.db")
+    assert "rows: 1 read, 1 evaluated" in out
+    assert "caf\u00e9 [/b]" in (tmp_path / "o" / "rows.jsonl").read_text(encoding="utf-8")
 
 
 def test_metrics_lists_the_registry_cleanly(tmp_path):

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
 
-
 from rich.table import Table
 
 from assay.cli.common import fmt, open_store, out, safe
