@@ -440,7 +440,7 @@ class Store:
                                 .limit(2)).mappings().all()
             if len(pref) > 1:
                 raise AssayError(f"{what} {ref!r} is ambiguous: more than one ref starts with it; type more of it")
-            if not pref and ref.isdigit():
+            if not pref and ref.isascii() and ref.isdigit() and int(ref) < 2**63:   # a 64-bit row id
                 pref = conn.execute(base.where(t.c.id == int(ref))).mappings().all()
         if pref:
             return _benchmark(pref[0])
