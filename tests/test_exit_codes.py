@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import signal
 import socket
 import subprocess
@@ -89,21 +90,38 @@ def test_a_signal_stops_eval_with_its_code_and_leaves_the_run_resumable(tmp_path
     assert st.get_run(cut["id"])["status"] == "completed" and st.count_rows(cut["id"]) == 400
 
 
-def test_ctrl_c_at_a_prompt_and_a_declined_prompt(tmp_path):
-    """``typer.Exit(1)`` (declining ``assay delete``) exits 1, not 0; nothing is deleted."""
-    rid = stored_run(tmp_path)
+def _at_the_delete_prompt(tmp_path: Path, rid: str, then) -> tuple[subprocess.Popen, str, str]:
+    """``assay delete RID`` with a terminal on stdin; ``then(proc, master)`` once it asks."""
     master, slave = pty.openpty()
     try:
         p = subprocess.Popen([sys.executable, "-m", "assay.cli", "delete", rid], env=_env(tmp_path), cwd=tmp_path,
-                             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        os.write(master, b"n\n")
+                             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        asked = b""
+        while b"?" not in asked:
+            ready, _, _ = select.select([p.stdout], [], [], 60)
+            assert ready, f"no prompt in 60 s: {asked!r}"
+            chunk = os.read(p.stdout.fileno(), 4096)
+            assert chunk, p.communicate()
+            asked += chunk
+        then(p, master)
         out, errs = p.communicate(timeout=60)
     finally:
         os.close(master)
         os.close(slave)
-    assert "delete" in out and "?" in out, out
+    return p, (asked + out).decode(), errs.decode()
+
+
+def test_a_declined_prompt_exits_1_and_ctrl_c_at_it_130(tmp_path):
+    """``typer.Exit(1)`` (``assay delete`` answered no) exits 1, not 0; Ctrl-C at the prompt 130;
+    nothing is deleted either way."""
+    rid = stored_run(tmp_path)
+    p, out, errs = _at_the_delete_prompt(tmp_path, rid, lambda p, tty: os.write(tty, b"n\n"))
+    assert f"delete {rid}" in out
     assert p.returncode == 1, (out, errs)
     assert "Traceback" not in errs
+    p, out, errs = _at_the_delete_prompt(tmp_path, rid, lambda p, tty: p.send_signal(signal.SIGINT))
+    assert p.returncode == 130, (out, errs)
+    assert "Traceback" not in errs and errs.strip().splitlines()[-1] == "interrupted", errs
     assert Store(str(tmp_path / "store.db")).get_run(rid)["id"] == rid
 
 
@@ -171,9 +189,14 @@ def test_out_naming_an_existing_file(tmp_path):
     assert not (tmp_path / "store.db").exists() or Store(str(tmp_path / "store.db")).list_runs() == []
 
 
-def test_usage_errors_exit_2(tmp_path):
+def test_usage_errors_exit_2_and_help_0(tmp_path):
     p = assay_cli(tmp_path, "eval", str(EXAMPLES / "rag_qa.jsonl"), "--no-such-option")
-    assert p.returncode == 2 and "--no-such-option" in p.stderr
+    assert p.returncode == 2 and "No such option: --no-such-option" in p.stderr
+    p = assay_cli(tmp_path, "ui", "--port", "70000")
+    assert p.returncode == 2 and "--port" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "assay", "eval", "--help"], capture_output=True, text=True,
+                       env=_env(tmp_path), timeout=120)                   # python -m assay works too
+    assert p.returncode == 0 and "--threshold" in p.stdout, p.stderr
 
 
 # -- could not be done: 3 --------------------------------------------------------------------------
