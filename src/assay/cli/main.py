@@ -61,11 +61,14 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
-def _interrupted() -> int:
-    """The line and the exit code of an interrupted command."""
+def _interrupted(args: list[str]) -> int:
+    """The line and the exit code of an interrupted command (``args``: its command line)."""
+    from assay.store import default_store_url
+
     terminated = bool(_terminated)
-    words = [a for a in sys.argv[1:] if not a.startswith("-")]
-    resumable = any(tuple(words[:len(c)]) == c for c in RESUMABLE)
+    words = [a for a in args if not a.startswith("-")]
+    saved = any(a.startswith("--store") for a in args) or default_store_url() is not None
+    resumable = saved and any(tuple(words[:len(c)]) == c for c in RESUMABLE)
     hint = ("; the run is kept as interrupted: run the same command with --resume to continue it"
             if resumable else "")
     err.print(("terminated (SIGTERM)" if terminated else "interrupted") + hint, highlight=False,
@@ -75,20 +78,21 @@ def _interrupted() -> int:
 
 def run(args: list[str] | None = None) -> int:
     """Run the ``assay`` command (``args``: default ``sys.argv[1:]``) and return its exit code."""
+    args = list(sys.argv[1:] if args is None else args)
     try:
         code: Any = app(args=args, standalone_mode=False)   # a typer.Exit(n) comes back as n
     except AssayError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
         return getattr(exc, "exit_code", USAGE)
     except (KeyboardInterrupt, typer.Abort):     # Abort: Ctrl-C or end of input at a prompt
-        return _interrupted()
+        return _interrupted(args)
     except Exception as exc:
         if not isinstance(exc, _usage_errors()):
             raise
         exc.show()                      # an unknown option, a bad value ...: click's message
         return USAGE
     if code == INTERRUPTED:             # typer turns a KeyboardInterrupt into Exit(130)
-        return _interrupted()
+        return _interrupted(args)
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
