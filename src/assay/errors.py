@@ -1,8 +1,20 @@
-"""Errors a user can act on. The CLI prints their message on one line and exits 2."""
+"""Errors a user can act on. The CLI prints their message on one line and exits with the
+error's ``exit_code``: 2 for bad input or usage (every :class:`AssayError` unless it says
+otherwise), 3 for work that could not be completed as asked (:class:`RunIncomplete`)."""
 
 
 class AssayError(Exception):
     """Base class for problems with the user's input or configuration."""
+
+    exit_code = 2
+
+
+class RunIncomplete(AssayError):
+    """The input was fine but the work could not be completed as asked: a run stopped before
+    its end (resumable), a metric errored on every row, a server could not start. The
+    message says why and what to do; the CLI exits 3."""
+
+    exit_code = 3
 
 
 class InputError(AssayError):

@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -83,14 +84,18 @@ def assert_escaped(html: str) -> None:
                 (tag, name, value) and "href='javascript:" not in html
 
 
-def serve_ui(store_path: str) -> Iterator[str]:
+def serve_ui(store_path: str, log: Path | None = None) -> Iterator[str]:
     """``assay ui`` on a free loopback port over ``store_path``, through the CLI; yields its base
-    URL once ``/healthz`` answers, and stops it after (use with ``yield from`` in a fixture)."""
+    URL once ``/healthz`` answers, and stops it after (use with ``yield from`` in a fixture).
+    ``log``: a file for what the server prints (else a pipe)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    sink = open(log, "w") if log is not None else subprocess.PIPE
     proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "ui", "--host", "127.0.0.1", "--port", str(port),
-                             "--store", store_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--store", store_path], stdout=sink, stderr=subprocess.STDOUT, text=True)
+    if log is not None:
+        sink.close()
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
     while True:
@@ -102,7 +107,8 @@ def serve_ui(store_path: str) -> Iterator[str]:
             pass
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
-            pytest.fail(f"assay ui did not start: {proc.stdout.read() if proc.stdout else ''}")
+            said = proc.stdout.read() if proc.stdout else log.read_text() if log else ""
+            pytest.fail(f"assay ui did not start: {said}")
         time.sleep(0.1)
     yield base
     proc.terminate()

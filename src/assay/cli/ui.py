@@ -6,15 +6,17 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import secrets
+import socket
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from assay.cli.common import STORE_OPT, err, open_store, out, safe, text_arg
-from assay.errors import AssayError
+from assay.errors import AssayError, RunIncomplete
 
 app = typer.Typer()
 
@@ -51,10 +53,34 @@ def check_bind(host: str, token: Optional[str]) -> Optional[str]:
     return token.strip() if token else None
 
 
+def listen_on(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (uvicorn listens on it), made before the address is
+    announced: a port in use ends the command with one line and exit 3."""
+    addr = host.strip().strip("[]")
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET   # as uvicorn: localhost is 127.0.0.1
+    try:
+        sockaddr = socket.getaddrinfo(addr, port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0][4]
+    except socket.gaierror as exc:
+        raise AssayError(f"--host {host}: not an address to listen on ({exc.strerror})") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(sockaddr)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise RunIncomplete(f"cannot listen on {host}:{port}: the port is in use (another `assay ui`?); "
+                                "stop that program or pick another port with --port") from None
+        raise RunIncomplete(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                            "pick another address with --host or port with --port") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 @app.command("ui")
 def ui_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Anything but loopback needs --token."),
-    port: int = typer.Option(8765, "--port", help="Port to listen on."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
     store: Optional[str] = STORE_OPT,
     token: Optional[str] = typer.Option(None, "--token", envvar="ASSAY_UI_TOKEN",
                                         help="Require this token on every request ('auto': make one and print it)."),
@@ -68,15 +94,16 @@ def ui_cmd(
     tok = check_bind(host, token)
     st = open_store(store)
     app = create_app(st, token=tok)
-    shown = f"[{host}]" if ":" in host else host
+    sock = listen_on(host, port)
+    port = sock.getsockname()[1]
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={tok}" if tok else "")
     out.print(f"assay dashboard for {safe(st.display_url)}: {safe(url)}", highlight=False, soft_wrap=True)
     if tok and len(tok) < 16:
         err.print("[yellow]the token is short; prefer --token auto[/yellow]")
-    try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
-    except OSError as exc:
-        raise AssayError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", server_header=False)
+    with sock:
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 @app.command("report")

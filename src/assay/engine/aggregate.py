@@ -20,6 +20,7 @@ says which method it used.
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,36 +144,42 @@ def _level_key(t: float) -> str:
     return str(int(t)) if float(t).is_integer() else str(t)
 
 
+def run_defect_threshold(raw: Any) -> float | str | None:
+    """A run's ``defect_threshold`` option: None (not given), ``"all"`` (the rate at every
+    level), or a severity from 0 to 7 (a finite number)."""
+    if raw is None or str(raw).strip() == "":
+        return None
+    if isinstance(raw, str) and raw.strip().lower() in ("all", "each", "every"):
+        return "all"
+    try:
+        val = float(str(raw).strip())
+    except ValueError:
+        val = math.nan
+    if not 0 <= val <= 7:          # nan, inf and -1e309 too
+        raise AssayError(f"defect threshold must be a severity from 0 to 7 or 'all', got {raw!r}")
+    return val
+
+
 def defect_settings(m: Metric, options: Any = None) -> dict[str, Any]:
     """The Accumulator settings of metric ``m`` for a run: its defect threshold (the run's
     ``options["defect_threshold"]`` overrides it for 0–7 severity metrics), the per-level rates
     when that option is ``"all"`` (or ``options["defect_levels"]`` is true), and the worst-turn
     roll-up for ``safety``-kind metrics.
 
-    Raises :class:`AssayError` for a defect threshold that is not ``all`` or a number in 0..7.
+    Raises :class:`AssayError` for a defect threshold that is not ``all`` or a number in 0..7
+    (whether or not ``m`` has a defect rate: a bad option is never silently ignored).
     """
     opts = options or {}
     out: dict[str, Any] = {}
     if m.kind == "safety":
         out["rollup"] = "worst"
+    level = run_defect_threshold(opts.get("defect_threshold"))
     if m.defect_threshold is None:
         return out
     thr: float = m.defect_threshold
-    want_levels = bool(opts.get("defect_levels"))
-    raw = opts.get("defect_threshold")
-    if raw is not None and str(raw).strip() != "":
-        text = str(raw).strip().lower()
-        if text in ("all", "each", "every"):
-            want_levels = True
-        else:
-            try:
-                val = float(text)
-            except ValueError:
-                raise AssayError(f"defect threshold must be a severity from 0 to 7 or 'all', got {raw!r}") from None
-            if not 0 <= val <= 7:
-                raise AssayError(f"defect threshold must be a severity from 0 to 7 or 'all', got {raw!r}")
-            if m.scale == "0-7":
-                thr = val
+    want_levels = bool(opts.get("defect_levels")) or level == "all"
+    if isinstance(level, float) and m.scale == "0-7":
+        thr = level
     out.update(defect_threshold=thr, defect_below=m.defect_below)
     if want_levels and m.defect_levels:
         out["defect_levels"] = tuple(m.defect_levels)

@@ -259,6 +259,8 @@ async def evaluate_async(
                   on_bad_row=on_bad_row, family=family, format=format)
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"concurrency must be at least 1, got {concurrency}")
+    if out is not None:
+        make_out_folder(out)       # before the run is opened in the store
     judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency, timeout=timeout,
                                               max_attempts=max_attempts)
     judge_before = judge_stats(judge_model)
@@ -277,6 +279,19 @@ async def evaluate_async(
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))
     return runner.result(aggregates, run)
+
+
+def make_out_folder(out: str | Path) -> None:
+    """Make the folder for ``rows.jsonl`` and ``summary.json`` (``out``, ``--out``), or say in one
+    line why it cannot be: a file of that name exists, a parent is a file, no permission."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise AssayError(f"--out {path}: a file of that name exists; --out names a folder "
+                         "(for rows.jsonl and summary.json): pick another name or move the file")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AssayError(f"--out {path}: cannot make the folder: {exc.strerror or exc}") from None
 
 
 def run_summary(p: Plan, runner: ChunkRunner, saved: StoreRun, judge_model: Any, judge_source: str | None,

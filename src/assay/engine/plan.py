@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from assay.engine.target import Target
 from assay.errors import AssayError, InputError
 from assay.formats import open_dataset
-from assay.metrics.base import Metric, plan_auto, resolve
+from assay.metrics.base import Metric, plan_auto, resolve, threshold_number
 from assay.records import CANONICAL_FIELDS, Record
 
 PLAN_WINDOW = 1000   # rows looked at to decide which metrics `auto` runs
@@ -135,15 +135,12 @@ def check_columns(chosen: list[Metric], present: set[str], source: str, n: int) 
 
 
 def check_thresholds(thresholds: Mapping[str, float], metrics: list[Metric]) -> dict[str, float]:
-    """The thresholds given, as numbers; each must name a metric that runs."""
+    """The thresholds given, as finite numbers; each must name a metric that runs."""
     known = {m.name for m in metrics}
     out = {}
     for k, v in thresholds.items():
         if k not in known:
             raise AssayError(f"threshold given for {k!r}, which is not among the metrics run "
                              f"({', '.join(sorted(known))})")
-        try:
-            out[k] = float(v)
-        except (TypeError, ValueError):
-            raise AssayError(f"threshold for {k!r} must be a number, got {v!r}") from None
+        out[k] = threshold_number(v, f"threshold for {k!r}")
     return out

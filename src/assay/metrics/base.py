@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
@@ -28,6 +29,19 @@ Kind = Literal["classic", "judge", "safety", "custom"]
 
 # A requirement is a field name, or a tuple of alternatives of which one is enough.
 Requirement = str | tuple[str, ...]
+
+
+def threshold_number(value: Any, what: str) -> float:
+    """``value`` (a number or its text) as a threshold. Anything but a finite number is refused
+    with an :class:`AssayError` naming ``what``: ``nan``, ``inf`` or ``-1e309`` would make every
+    row fail (or pass)."""
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise AssayError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise AssayError(f"{what} must be a finite number, got {value!r}")
+    return number
 
 
 @dataclass
@@ -56,6 +70,11 @@ class Metric:
     _getter: Callable[[Record], Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.threshold is not None:
+            self.threshold = threshold_number(self.threshold, f"the threshold of metric {self.name!r}")
+        if self.defect_threshold is not None:
+            self.defect_threshold = threshold_number(self.defect_threshold,
+                                                     f"the defect threshold of metric {self.name!r}")
         self.outputs = self.outputs or (self.name,)
         self.is_async = inspect.iscoroutinefunction(self.fn)
         params = [p for p in inspect.signature(self.fn).parameters if p != "ctx"]

@@ -256,8 +256,11 @@ class Store:
             return [_run(r) for r in conn.execute(q).mappings()]
 
     def get_run(self, ref: str) -> dict[str, Any]:
-        """A run by id, unique id prefix, name (the latest run with it), or ``last``."""
-        ref = ref.strip()
+        """A run by id, unique id prefix, name (the latest run with it), or ``last``. A blank
+        reference is refused (as a prefix it would match every run)."""
+        ref = str(ref or "").strip()
+        if not ref:
+            raise AssayError("the run reference is empty: name a run by its id, an id prefix, its name or 'last'")
         with self.engine.connect() as conn:
             if ref in ("last", "latest"):
                 row = conn.execute(select(S.runs).order_by(S.runs.c.created_at.desc()).limit(1)).mappings().first()
@@ -343,6 +346,8 @@ class Store:
             return conn.execute(select(func.count()).select_from(S.rows).where(S.rows.c.run_id == run_id)).scalar_one()
 
     def delete_run(self, run_id: str) -> None:
+        if not str(run_id or "").strip():
+            raise AssayError("the run id to delete is empty")
         with self.engine.begin() as conn:
             conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
             conn.execute(delete(S.scores).where(S.scores.c.run_id == run_id))
@@ -435,7 +440,7 @@ class Store:
                                 .limit(2)).mappings().all()
             if len(pref) > 1:
                 raise AssayError(f"{what} {ref!r} is ambiguous: more than one ref starts with it; type more of it")
-            if not pref and ref.isdigit():
+            if not pref and ref.isascii() and ref.isdigit() and int(ref) < 2**63:   # a 64-bit row id
                 pref = conn.execute(base.where(t.c.id == int(ref))).mappings().all()
         if pref:
             return _benchmark(pref[0])

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from assay.errors import AssayError
@@ -40,6 +41,9 @@ STATUSES = ("completed", "running", "interrupted", "failed")
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
 MAX_COLUMNS = 8          # metric outputs shown as columns of the rows table
+MAX_PAGE = 1_000_000     # a page number beyond it is refused (400), not handed to the database
+MAX_LIMIT = 100_000      # the same for a count of runs asked for
+MAX_ROW = 2**63 - 1      # a row number beyond a 64-bit integer is no row (404)
 WORSE_LIMIT = 25
 
 
@@ -92,6 +96,16 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     async def assay_error(request: Request, exc: AssayError) -> Response:
         return _error(request, 404 if isinstance(exc, NotFound) else 400, str(exc))
 
+    @app.exception_handler(RequestValidationError)
+    async def bad_value(request: Request, exc: RequestValidationError) -> Response:
+        # A value of the wrong type or out of range in the address: 400 and one line, not 422.
+        first = (exc.errors() or [{}])[0]
+        where = first.get("loc") or ()
+        name = str(where[-1]) if where else "a parameter"
+        given = str(first.get("input", ""))
+        given = given if len(given) <= 40 else given[:40] + "…"
+        return _error(request, 400, f"bad value for {name}: {first.get('msg', 'invalid')} (got {given!r})")
+
     def _error(request: Request, status: int, message: str) -> Response:
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": message}, status_code=status)
@@ -126,7 +140,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/", response_class=HTMLResponse)
     def runs_page(request: Request, name: str | None = None, status: str | None = None,
                   since: str | None = None, until: str | None = None,
-                  page_no: int = Query(1, alias="page", ge=1), per: int = Query(100, ge=1, le=500)) -> Response:
+                  page_no: int = Query(1, alias="page", ge=1, le=MAX_PAGE), per: int = Query(100, ge=1, le=500)) -> Response:
         runs, total = _runs(name, status, since, until, page_no, per)
         params = dict(request.query_params)
         prev_href = "?" + urlencode({**params, "page": page_no - 1}) if page_no > 1 else None
@@ -137,7 +151,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     @app.get("/api/runs")
     def api_runs(name: str | None = None, status: str | None = None, since: str | None = None,
-                 until: str | None = None, page_no: int = Query(1, alias="page", ge=1),
+                 until: str | None = None, page_no: int = Query(1, alias="page", ge=1, le=MAX_PAGE),
                  per_page: int = Query(100, ge=1, le=500)) -> dict[str, Any]:
         runs, total = _runs(name, status, since, until, page_no, per_page)
         return {"total": total, "page": page_no, "per_page": per_page, "runs": runs}
@@ -153,7 +167,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/runs/{ref}", response_class=HTMLResponse)
     def run_page(request: Request, ref: str, sort: str | None = None, dir: str | None = None,
                  fo: str | None = None, fr: str | None = None, q: str | None = None,
-                 page_no: int = Query(1, alias="page", ge=1), per: int = Query(50, ge=1, le=500)) -> Response:
+                 page_no: int = Query(1, alias="page", ge=1, le=MAX_PAGE), per: int = Query(50, ge=1, le=500)) -> Response:
         run = get_run(ref)
         outputs = Q.run_outputs(run)
         names = [o["output"] for o in outputs]
@@ -181,7 +195,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     @app.get("/api/runs/{ref}/rows")
     def api_rows(ref: str, sort: str | None = None, dir: str | None = None, fo: str | None = None,
-                 fr: str | None = None, q: str | None = None, page_no: int = Query(1, alias="page", ge=1),
+                 fr: str | None = None, q: str | None = None, page_no: int = Query(1, alias="page", ge=1, le=MAX_PAGE),
                  per_page: int = Query(50, ge=1, le=500)) -> dict[str, Any]:
         run = get_run(ref)
         return Q.query_rows(store, run, _row_query(sort, dir, fo, fr, q, page_no, per_page))
@@ -192,6 +206,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         return Q.run_histograms(store, run)
 
     def _row(run: dict[str, Any], idx: int) -> dict[str, Any]:
+        if not 0 <= idx <= MAX_ROW:
+            raise NotFound(f"run {run['id']} has no row {idx}")
         try:
             return Q.get_row(store, run["id"], idx)
         except AssayError as exc:
@@ -384,7 +400,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         return _bench_compare(a, b)
 
     @app.get("/bench/track", response_class=HTMLResponse)
-    def bench_track_page(track: str, limit: int | None = Query(None, ge=1)) -> Response:
+    def bench_track_page(track: str, limit: int | None = Query(None, ge=1, le=MAX_LIMIT)) -> Response:
         agg = _bench_track(track, limit)
         trends = []
         for p in agg["points"]:
@@ -394,7 +410,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         return page("bench_track.html.j2", title=f"track {track}", agg=agg, trends=trends, names=_BENCH_NAMES)
 
     @app.get("/api/bench/track")
-    def api_bench_track(track: str, limit: int | None = Query(None, ge=1)) -> dict[str, Any]:
+    def api_bench_track(track: str, limit: int | None = Query(None, ge=1, le=MAX_LIMIT)) -> dict[str, Any]:
         return _bench_track(track, limit)
 
     # -- the leaderboard (before /bench/{ref}: "leaderboard" is not a ref) ----------------------

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from assay.errors import AssayError
 from assay.metrics.aggregations import register_run_aggregation
+from assay.metrics.base import threshold_number
 from assay.metrics.safety.rules import HARMS
 
 HARM_CATEGORIES: tuple[str, ...] = HARMS
@@ -52,7 +53,7 @@ def jailbreak_defect_rate(rows: Iterable[Mapping[str, Any] | Sequence[Any]], *,
     "jailbreak_only", "both", "neither", "incomplete", "unpaired", "baseline_defect_rate",
     "jailbreak_variant_defect_rate", "defect_threshold"}}``; a rate is None with no pairs.
     """
-    thr = float(defect_threshold)
+    thr = threshold_number(defect_threshold, "the jailbreak defect threshold")
     seen: dict[str, dict[str, dict[str, list[float | None]]]] = {}
     for r in rows:
         if isinstance(r, Mapping):
@@ -119,12 +120,11 @@ def _threshold(run: Mapping[str, Any], aggregates: Mapping[str, Any], harm: Sequ
     for v in ((options or {}).get("defect_threshold"), run.get("defect_threshold"),
               (run.get("options") or {}).get("defect_threshold")):
         if isinstance(v, str):  # the CLI's --defect-threshold (a level, or "all": the default here)
-            try:
-                v = float(v)
-            except ValueError:
+            if v.strip().lower() in ("", "all", "each", "every"):
                 continue
+            return threshold_number(v, "defect threshold")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
+            return threshold_number(v, "defect threshold")
     for m in harm:
         v = (aggregates.get(m) or {}).get("defect_threshold")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -140,7 +140,8 @@ def jailbreak_figures(run: Mapping[str, Any], aggregates: Mapping[str, Any], row
     harm = [m for m in (run.get("metrics") or []) if m in HARM_CATEGORIES]
     if not harm:
         return None
-    thr = float(defect_threshold) if defect_threshold is not None else _threshold(run, aggregates, harm, options)
+    thr = (threshold_number(defect_threshold, "the jailbreak defect threshold") if defect_threshold is not None
+           else _threshold(run, aggregates, harm, options))
     found = list(jailbreak_rows(rows, harm))
     if not found:
         return None
