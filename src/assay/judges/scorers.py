@@ -1,0 +1,193 @@
+"""Embedded scorers: what scores a judge metric when the run has no judge model.
+
+A judge metric runs without a judge only where an embedded scorer was *measured* to separate
+good answers from bad ones for it (``benchmarks/bench_judge_fidelity.py``, figures in
+``benchmarks/RESULTS.md``); every other judge metric is skipped on every row with
+:data:`NEEDS_JUDGE` as its reason. The scorers:
+
+* **support** (:mod:`assay.judges.support`) for ``groundedness`` (1–5),
+  ``databricks_groundedness`` (yes/no) and ``groundedness_pro`` (share of supported
+  sentences): the share of the response's content words and numbers found in the context,
+  mapped to the metric's scale so that the calibrated cut lands on the metric's threshold.
+
+Each scorer has a *card* in ``calibration/scorers.json``: its version, the calibration it was
+fitted with (the rows it was fitted on are kept apart from the rows it is measured on) and its
+measured figures per metric. Every score it gives carries ``scorer``, ``scorer_version`` and
+``fidelity`` (the card's figures for that metric) in its properties.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Awaitable, Callable, Mapping
+
+from assay.judges.judge import Judge
+from assay.judges.support import support
+from assay.scores import Score
+
+__all__ = ["NEEDS_JUDGE", "EmbeddedScorer", "SCORERS", "card", "embedded_scorer", "fidelity_line",
+           "score_without_judge", "to_unit"]
+
+NEEDS_JUDGE = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
+
+
+@lru_cache(maxsize=1)
+def _cards() -> dict[str, Any]:
+    text = resources.files("assay.judges").joinpath("calibration", "scorers.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def card(key: str) -> dict[str, Any]:
+    """The card of the embedded scorer ``key`` (``support``, ...): version, calibration, figures."""
+    return _cards().get(key, {})
+
+
+def to_unit(x: float, cut: float) -> float:
+    """``x`` in [0, 1] mapped piecewise-linearly so that ``cut`` lands on 0.5 (and 0, 1 stay)."""
+    x = min(1.0, max(0.0, float(x)))
+    if cut <= 0.0 or cut >= 1.0:
+        return x
+    return 0.5 * x / cut if x < cut else 0.5 + 0.5 * (x - cut) / (1.0 - cut)
+
+
+def _on_scale(p: float, judge: Judge) -> tuple[Any, float]:
+    """(value, score) on the judge's scale from ``p`` in [0, 1] whose 0.5 is the threshold."""
+    sc = judge.scale_obj
+    if sc.kind == "yesno":
+        return ("yes" if p >= 0.5 else "no"), p
+    s = float(sc.lo) + (float(sc.hi) - float(sc.lo)) * p
+    return round(s, 3), s
+
+
+ScoreFn = Callable[["EmbeddedScorer", Judge, Mapping[str, Any]], Awaitable[Score]]
+
+
+@dataclass(frozen=True)
+class EmbeddedScorer:
+    key: str                      # the card's key
+    name: str                     # as shown: "embedded support scorer"
+    metrics: tuple[str, ...]      # the judge metrics it scores
+    fn: ScoreFn
+    needs: Callable[[], str | None] = lambda: None   # why it cannot run here (a missing package), or None
+
+    @property
+    def card(self) -> dict[str, Any]:
+        return card(self.key)
+
+    @property
+    def version(self) -> str:
+        return str(self.card.get("version", "?"))
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def fidelity(self, metric: str) -> dict[str, Any]:
+        return dict((self.card.get("measured") or {}).get(metric) or {})
+
+    def properties(self, metric: str) -> dict[str, Any]:
+        return {"scorer": self.label, "scorer_version": self.version, "fidelity": self.fidelity(metric)}
+
+
+def fidelity_line(fig: Mapping[str, Any]) -> str:
+    """One line of a scorer's measured figures: ``AUC 0.95 [0.93–0.97], context swap 0.97,
+    length-matched 0.94 (HaluEval QA, held-out)``."""
+    if not fig:
+        return "not measured"
+    parts = []
+    if fig.get("auc") is not None:
+        ci = (f" [{fig['auc_ci95'][0]:.2f}–{fig['auc_ci95'][1]:.2f}]" if fig.get("auc_ci95") else "")
+        parts.append(f"AUC {fig['auc']:.2f}{ci}")
+    for key, label in (("context_swap_auc", "context swap"), ("question_swap_auc", "question swap"),
+                       ("length_matched_auc", "length-matched"), ("agreement", "agreement at threshold")):
+        if fig.get(key) is not None:
+            parts.append(f"{label} {fig[key]:.2f}")
+    where = f" ({fig['data']})" if fig.get("data") else ""
+    return ", ".join(parts) + where
+
+
+# ---------------------------------------------------------------------------------------
+# support: groundedness, databricks_groundedness, groundedness_pro
+
+
+def _contexts(values: Mapping[str, Any]) -> list[str]:
+    out = []
+    for d in values.get("contexts") or []:
+        text = getattr(d, "content", d if isinstance(d, str) else None)
+        if text:
+            out.append(str(text))
+    return out
+
+
+def _quote(words: list[str], n: int = 12) -> str:
+    shown = ", ".join(dict.fromkeys(words))
+    parts = shown.split(", ")
+    return ", ".join(parts[:n]) + (f" (+{len(parts) - n} more)" if len(parts) > n else "")
+
+
+async def _support_score(scorer: EmbeddedScorer, judge: Judge, values: Mapping[str, Any]) -> Score:
+    response = str(values.get("response") or "")
+    contexts = _contexts(values)
+    if not contexts:
+        return Score.skipped("missing input: contexts (every retrieved document is empty)")
+    cut = float(scorer.card.get("calibration", {}).get("cut", 0.5))
+    found = support(response, contexts)
+    props: dict[str, Any] = {**scorer.properties(judge.name), "support": found.share, "n_terms": found.n_terms,
+                             "unsupported_terms": list(dict.fromkeys(found.missing)), "cut": cut}
+    checked = [s for s in found.sentences if s.share is not None]
+    bad = [s.sentence for s in checked if s.share < cut]
+    props["unsupported_sentences"] = bad
+    if judge.name == "groundedness_pro":
+        if not response.strip():
+            return Score.skipped("the response has no sentence to check")
+        frac = ((len(checked) - len(bad)) / len(checked)) if checked else 1.0
+        props.update(n_sentences=len(found.sentences), n_judged=len(checked), label=not bad)
+        if bad:
+            listed = "; ".join(f'"{s[:160]}"' for s in bad)
+            reason = f"{len(bad)} of {len(checked)} sentences are not supported by the context: {listed}"
+        else:
+            reason = f"all {len(checked)} sentences with content words are supported by the context"
+        return Score(value=frac, score=frac, reason=reason, properties=props)
+    if found.share is None:
+        value, score = _on_scale(1.0, judge)
+        reason = "the response has no content word or number to check against the context"
+    else:
+        value, score = _on_scale(to_unit(found.share, cut), judge)
+        reason = (f"{len(found.found)} of {found.n_terms} content words/numbers of the response are in the "
+                  f"context (support {found.share:.2f}; the cut {cut:g} maps to the threshold)")
+        if found.missing:
+            reason += f"; not in the context: {_quote(found.missing)}"
+    return Score(value=value, score=score, reason=reason, properties=props)
+
+
+SCORERS: dict[str, EmbeddedScorer] = {}
+
+
+def _register(s: EmbeddedScorer) -> EmbeddedScorer:
+    for m in s.metrics:
+        SCORERS[m] = s
+    return s
+
+
+_register(EmbeddedScorer("support", "embedded support scorer",
+                         ("groundedness", "databricks_groundedness", "groundedness_pro"), _support_score))
+
+
+def embedded_scorer(metric: str) -> EmbeddedScorer | None:
+    """The embedded scorer of judge metric ``metric``, if one was measured and shipped."""
+    return SCORERS.get(metric)
+
+
+async def score_without_judge(judge: Judge, values: Mapping[str, Any]) -> Score:
+    """``judge``'s metric scored with no judge model: by its embedded scorer, else skipped
+    with :data:`NEEDS_JUDGE` (or with the reason its scorer cannot run here)."""
+    s = embedded_scorer(judge.name)
+    if s is None:
+        return Score.skipped(NEEDS_JUDGE)
+    missing = s.needs()
+    if missing:
+        return Score.skipped(f"{NEEDS_JUDGE} ({s.name}: {missing})")
+    return await s.fn(s, judge, values)
