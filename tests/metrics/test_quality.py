@@ -177,7 +177,7 @@ async def test_missing_inputs_are_skipped_with_the_reason(judge):
     assert s.status == "skipped" and "ground_truth or expected_facts" in s.reason
 
 
-@pytest.mark.parametrize("name", ["coherence", "fluency", "retrieval", "chunk_relevance", "similarity",
+@pytest.mark.parametrize("name", ["coherence", "fluency", "retrieval", "chunk_relevance", "context_sufficiency",
                                   "guideline_adherence", "overall_assessment", "correctness"])
 async def test_no_judge_skips_what_no_embedded_scorer_measures(name):
     row = ROW.model_copy(update={"guidelines": ["Be brief."]})

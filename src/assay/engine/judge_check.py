@@ -44,12 +44,19 @@ class CalibrationSet:
     swap: str | None           # the field taken from the next group for the swap control
     metrics: tuple[str, ...]
     about: str
+    swap_label: str = "swap"   # what the control is called: "context swap", "question swap" ...
 
 
 SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("groundedness", "groundedness.jsonl", "response", "contexts",
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
-                   "answers the context supports against answers with an unsupported claim, same context"),
+                   "answers the context supports against answers with an unsupported claim, same context",
+                   "context swap"),
+    CalibrationSet("relevance", "relevance.jsonl", "response", "query", ("relevance", "relevance_to_query"),
+                   "answers to the question against on-topic answers that do not answer it", "question swap"),
+    CalibrationSet("similarity", "similarity.jsonl", "response", "ground_truth", ("similarity", "correctness"),
+                   "answers equivalent to the ground truth against on-topic answers that contradict it",
+                   "ground-truth swap"),
 )}
 
 

