@@ -43,7 +43,7 @@ CANDIDATES = [ROOT.parent / "shared" / "data" / "halueval-qa" / "dev.jsonl",
               ROOT.parents[1] / "shared" / "data" / "halueval-qa" / "dev.jsonl"]
 FIT_QUESTIONS = 100
 CARD = ROOT / "src" / "assay" / "judges" / "calibration" / "scorers.json"
-SUPPORT_METRICS = ("groundedness", "databricks_groundedness", "groundedness_pro")
+SUPPORT_METRICS = ("groundedness", "databricks_groundedness")
 
 
 def halueval_rows(path: Path) -> list[dict[str, Any]]:

@@ -178,6 +178,7 @@ async def test_missing_inputs_are_skipped_with_the_reason(judge):
 
 
 @pytest.mark.parametrize("name", ["coherence", "fluency", "retrieval", "chunk_relevance", "context_sufficiency",
+                                  "groundedness_pro",
                                   "guideline_adherence", "overall_assessment", "correctness"])
 async def test_no_judge_skips_what_no_embedded_scorer_measures(name):
     row = ROW.model_copy(update={"guidelines": ["Be brief."]})
@@ -186,7 +187,7 @@ async def test_no_judge_skips_what_no_embedded_scorer_measures(name):
     assert s.reason == "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
 
 
-@pytest.mark.parametrize("name", ["groundedness", "databricks_groundedness", "groundedness_pro"])
+@pytest.mark.parametrize("name", ["groundedness", "databricks_groundedness"])
 async def test_no_judge_groundedness_is_the_support_scorer(name):
     good = await score(name, ROW, None)
     bad = await score(name, ROW.model_copy(update={"response": "The capital of France is Lyon, since 1750."}), None)

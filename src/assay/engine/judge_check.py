@@ -32,8 +32,8 @@ from assay.judges.check import Scored, measure, words
 from assay.metrics.base import REGISTRY, EvalContext, Metric, get_metric, load_builtin_metrics
 from assay.records import Record
 
-__all__ = ["SETS", "CalibrationSet", "Case", "cases_from_records", "check_judge", "load_cases",
-           "score_cases", "set_for"]
+__all__ = ["SETS", "CalibrationSet", "Case", "cases_from_records", "check_judge", "judge_metrics", "load_cases",
+           "resolve_check_judge", "score_cases", "set_for"]
 
 
 @dataclass(frozen=True)
@@ -242,10 +242,32 @@ async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | 
         figures = measure(items)
         figures.update(metric=name, scorer=scorer, source=source, cases=len(cases), seconds=wall,
                        threshold=metric.threshold, ms_per_case=1000 * wall / max(1, len(cases)))
+        if cset is not None and cset.swap:
+            figures["swap_label"] = cset.swap_label
         if judge is not None:
             figures["usage"] = judge_usage(judge, before, options)
         reports[name] = figures
     return reports
+
+
+NO_JUDGE_WORDS = ("none", "scorers", "embedded-scorers")
+
+
+def resolve_check_judge(spec: str | None, concurrency: int | None = None) -> tuple[Any, str]:
+    """The judge ``assay judge check`` measures, and its label: ``spec``, else ``$ASSAY_JUDGE``,
+    else none (the embedded scorers); ``none`` names the embedded scorers explicitly."""
+    import os
+
+    from assay.engine.evaluate import JUDGE_ENV
+    from assay.judges import is_smoke_test
+    from assay.models import resolve
+
+    if spec is None:
+        spec = os.environ.get(JUDGE_ENV, "").strip() or None
+    if spec is None or spec.strip().lower() in NO_JUDGE_WORDS:
+        return None, "embedded scorers (no judge model)"
+    model = resolve(spec, role="judge", concurrency=concurrency)
+    return model, str(model.name) + (" (smoke test)" if is_smoke_test(model) else "")
 
 
 def judge_metrics() -> list[str]:

@@ -7,7 +7,8 @@ several judgments add a scorer. The shared machinery (rendering with delimited u
 JSON answers, one re-ask, probability scoring, properties) is in :mod:`assay.judges`. Every judge asks
 ``ctx.judge`` (a :class:`~assay.models.base.ChatModel`). Without one, a metric is scored by its
 embedded scorer when one was measured to work for it (``groundedness``,
-``databricks_groundedness``, ``groundedness_pro``: :mod:`assay.judges.scorers`) and is
+``databricks_groundedness``, ``relevance``, ``relevance_to_query``, ``similarity``:
+:mod:`assay.judges.scorers`) and is
 otherwise skipped with the reason that it needs a judge; it never raises.
 
 Azure style (family ``azure``; 1–5, threshold 3, pass when ``score >= 3``):
