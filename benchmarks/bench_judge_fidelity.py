@@ -133,6 +133,29 @@ async def fit_cosines(key: str, cases: list[Any]) -> dict[str, Any]:
     return cal
 
 
+def fit_support_cut(*case_sets: list[Any]) -> dict[str, Any]:
+    """The support scorer's cut: of 0.50, 0.55 ... 1.00, the one with the best mean agreement
+    (good at or above the cut, bad below) over the fit split of each set; put in its card."""
+    from assay.judges.scorers import card
+    from assay.judges.support import support
+
+    def share(c: Any) -> float:
+        got = support(c.record.response or "", [d.content or "" for d in c.record.contexts or []]).share
+        return 1.0 if got is None else got
+
+    scored = [[(share(c), c.kind == "good") for c in cases if c.split == "fit" and c.kind in ("good", "bad")]
+              for cases in case_sets]
+    best, best_acc = 0.5, -1.0
+    for i in range(11):
+        cut = round(0.5 + 0.05 * i, 2)
+        acc = sum(sum((x >= cut) == good for x, good in s) / len(s) for s in scored) / len(scored)
+        if acc > best_acc + 1e-12:
+            best, best_acc = cut, acc
+    cal = card("support").setdefault("calibration", {})
+    cal.update(cut=best, fit_mean_agreement=round(best_acc, 4))
+    return cal
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from assay.engine.judge_check import SETS, load_cases
     from assay.judges.embedded_relevance import available
@@ -147,7 +170,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     halu, _ = load_cases(gset, halueval_rows(data))
     shipped = {name: load_cases(cset)[0] for name, cset in SETS.items()}
     report: dict[str, Any] = {"data": str(data), "halueval": [], "calibration_sets": [], "llm": [],
-                              "calibrations": {}}
+                              "calibrations": {"support": fit_support_cut(halu, shipped["groundedness"])}}
+    print("support cut fitted on the fit splits: " + json.dumps(report["calibrations"]["support"]))
     for m in SUPPORT_METRICS:
         report["halueval"] += await measure_one("embedded support scorer", None, m, halu, ["fit", "held", "all"], 1)
     print(f"HaluEval QA dev: {data} ({len(halu) // 3} questions; fit = questions 1–{FIT_QUESTIONS}, "
