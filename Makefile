@@ -22,8 +22,11 @@ $(SERVICES): scripts/install_test_services.sh $(STAMP)
 
 install: $(STAMP)
 
+# No key needed: the table says which scorer produced each column and how good it was measured
+# to be; `judge check` then measures those scorers on the calibration sets that ship with assay.
 demo: $(STAMP)
 	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto --out results/demo
+	$(VENV)/bin/assay judge check
 
 test: $(STAMP) $(SERVICES)
 	$(VENV)/bin/lint-imports --no-cache

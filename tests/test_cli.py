@@ -103,17 +103,43 @@ def test_target_from_the_command_line(tmp_path):
     assert p.returncode == 2 and "nope_module" in p.stderr
 
 
-def test_judge_metrics_run_on_the_embedded_judge_by_default(tmp_path, monkeypatch):
+def test_without_a_judge_only_measured_scorers_score_and_the_rest_is_skipped_once(tmp_path):
+    f = write(tmp_path, "d.jsonl",
+              '{"query": "Capital of France?", "response": "Paris is the capital.", '
+              '"context": "Paris is the capital of France."}\n'
+              '{"query": "Capital of Peru?", "response": "Quito, since 1822.", "context": "Lima is the capital of Peru."}\n')
+    env_free = {k: v for k, v in __import__("os").environ.items() if k != "ASSAY_JUDGE"}
+    p = subprocess.run([sys.executable, "-m", "assay.cli", "eval", f, "--metrics", "groundedness,fluency,coherence",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env_free, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "embedded support scorer v1" in p.stdout and "measured AUC 0.9" in p.stdout
+    needs = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
+    assert p.stdout.count("needs a judge: --judge") == 1 and "fluency, coherence" in p.stdout
+    assert "smoke-test" not in p.stdout and "gemma" not in p.stdout
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["run"]["judge"] is None and summary["run"]["judge_source"].startswith("no judge")
+    assert summary["run"]["scorers"]["fluency"] == {"by": None, "kind": "skipped", "label": "needs a judge",
+                                                    "reason": needs}
+    assert summary["metrics"]["fluency"]["evaluated"] == 0 and summary["metrics"]["fluency"]["skipped"] == 2
+    rows = [json.loads(x) for x in (tmp_path / "o" / "rows.jsonl").read_text().splitlines()]
+    assert [r["outputs.groundedness.groundedness_passed"] for r in rows] == [True, False]
+    assert rows[1]["outputs.groundedness.groundedness_properties"]["unsupported_terms"] == ["Quito", "1822"]
+    assert rows[0]["outputs.fluency.fluency_reason"] == needs
+
+
+def test_the_embedded_llm_judge_runs_by_name_as_a_smoke_test(tmp_path):
     pytest.importorskip("llama_cpp", reason="the embedded judge needs assay[local] (make test installs it)")
     f = write(tmp_path, "d.jsonl",
               '{"query": "Capital of France?", "response": "Paris.", "context": "Paris is the capital of France."}\n')
     env_free = {k: v for k, v in __import__("os").environ.items() if k != "ASSAY_JUDGE"}
     p = subprocess.run([sys.executable, "-m", "assay.cli", "eval", f, "--metrics", "groundedness,fluency",
-                        "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env_free, cwd=tmp_path)
+                        "--judge", "embedded", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, env=env_free, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "judge: embedded:gemma-3-270m" in p.stdout and "smoke-test" in p.stdout
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert summary["run"]["judge_source"] == "embedded default"
+    assert summary["run"]["judge_source"] == "given"
+    assert summary["run"]["scorers"]["fluency"]["kind"] == "smoke-test judge"
     assert summary["metrics"]["groundedness"]["evaluated"] == 1
     row = json.loads((tmp_path / "o" / "rows.jsonl").read_text().splitlines()[0])
     assert 1 <= row["outputs.groundedness.groundedness_score"] <= 5

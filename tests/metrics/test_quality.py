@@ -177,12 +177,25 @@ async def test_missing_inputs_are_skipped_with_the_reason(judge):
     assert s.status == "skipped" and "ground_truth or expected_facts" in s.reason
 
 
-@pytest.mark.parametrize("name", ["groundedness", "groundedness_pro", "retrieval", "chunk_relevance",
-                                  "guideline_adherence", "overall_assessment", "relevance_to_query"])
-async def test_no_judge_is_an_error(name):
+@pytest.mark.parametrize("name", ["coherence", "fluency", "retrieval", "chunk_relevance", "context_sufficiency",
+                                  "groundedness_pro",
+                                  "guideline_adherence", "overall_assessment", "correctness"])
+async def test_no_judge_skips_what_no_embedded_scorer_measures(name):
     row = ROW.model_copy(update={"guidelines": ["Be brief."]})
     s = await score(name, row, None)
-    assert s.status == "error" and s.reason == "no judge model configured"
+    assert (s.status, s.result) == ("skipped", "not_applicable")
+    assert s.reason == "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
+
+
+@pytest.mark.parametrize("name", ["groundedness", "databricks_groundedness"])
+async def test_no_judge_groundedness_is_the_support_scorer(name):
+    good = await score(name, ROW, None)
+    bad = await score(name, ROW.model_copy(update={"response": "The capital of France is Lyon, since 1750."}), None)
+    assert good.status == bad.status == "completed"
+    assert good.passed is True and bad.passed is False and good.score > bad.score
+    assert good.properties["scorer"].startswith("embedded support scorer v")
+    assert good.properties["fidelity"]["auc"] >= 0.85
+    assert "Lyon" in bad.properties["unsupported_terms"] and bad.properties["unsupported_sentences"]
 
 
 # -- untrusted text ---------------------------------------------------------------------------------

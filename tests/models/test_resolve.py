@@ -216,8 +216,10 @@ def test_resolve_judge_uses_the_judge_role(no_embedded, cache_at, monkeypatch):
     monkeypatch.delenv("ASSAY_JUDGE", raising=False)
     assert resolve_judge(None, [get_metric("f1_score")]) == (None, None)
     assert resolve_judge(None, [violence]) == (None, "embedded safety classifier")
-    model, source = resolve_judge(None, [coherence], concurrency=3)
-    assert (model.name, source, model.limiter.concurrency) == ("embedded-stub", "embedded default", 3)
+    # no judge named anywhere: no judge model (embedded scorers where measured, the rest skipped)
+    assert resolve_judge(None, [coherence], concurrency=3) == (None, "no judge: embedded scorers where measured")
+    model, source = resolve_judge("embedded", [coherence], concurrency=3)    # the small LLM, by name only
+    assert (model.name, source, model.limiter.concurrency) == ("embedded-stub", "given", 3)
     monkeypatch.setenv("ASSAY_JUDGE", "http://127.0.0.1:9/v1#env")
     model, source = resolve_judge(None, [coherence])
     assert (model.name, source, model.limiter.concurrency) == ("http://127.0.0.1:9/v1#env", "$ASSAY_JUDGE", 8)

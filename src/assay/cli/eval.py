@@ -14,17 +14,21 @@ app = typer.Typer()
 
 
 def print_summary(result: Any) -> None:
+    r = result.run
+    scorers = r.get("scorers") or {}
     table = Table(title="assay results", title_justify="left")
     for col, kw in (("metric", {}), ("mean", {"justify": "right"}), ("95% CI", {"justify": "right"}),
                     ("pass rate", {"justify": "right"}), ("evaluated", {"justify": "right"}),
-                    ("skipped", {"justify": "right"}), ("errored", {"justify": "right"})):
+                    ("skipped", {"justify": "right"}), ("errored", {"justify": "right"}),
+                    ("scored by", {"overflow": "fold"})):
         table.add_column(col, **kw)
     for name, agg in result.metrics.items():
         ci = (f"{agg['ci95_low']:.3f}–{agg['ci95_high']:.3f}" if agg.get("ci95_low") is not None else "—")
+        by = (scorers.get(agg.get("metric", name)) or {}).get("label", "")
         table.add_row(safe(name), fmt(agg.get("mean")), ci, fmt(agg.get("pass_rate")),
-                      str(agg["evaluated"]), str(agg["skipped"]), str(agg["errored"]))
+                      str(agg["evaluated"]), str(agg["skipped"]), str(agg["errored"]), safe(by))
     out.print(table)
-    r = result.run
+    print_scorers(scorers)
     if r.get("judge"):
         u = r.get("judge_usage") or r.get("judge_calls") or {}
         cost = u.get("cost_usd")
@@ -42,6 +46,8 @@ def print_summary(result: Any) -> None:
         out.print("  [dim](each turn of a conversation is evaluated as a row of its own)[/dim]")
     for agg in result.metrics.values():
         for reason, n in (agg.get("skip_reasons") or {}).items():
+            if scorers.get(agg["metric"], {}).get("kind") == "skipped" and reason.startswith("needs a judge"):
+                continue                       # listed once, by print_scorers
             out.print(f"  [dim]{safe(agg['metric'])}: skipped {n} row(s): {safe(reason)}[/dim]")
         for reason, n in (agg.get("error_reasons") or {}).items():
             out.print(f"  [red]{safe(agg['metric'])}: {n} error(s): {safe(reason)}[/red]")
@@ -55,6 +61,25 @@ def print_summary(result: Any) -> None:
 
         for line in format_jailbreak(r["jailbreak"]):
             out.print(safe(line), highlight=False)
+
+
+def print_scorers(scorers: dict[str, Any]) -> None:
+    """Under the table: each embedded scorer that scored a column with its measured figures, and
+    once, the judge metrics skipped for want of a judge."""
+    by_scorer: dict[str, list[str]] = {}
+    fidelity: dict[str, str] = {}
+    skipped: dict[str, list[str]] = {}
+    for metric, s in scorers.items():
+        if s.get("kind") == "embedded scorer":
+            by_scorer.setdefault(s["by"], []).append(metric)
+            fidelity[s["by"]] = s.get("fidelity", "")
+        elif s.get("kind") == "skipped":
+            skipped.setdefault(s.get("reason", ""), []).append(metric)
+    for name, metrics in by_scorer.items():
+        out.print(f"{safe(', '.join(metrics))}: {safe(name)} (no judge model); measured {safe(fidelity[name])}",
+                  highlight=False)
+    for reason, metrics in skipped.items():
+        out.print(f"[yellow]skipped on every row, {safe(reason)}: {', '.join(metrics)}[/yellow]", highlight=False)
 
 
 def print_defects(metrics: dict[str, Any]) -> None:
@@ -84,7 +109,7 @@ def eval_cmd(
     on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
     family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Target and judge calls in flight at once (default: the judge backend's: 32 OpenAI, 16 Azure, 8 other endpoints, 2 in-process; 16 for a target)."),
-    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf (default: $ASSAY_JUDGE, else the embedded smoke-test judge)."),
+    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, or 'embedded' (a small LLM, a smoke test). Default: $ASSAY_JUDGE, else none: judge metrics with a measured embedded scorer use it, the others are skipped."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="A name for this run in the store (see `assay runs`)."),

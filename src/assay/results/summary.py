@@ -52,6 +52,8 @@ class RunSummary(BaseModel):
     store: str | None = None
     resumed: bool = False
     resumed_rows: int = 0
+    # metric -> who scored it (formula, judge, embedded scorer, skipped) and its measured figures
+    scorers: dict[str, Any] = {}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> "RunSummary":

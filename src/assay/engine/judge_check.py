@@ -1,0 +1,276 @@
+"""Measure a judge before trusting it: score labelled good/bad answers and report how well
+the judge separates them (:mod:`assay.judges.check` holds the figures; this module scores).
+
+**Calibration sets** ship with assay under ``assay/judges/calibration/`` (written for this
+project), one per family of judge metrics (:data:`SETS`). A set is a JSONL file of *pairs*:
+the fields every row of the pair shares (``query``, ``context``, ``ground_truth`` ...), a
+``group`` id, and ``good`` / ``bad``: the two values of the field under test (the response,
+mostly) — written so that the two differ by at most two words (the length-matched control
+holds on every pair). From each pair three cases are scored: the good answer (label 1), the
+bad one (label 0) and the *swap* control: the good answer with the next group's value of the
+set's swap field (its context, its question or its ground truth; label 0). Odd groups were
+used to fit the embedded scorers' calibrations, even groups were not: ``split`` says which.
+
+**Your own rows** (``--data FILE``, any format ``assay eval`` reads): either pairs as above
+(``good``/``bad`` columns, with the field they stand for given by the set of the metric), or
+one row per answer with a ``label`` column (1/0, true/false, good/bad, yes/no, pass/fail) and
+an optional ``group`` column pairing rows about the same question. Controls need groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from assay.errors import AssayError, InputError
+from assay.formats.dataset import open_dataset
+from assay.judges.check import Scored, measure, words
+from assay.metrics.base import REGISTRY, EvalContext, Metric, get_metric, load_builtin_metrics
+from assay.records import Record
+
+__all__ = ["SETS", "CalibrationSet", "Case", "cases_from_records", "check_judge", "judge_metrics", "load_cases",
+           "resolve_check_judge", "score_cases", "set_for"]
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    name: str
+    file: str
+    field: str                 # the record field whose good and bad values are compared
+    swap: str | None           # the field taken from the next group for the swap control
+    metrics: tuple[str, ...]
+    about: str
+    swap_label: str = "swap"   # what the control is called: "context swap", "question swap" ...
+
+
+SETS: dict[str, CalibrationSet] = {s.name: s for s in (
+    CalibrationSet("groundedness", "groundedness.jsonl", "response", "contexts",
+                   ("groundedness", "databricks_groundedness", "groundedness_pro"),
+                   "answers the context supports against answers with an unsupported claim, same context",
+                   "context swap"),
+    CalibrationSet("relevance", "relevance.jsonl", "response", "query", ("relevance", "relevance_to_query"),
+                   "answers to the question against on-topic answers that do not answer it", "question swap"),
+    CalibrationSet("similarity", "similarity.jsonl", "response", "ground_truth", ("similarity", "correctness"),
+                   "answers equivalent to the ground truth against on-topic answers that contradict it",
+                   "ground-truth swap"),
+)}
+
+
+def set_for(metric: str) -> CalibrationSet | None:
+    return next((s for s in SETS.values() if metric in s.metrics), None)
+
+
+@dataclass
+class Case:
+    """One labelled row to score: its group, kind (good / bad / swap) and split (fit / held / "")."""
+
+    group: str
+    kind: str
+    record: Record
+    split: str = ""
+    words: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+_LABELS = {"1": 1, "true": 1, "good": 1, "yes": 1, "pass": 1, "0": 0, "false": 0, "bad": 0, "no": 0, "fail": 0}
+
+
+def _label(value: Any, where: Callable[[str], InputError]) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    key = str(value).strip().lower() if value is not None else ""
+    if key in _LABELS:
+        return _LABELS[key]
+    raise where(f"label must be 1/0, true/false, good/bad, yes/no or pass/fail, got {value!r}")
+
+
+def _value_text(rec: Record, name: str) -> str:
+    v = getattr(rec, name, None)
+    if isinstance(v, list):
+        return " ".join(getattr(d, "content", None) or str(d) for d in v)
+    return str(v or "")
+
+
+def cases_from_records(records: Iterable[tuple[Record, int]], cset: CalibrationSet | None, source: str,
+                       *, split_of: Callable[[int], str] | None = None) -> list[Case]:
+    """The cases of labelled records (each with its row number, for messages): pairs
+    (``good``/``bad`` in ``extra``) or labelled rows (``label``), and the swap controls."""
+    tested = cset.field if cset is not None else "response"
+    cases: list[Case] = []
+    goods: list[tuple[Record, str]] = []       # (record of the good answer, group), in order
+    groups_order: list[str] = []
+    first_of_group: dict[str, Record] = {}
+    for rec, row in records:
+        ex = rec.extra or {}
+
+        def bad(msg: str, fld: str = "label", row: int = row) -> InputError:
+            return InputError(f"row {row}: {msg}", source=source, field=fld)
+
+        group = str(ex.get("group") if ex.get("group") is not None else rec.id or row)
+        split = str(ex.get("split") or (split_of(len(groups_order)) if split_of else ""))
+        if "good" in ex or "bad" in ex:
+            for k in ("good", "bad"):
+                if not isinstance(ex.get(k), (str, list)) or not ex.get(k):
+                    raise bad(f"a pair row needs both 'good' and 'bad' (the two values of {tested!r})", k)
+            made = []
+            for kind in ("good", "bad"):
+                val = ex[kind]
+                if tested == "contexts" and isinstance(val, str):
+                    val = [{"content": val}]
+                try:
+                    val = getattr(Record(**{tested: val}), tested)
+                except ValueError as exc:
+                    raise bad(f"{kind!r} is not a valid {tested}: {exc}", kind) from None
+                r = rec.model_copy(update={tested: val})
+                made.append(Case(group, kind, r, split, words(_value_text(r, tested))))
+            cases += made
+            goods.append((made[0].record, group))
+        else:
+            if "label" not in ex:
+                raise bad("each row needs a 'label' column (1 = good answer, 0 = bad answer), "
+                          "or 'good' and 'bad' columns")
+            kind = "good" if _label(ex["label"], bad) == 1 else "bad"
+            cases.append(Case(group, kind, rec, split, words(_value_text(rec, tested))))
+            if kind == "good":
+                goods.append((rec, group))
+        if group not in first_of_group:
+            first_of_group[group] = rec
+            groups_order.append(group)
+    if cset is not None and cset.swap and len(groups_order) > 1:
+        nxt = {g: groups_order[(i + 1) % len(groups_order)] for i, g in enumerate(groups_order)}
+        for rec, group in goods:
+            other = first_of_group[nxt[group]]
+            swapped = rec.model_copy(update={cset.swap: getattr(other, cset.swap)})
+            split = next((c.split for c in cases if c.group == group), "")
+            cases.append(Case(group, "swap", swapped, split, words(_value_text(rec, tested))))
+    return cases
+
+
+def load_cases(cset: CalibrationSet, data: Any = None) -> tuple[list[Case], str]:
+    """The cases of the shipped set ``cset`` (odd groups ``fit``, even groups ``held``), or of
+    ``data`` (the user's labelled rows: a path, or anything :func:`open_dataset` reads); and
+    the source's name."""
+    if data is None:
+        ref = resources.files("assay.judges").joinpath("calibration", cset.file)
+        with resources.as_file(ref) as path:
+            ds = open_dataset(str(path))
+            rows = list(_numbered(ds))
+        source = f"assay/judges/calibration/{cset.file}"
+        return cases_from_records(rows, cset, source, split_of=lambda i: "fit" if i % 2 == 0 else "held"), source
+    ds = open_dataset(str(data) if isinstance(data, Path) else data)
+    cases = cases_from_records(_numbered(ds), cset, ds.source)
+    if not cases:
+        raise InputError("no labelled rows", source=ds.source)
+    return cases, ds.source
+
+
+def _numbered(ds: Any) -> Iterable[tuple[Record, int]]:
+    for rec in ds:
+        yield rec, ds.rows_read
+
+
+async def score_cases(metric: Metric, cases: Sequence[Case], ctx: EvalContext, *, concurrency: int = 8,
+                      output: str | None = None,
+                      progress: Callable[[int], None] | None = None) -> tuple[list[Scored], float]:
+    """Score every case with ``metric`` (its first output unless ``output``): the scored items
+    and the wall-clock seconds it took."""
+    out_name = output or metric.outputs[0]
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(c: Case) -> Scored:
+        async with sem:
+            res = await metric.score(c.record, ctx, None)
+        if progress is not None:
+            progress(1)
+        s = res.get(out_name) or next(iter(res.values()))
+        if s.status != "completed" or s.score is None:
+            return Scored(c.group, c.kind, None, None, c.words, error=s.reason or s.status)
+        return Scored(c.group, c.kind, float(s.score), s.passed, c.words)
+
+    t0 = time.perf_counter()
+    items = await asyncio.gather(*(one(c) for c in cases))
+    return list(items), time.perf_counter() - t0
+
+
+def _judge_stats(model: Any) -> Any:
+    stats = getattr(model, "stats", None)
+    return stats.snapshot() if stats is not None and hasattr(stats, "snapshot") else None
+
+
+async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | None = None,
+                      options: Mapping[str, Any] | None = None, concurrency: int | None = None,
+                      split: str | None = None,
+                      progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Measure ``judge`` (a resolved model, or None for the embedded scorers) on each metric's
+    calibration set (or on ``data``): one report per metric (``judges.check.measure``'s figures,
+    plus the scorer, the source, the number of cases, seconds and the judge's usage)."""
+    from assay.engine.run import judge_usage
+    from assay.judges.scorers import NEEDS_JUDGE, embedded_scorer
+
+    load_builtin_metrics()
+    reports: dict[str, Any] = {}
+    ctx = EvalContext(judge=judge, options=dict(options or {}))
+    conc = concurrency or int(getattr(judge, "default_concurrency", 0) or 0) or 8
+    for name in metrics:
+        metric = get_metric(name)
+        if metric.kind != "judge":
+            raise AssayError(f"{name} is not a judge metric (kind {metric.kind}); judge check measures judge metrics")
+        cset = set_for(name)
+        if cset is None and data is None:
+            raise AssayError(f"no calibration set ships for {name}; give your own labelled rows with --data FILE "
+                             f"(sets: {', '.join(m for s in SETS.values() for m in s.metrics)})")
+        cases, source = load_cases(cset, data) if cset is not None else load_cases(
+            CalibrationSet(name, "", "response", None, (name,), ""), data)
+        if split:
+            cases = [c for c in cases if c.split == split]
+        if judge is None:
+            s = embedded_scorer(name)
+            scorer = s.label if s is not None and not s.needs() else None
+            if scorer is None:
+                reports[name] = {"metric": name, "scorer": None, "skipped": NEEDS_JUDGE, "source": source}
+                continue
+        else:
+            scorer = str(getattr(judge, "name", "") or type(judge).__name__)
+        before = _judge_stats(judge)
+        items, wall = await score_cases(metric, cases, ctx, concurrency=conc, progress=progress)
+        figures = measure(items)
+        figures.update(metric=name, scorer=scorer, source=source, cases=len(cases), seconds=wall,
+                       threshold=metric.threshold, ms_per_case=1000 * wall / max(1, len(cases)))
+        if cset is not None and cset.swap:
+            figures["swap_label"] = cset.swap_label
+        if judge is not None:
+            figures["usage"] = judge_usage(judge, before, options)
+        reports[name] = figures
+    return reports
+
+
+NO_JUDGE_WORDS = ("none", "scorers", "embedded-scorers")
+
+
+def resolve_check_judge(spec: str | None, concurrency: int | None = None) -> tuple[Any, str]:
+    """The judge ``assay judge check`` measures, and its label: ``spec``, else ``$ASSAY_JUDGE``,
+    else none (the embedded scorers); ``none`` names the embedded scorers explicitly."""
+    import os
+
+    from assay.engine.evaluate import JUDGE_ENV
+    from assay.judges import is_smoke_test
+    from assay.models import resolve
+
+    if spec is None:
+        spec = os.environ.get(JUDGE_ENV, "").strip() or None
+    if spec is None or spec.strip().lower() in NO_JUDGE_WORDS:
+        return None, "embedded scorers (no judge model)"
+    model = resolve(spec, role="judge", concurrency=concurrency)
+    return model, str(model.name) + (" (smoke test)" if is_smoke_test(model) else "")
+
+
+def judge_metrics() -> list[str]:
+    """The judge metrics that a shipped calibration set covers, in order."""
+    load_builtin_metrics()
+    return [m for s in SETS.values() for m in s.metrics if m in REGISTRY]
