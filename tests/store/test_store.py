@@ -219,7 +219,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
         UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""")
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 4
+    assert st.schema_version() == S.SCHEMA_VERSION == 5
     names = {ix["name"] for ix in sa_inspect(st.engine).get_indexes("scores")}
     assert {"ix_scores_run_output_score_idx", "ix_scores_run_output_result_idx"} <= names
     assert "ix_scores_run_output_score" not in names
