@@ -255,3 +255,34 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
     monkeypatch.undo()
     again = assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", resume=True, workers=1)
     assert again.run["resumed_rows"] == 10 and st.count_rows(run["id"]) == 40
+
+
+def test_a_finished_runs_columns_are_written_a_batch_at_a_time(store, monkeypatch):
+    """Flat memory with the store on: the column writer never fetches more than one batch of
+    scores or row ids at once, whatever the size of the run (by design, not by RSS)."""
+    from assay.store import store as store_mod
+
+    monkeypatch.setattr(store_mod, "COLUMN_BATCH", 7)
+    fetched: list[int] = []
+    real_raw, real_stream = Store._raw, getattr(Store, "_stream", None)
+
+    def raw(self, conn, sql, params):
+        got = real_raw(self, conn, sql, params)
+        fetched.append(len(got))
+        return got
+
+    def stream(self, conn, sql, params):
+        for got in real_stream(self, conn, sql, params):
+            fetched.append(len(got))
+            yield got
+
+    monkeypatch.setattr(Store, "_raw", raw)
+    monkeypatch.setattr(Store, "_stream", stream, raising=False)
+    rows = [{"id": f"r{i}", **r} for i, r in enumerate(ROWS)]
+    res = assay.evaluate(rows, metrics="f1_score,rougeL", name="cols", store=store, workers=1)
+    assert fetched and max(fetched) <= 7 and sum(fetched) >= len(ROWS) * 5   # 4 score outputs + row ids
+    cols = store.columns(res.run["run_id"])
+    assert cols["row_id"] == [f"r{i}" for i in range(len(ROWS))]
+    for m, o in (("f1_score", "f1_score"), ("rougeL", "rougeL_precision"), ("rougeL", "rougeL_recall"),
+                 ("rougeL", "rougeL_f1_score")):
+        assert cols[f"score:{o}"].tolist() == [row[f"outputs.{m}.{o}"] for row in res.rows]

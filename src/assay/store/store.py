@@ -40,7 +40,7 @@ _OFF = {"off", "0", "false", "no", "none", "disabled"}
 _DUMP = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 RESUMABLE = ("running", "interrupted", "failed")   # as stored (a stale run is stored as running)
 _JSON_COLUMNS = ("config", "metrics", "versions", "aggregates", "summary", "usage")
-COLUMN_BATCH = 10_000   # rows read at a time when a finished run's columns are written
+COLUMN_BATCH = 10_000   # rows fetched at a time when a finished run's columns are written
 
 
 def _dumps(v: Any) -> str | None:
@@ -199,12 +199,11 @@ class Store:
             if got.rowcount != 1:
                 raise AssayError(f"run {run_id} was just taken over by another process; "
                                  "see `assay show " + run_id + "`")
-            if row["owner"] is not None:
-                conn.execute(update(S.run_sessions).where(S.run_sessions.c.run_id == run_id,
-                                                          S.run_sessions.c.session == row["owner"],
-                                                          S.run_sessions.c.ended_at.is_(None))
-                             .values(ended_at=row["heartbeat_at"] or row["updated_at"],
-                                     status="stale" if row["status"] == "running" else row["status"]))
+            # the sessions before this one ended, when they did not say so themselves (killed)
+            conn.execute(update(S.run_sessions).where(S.run_sessions.c.run_id == run_id,
+                                                      S.run_sessions.c.ended_at.is_(None))
+                         .values(ended_at=row["heartbeat_at"] or row["updated_at"],
+                                 status="stale" if row["status"] == "running" else row["status"]))
             self._add_session(conn, run_id, session, now, int(row["rows_done"] or 0))
         self._owned[run_id] = session
 
@@ -323,31 +322,53 @@ class Store:
     def _write_columns(self, conn: Any, run_id: str, outputs: list[str]) -> None:
         """The finished run's scores (float64 by row position, NaN where none) and row ids.
 
-        Read :data:`COLUMN_BATCH` rows at a time (a range of row positions, by the primary
-        keys), so what is held besides the columns themselves (8 bytes a row and output, and
-        the row ids as JSON text) is one batch, whatever the run's size."""
+        Streamed: one output at a time, its scores read :data:`COLUMN_BATCH` at a time from
+        the score index, so what is held is one column being built (8 bytes a row) and one
+        batch, whatever the size of the run; the row ids are turned into JSON batch by batch."""
         done = conn.execute(select(S.runs.c.rows_done).where(S.runs.c.id == run_id)).scalar_one()
-        scores = {o: np.full(done, np.nan) for o in outputs}
-        ids = bytearray(b"[")
-        for lo in range(0, done, COLUMN_BATCH):
-            hi = min(lo + COLUMN_BATCH, done)
-            for i, o, score in self._raw(conn, "SELECT idx, output, score FROM scores WHERE run_id = ? "
-                                               "AND idx >= ? AND idx < ? AND score IS NOT NULL", (run_id, lo, hi)):
-                col = scores.get(o)
-                if col is not None:
-                    col[i] = score
-            batch: list[str | None] = [None] * (hi - lo)
-            for i, rid in self._raw(conn, "SELECT idx, row_id FROM rows WHERE run_id = ? AND idx >= ? AND idx < ?",
-                                    (run_id, lo, hi)):
-                batch[i - lo] = rid
-            if lo:
-                ids += b","
-            ids += orjson.dumps(batch)[1:-1]
-        ids += b"]"
         conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
-        for o, v in scores.items():
+        for o in outputs:
+            v = np.full(done, np.nan)
+            for got in self._stream(conn, "SELECT idx, score FROM scores WHERE run_id = ? AND output = ? "
+                                          "AND score IS NOT NULL", (run_id, o)):
+                at = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+                v[at] = np.fromiter((r[1] for r in got), dtype=np.float64, count=len(got))
             conn.execute(insert(S.run_columns).values(run_id=run_id, name=f"score:{o}", data=v.tobytes()))
-        conn.execute(insert(S.run_columns).values(run_id=run_id, name="row_id", data=bytes(ids)))
+            del v
+        ids = bytearray(b"[")
+        nxt = 0   # the next row position to write
+        for got in self._stream(conn, "SELECT idx, row_id FROM rows WHERE run_id = ? ORDER BY idx", (run_id,)):
+            batch: list[str | None] = []
+            for i, rid in got:
+                if i >= done:
+                    break
+                batch.extend([None] * (i - nxt))   # positions with no row (none in a run written in order)
+                batch.append(rid)
+                nxt = i + 1
+            if batch:
+                ids += (b"," if len(ids) > 1 else b"") + orjson.dumps(batch)[1:-1]
+        if nxt < done:
+            ids += (b"," if len(ids) > 1 else b"") + orjson.dumps([None] * (done - nxt))[1:-1]
+        ids += b"]"
+        conn.execute(insert(S.run_columns).values(run_id=run_id, name="row_id", data=ids))
+
+    def _stream(self, conn: Any, sql: str, params: Sequence[Any]) -> Iterator[list[tuple]]:
+        """A read-only query's rows in lists of at most :data:`COLUMN_BATCH`, as plain tuples
+        from the driver, never the whole result at once (PostgreSQL: a server-side cursor)."""
+        if self._mark != "?":
+            sql = sql.replace("%", "%%").replace("?", self._mark)
+        dbapi = conn.connection.driver_connection
+        server_side = self.engine.dialect.name == "postgresql"
+        cur = dbapi.cursor(name=f"assay_{uuid.uuid4().hex[:12]}") if server_side else dbapi.cursor()
+        try:
+            cur.execute(sql, tuple(params))
+            while True:
+                got = cur.fetchmany(COLUMN_BATCH)
+                if not got:
+                    return
+                yield got
+        finally:
+            cur.close()
 
     def columns(self, run_id: str) -> dict[str, Any]:
         """A finished run's columns: ``{"score:<output>": float64 array, "row_id": list}``;
