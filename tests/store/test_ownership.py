@@ -210,7 +210,7 @@ def test_two_resumes_at_once_one_takes_the_run_and_the_old_owner_stops_writing(s
     assert sorted(outcome)[-1] == "took it" and outcome.count("took it") == 1, outcome
     refused = next(o for o in outcome if o != "took it")
     assert "still running" in refused or "just taken over" in refused
-    winner = contenders[[rid in c._owned for c in contenders].index(True)]
+    winner = next(c for c in contenders if c.owns(rid))
 
     # the old owner can no longer write, beat or end the run
     with pytest.raises(AssayError, match=f"run {rid} was taken over by another process"):
@@ -317,6 +317,19 @@ def test_systemexit_from_sigterm_leaves_the_run_interrupted_and_resumable(store,
     run = store.get_run(name)
     assert run["status"] == "interrupted" and run["error"] == "interrupted"
     assert [s["status"] for s in store.sessions(run["id"])] == ["interrupted"]
+    res = assay.evaluate(ROWS, metrics="test_ownership_stops", store=store, name=name, resume=True, workers=1)
+    assert res.run["run_id"] == run["id"] and store.get_run(name)["status"] == "completed"
+
+
+def test_a_run_that_stops_before_its_rows_is_not_left_running(store, tmp_path):
+    """In a process that goes on (a notebook), a run that failed is not left alive."""
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    name = f"nostart-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(Exception):
+        assay.evaluate(ROWS, metrics="test_ownership_stops", store=store, name=name, out=taken / "out")
+    run = store.get_run(name)
+    assert run["status"] == "failed" and not store.owns(run["id"])
     res = assay.evaluate(ROWS, metrics="test_ownership_stops", store=store, name=name, resume=True, workers=1)
     assert res.run["run_id"] == run["id"] and store.get_run(name)["status"] == "completed"
 

@@ -188,13 +188,18 @@ async def evaluate_async(
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
     saved = open_run(store, resume, name, data, p.dataset.source, run_config(p, judge_model, options), judge_model)
-    runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
-                         usage=lambda: judge_usage(judge_model, judge_before, options))
-    await runner.run(progress)
+    try:
+        runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
+                             usage=lambda: judge_usage(judge_model, judge_before, options))
+        await runner.run(progress)
 
-    run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name, started).as_dict()
-    aggregates = runner.aggregates()
-    apply_run_aggregations(run, aggregates, runner.sink.iter_rows, options)   # run["jailbreak"] ...
+        run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name,
+                          started).as_dict()
+        aggregates = runner.aggregates()
+        apply_run_aggregations(run, aggregates, runner.sink.iter_rows, options)   # run["jailbreak"] ...
+    except BaseException as exc:
+        saved.stopped(exc)   # never left "running" by a process that goes on (a notebook)
+        raise
     if saved.store is not None:
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))

@@ -106,6 +106,16 @@ class StoreRun:
 
         return Heartbeat(self.store, self.run_id, usage).start()
 
+    def stopped(self, exc: BaseException) -> None:
+        """The run stopped on ``exc``: marked ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``,
+        unless that is done already (:meth:`ChunkRunner.run` marks what stops it)."""
+        if self.store is None or not self.store.owns(self.run_id):
+            return
+        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError, SystemExit)):
+            self.store.finish_run(self.run_id, "interrupted", error="interrupted")
+        else:
+            self.store.finish_run(self.run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+
     def total_usage(self, session: dict[str, Any] | None) -> dict[str, Any] | None:
         """The whole run's judge usage: this session's (``session``, recorded now) added to
         every earlier session's of a resumed run."""
@@ -282,17 +292,17 @@ class ChunkRunner:
         """Score every record not yet stored. The store records an unfinished run's status
         (``interrupted`` or ``failed``, with the error) before the exception goes on."""
         saved = self.saved
-        self.beat = saved.heartbeat(self.usage)
-        if saved.done:
-            self.replay_stored()
-            if progress is not None:
-                progress(saved.done)
-        if self.n_workers > 1:
-            self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx)
         depth = max(2, self.n_workers + 1)
         pending: deque[tuple[list[Record], asyncio.Future]] = deque()
         status, error = "failed", None
+        self.beat = saved.heartbeat(self.usage)
         try:
+            if saved.done:
+                self.replay_stored()
+                if progress is not None:
+                    progress(saved.done)
+            if self.n_workers > 1:
+                self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx)
             for chunk in chunks(self.plan.records(saved.done), CHUNK):
                 pending.append((chunk, asyncio.ensure_future(self.score_chunk(chunk))))
                 if len(pending) >= depth:
@@ -317,7 +327,10 @@ class ChunkRunner:
                 if self.beat is not None:
                     self.beat.stop()
                 if saved.store is not None and status != "completed":
-                    usage = saved.total_usage(self.usage() if self.usage else None)
+                    try:
+                        usage = saved.total_usage(self.usage() if self.usage else None)
+                    except Exception:   # the accounting must not keep the run from being marked
+                        usage = None
                     saved.store.finish_run(saved.run_id, status, error=error, usage=usage)
 
     async def _next(self, pending: deque, progress: Callable[[int], None] | None) -> None:

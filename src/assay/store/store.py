@@ -207,6 +207,10 @@ class Store:
             self._add_session(conn, run_id, session, now, int(row["rows_done"] or 0))
         self._owned[run_id] = session
 
+    def owns(self, run_id: str) -> bool:
+        """Whether a session of this Store started or resumed ``run_id`` and has not ended it."""
+        return run_id in self._owned
+
     def _add_session(self, conn: Any, run_id: str, session: str, now: float, rows_start: int) -> None:
         conn.execute(insert(S.run_sessions).values(run_id=run_id, session=session, pid=os.getpid(),
                                                    host=this_host(), started_at=now, rows_start=rows_start))
