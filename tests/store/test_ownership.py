@@ -347,7 +347,8 @@ def test_a_version_4_store_gets_sessions_and_its_running_runs_read_as_stale(tmp_
     st.close()
     con = sqlite3.connect(path)   # as assay with schema version 4 wrote it, an hour ago
     con.executescript(f"""
-        DROP TABLE run_sessions;
+        INSERT INTO run_columns (run_id, name, data) SELECT run_id, name, data FROM run_column_parts;
+        DROP TABLE run_sessions; DROP TABLE run_column_parts;
         ALTER TABLE runs DROP COLUMN owner; ALTER TABLE runs DROP COLUMN owner_pid;
         ALTER TABLE runs DROP COLUMN owner_host; ALTER TABLE runs DROP COLUMN heartbeat_at;
         UPDATE runs SET usage = '{{"calls": 7, "prompt_tokens": 700, "cost_usd": null}}' WHERE id = '{done}';
@@ -357,6 +358,8 @@ def test_a_version_4_store_gets_sessions_and_its_running_runs_read_as_stale(tmp_
     st = Store(str(path))
     assert st.schema_version() == S.SCHEMA_VERSION == 5
     assert [s["usage"] for s in st.sessions(done)] == [{"calls": 7, "prompt_tokens": 700, "cost_usd": None}]
+    cols = st.columns(done)                        # columns kept whole by version 4 still read
+    assert len(cols["row_id"]) == 5 and len(cols["score:test_ownership_stops"]) == 5
     assert st.get_run(left)["status"] == "stale"
     st.reopen_run(left)
     assert st.get_run(left)["status"] == "running"

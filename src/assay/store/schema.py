@@ -14,7 +14,9 @@ so they read the same on both and ``LIKE`` searches work on both.
   conversation id, the ``inputs.*`` columns as JSON.
 - ``scores``: one per (row, metric output): the eight columns of a row's metric output (value, score, passed,
   result, reason, status, threshold, properties).
-- ``run_columns``: a finished run's scores and row ids as compact blobs, for comparisons.
+- ``run_column_parts``: a finished run's scores and row ids as compact blobs, for comparisons,
+  in parts of a fixed number of rows (``run_columns``: the same in one blob per column, as
+  runs finished before version 5 have them).
 - ``benchmarks``: results of model benchmarks (for the benchmark commands): a short public
   hex ``ref`` that users type (``assay bench show 3f9a``), the ``track`` of scheduled repeats.
 - ``benchmark_samples``: a benchmark's raw measurements as float64 blobs, named
@@ -127,6 +129,17 @@ run_columns = Table(
     PrimaryKeyConstraint("run_id", "name"),
 )
 
+# Since version 5: the same columns in parts of ``PART_ROWS`` rows (``part`` 0, 1, ... in row
+# order), so that writing them holds one part at a time, whatever the size of the run.
+run_column_parts = Table(
+    "run_column_parts", metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(120), nullable=False),
+    Column("part", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("run_id", "name", "part"),
+)
+
 benchmarks = Table(
     "benchmarks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -193,12 +206,14 @@ _V5_RUN_COLUMNS = (("owner", "VARCHAR(32)"), ("owner_pid", "INTEGER"), ("owner_h
 def _v5(conn: Connection) -> None:
     """Version 5: a running run has an owner (session, pid, host) and a heartbeat; each session
     of a run is kept in ``run_sessions`` with its judge usage. Every run already stored gets
-    one session holding what its ``usage`` says."""
+    one session holding what its ``usage`` says. Finished runs' columns are written in parts
+    (``run_column_parts``); those written before stay in ``run_columns``."""
     have = {c["name"] for c in inspect(conn).get_columns("runs")}
     for name, sql_type in _V5_RUN_COLUMNS:
         if name not in have:
             conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {name} {sql_type}")
     run_sessions.create(conn, checkfirst=True)
+    run_column_parts.create(conn, checkfirst=True)
     old = conn.execute(select(runs.c.id, runs.c.created_at, runs.c.updated_at, runs.c.status, runs.c.usage)).all()
     if old:
         conn.execute(run_sessions.insert(), [

@@ -40,7 +40,8 @@ _OFF = {"off", "0", "false", "no", "none", "disabled"}
 _DUMP = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 RESUMABLE = ("running", "interrupted", "failed")   # as stored (a stale run is stored as running)
 _JSON_COLUMNS = ("config", "metrics", "versions", "aggregates", "summary", "usage")
-COLUMN_BATCH = 10_000   # rows fetched at a time when a finished run's columns are written
+PART_ROWS = 65_536      # rows per stored part of a finished run's columns
+COLUMN_BATCH = 8_192    # rows read at a time when they are written
 
 
 def _dumps(v: Any) -> str | None:
@@ -324,64 +325,53 @@ class Store:
             self._owned.pop(run_id, None)
 
     def _write_columns(self, conn: Any, run_id: str, outputs: list[str]) -> None:
-        """The finished run's scores (float64 by row position, NaN where none) and row ids.
-
-        Streamed: one output at a time, its scores read :data:`COLUMN_BATCH` at a time from
-        the score index, so what is held is one column being built (8 bytes a row) and one
-        batch, whatever the size of the run; the row ids are turned into JSON batch by batch."""
+        """The finished run's scores (float64 by row position, NaN where none) and row ids, in
+        parts of :data:`PART_ROWS` rows, each read :data:`COLUMN_BATCH` rows at a time (a range
+        of row positions, by the primary keys): what is held is one part and one batch,
+        whatever the size of the run."""
         done = conn.execute(select(S.runs.c.rows_done).where(S.runs.c.id == run_id)).scalar_one()
         conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
-        for o in outputs:
-            v = np.full(done, np.nan)
-            for got in self._stream(conn, "SELECT idx, score FROM scores WHERE run_id = ? AND output = ? "
-                                          "AND score IS NOT NULL", (run_id, o)):
-                at = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
-                v[at] = np.fromiter((r[1] for r in got), dtype=np.float64, count=len(got))
-            conn.execute(insert(S.run_columns).values(run_id=run_id, name=f"score:{o}", data=v.tobytes()))
-            del v
-        ids = bytearray(b"[")
-        nxt = 0   # the next row position to write
-        for got in self._stream(conn, "SELECT idx, row_id FROM rows WHERE run_id = ? ORDER BY idx", (run_id,)):
-            batch: list[str | None] = []
-            for i, rid in got:
-                if i >= done:
-                    break
-                batch.extend([None] * (i - nxt))   # positions with no row (none in a run written in order)
-                batch.append(rid)
-                nxt = i + 1
-            if batch:
-                ids += (b"," if len(ids) > 1 else b"") + orjson.dumps(batch)[1:-1]
-        if nxt < done:
-            ids += (b"," if len(ids) > 1 else b"") + orjson.dumps([None] * (done - nxt))[1:-1]
-        ids += b"]"
-        conn.execute(insert(S.run_columns).values(run_id=run_id, name="row_id", data=ids))
-
-    def _stream(self, conn: Any, sql: str, params: Sequence[Any]) -> Iterator[list[tuple]]:
-        """A read-only query's rows in lists of at most :data:`COLUMN_BATCH`, as plain tuples
-        from the driver, never the whole result at once (PostgreSQL: a server-side cursor)."""
-        if self._mark != "?":
-            sql = sql.replace("%", "%%").replace("?", self._mark)
-        dbapi = conn.connection.driver_connection
-        server_side = self.engine.dialect.name == "postgresql"
-        cur = dbapi.cursor(name=f"assay_{uuid.uuid4().hex[:12]}") if server_side else dbapi.cursor()
-        try:
-            cur.execute(sql, tuple(params))
-            while True:
-                got = cur.fetchmany(COLUMN_BATCH)
-                if not got:
-                    return
-                yield got
-        finally:
-            cur.close()
+        conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
+        code = {o: j for j, o in enumerate(outputs)}
+        for part, lo in enumerate(range(0, max(done, 1), PART_ROWS)):
+            hi = min(lo + PART_ROWS, done)
+            scores = np.full((len(outputs), hi - lo), np.nan)
+            ids: list[str | None] = [None] * (hi - lo)
+            for b_lo in range(lo, hi, COLUMN_BATCH):
+                b_hi = min(b_lo + COLUMN_BATCH, hi)
+                got = self._raw(conn, "SELECT idx, output, score FROM scores WHERE run_id = ? AND idx >= ? "
+                                      "AND idx < ? AND score IS NOT NULL", (run_id, b_lo, b_hi))
+                if got:
+                    n = len(got)
+                    which = np.fromiter((code.get(r[1], -1) for r in got), dtype=np.int64, count=n)
+                    at = np.fromiter((r[0] for r in got), dtype=np.int64, count=n) - lo
+                    val = np.fromiter((r[2] for r in got), dtype=np.float64, count=n)
+                    mine = which >= 0
+                    scores[which[mine], at[mine]] = val[mine]
+                for i, rid in self._raw(conn, "SELECT idx, row_id FROM rows WHERE run_id = ? AND idx >= ? "
+                                              "AND idx < ?", (run_id, b_lo, b_hi)):
+                    ids[i - lo] = rid
+            blobs = [{"run_id": run_id, "name": f"score:{o}", "part": part, "data": scores[j].tobytes()}
+                     for j, o in enumerate(outputs)]
+            blobs.append({"run_id": run_id, "name": "row_id", "part": part, "data": orjson.dumps(ids)})
+            conn.execute(insert(S.run_column_parts), blobs)
 
     def columns(self, run_id: str) -> dict[str, Any]:
         """A finished run's columns: ``{"score:<output>": float64 array, "row_id": list}``;
         empty for a run that did not finish."""
+        t = S.run_column_parts
         with self.engine.connect() as conn:
-            got = conn.execute(select(S.run_columns.c.name, S.run_columns.c.data)
-                               .where(S.run_columns.c.run_id == run_id)).all()
-        return {name: (orjson.loads(data) if name == "row_id" else np.frombuffer(data, dtype=np.float64))
-                for name, data in got}
+            parts = conn.execute(select(t.c.name, t.c.data).where(t.c.run_id == run_id)
+                                 .order_by(t.c.name, t.c.part)).all()
+            if not parts:   # a run finished before version 5: one blob per column
+                parts = conn.execute(select(S.run_columns.c.name, S.run_columns.c.data)
+                                     .where(S.run_columns.c.run_id == run_id)).all()
+        by_name: dict[str, list[bytes]] = {}
+        for name, data in parts:
+            by_name.setdefault(name, []).append(data)
+        return {name: ([rid for d in blobs for rid in orjson.loads(d)] if name == "row_id"
+                       else np.concatenate([np.frombuffer(d, dtype=np.float64) for d in blobs]))
+                for name, blobs in by_name.items()}
 
     def find_resumable(self, fingerprint: str | None, config_hash: str, name: str | None = None) -> dict | None:
         """The latest unfinished run over the same data with the same configuration."""
@@ -503,6 +493,7 @@ class Store:
     def delete_run(self, run_id: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
+            conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
             conn.execute(delete(S.scores).where(S.scores.c.run_id == run_id))
             conn.execute(delete(S.rows).where(S.rows.c.run_id == run_id))
             conn.execute(delete(S.run_sessions).where(S.run_sessions.c.run_id == run_id))
