@@ -46,7 +46,7 @@ def saved(db: Path) -> str:
     try:
         status, done = con.execute("SELECT status, rows_done FROM runs").fetchone()
         scores = con.execute("SELECT count(*) FROM scores").fetchone()[0]
-        blobs = con.execute("SELECT count(*), sum(length(data)) FROM run_columns").fetchone()
+        blobs = con.execute("SELECT count(*), sum(length(data)) FROM run_column_parts").fetchone()
     finally:
         con.close()
     return (f"{status}, {done:,} rows, {scores:,} scores, {blobs[0]} column blobs "

@@ -129,7 +129,7 @@ run_columns = Table(
     PrimaryKeyConstraint("run_id", "name"),
 )
 
-# Since version 5: the same columns in parts of ``PART_ROWS`` rows (``part`` 0, 1, ... in row
+# Since version 5: the same columns in parts of ``store.PART_ROWS`` rows (``part`` 0, 1, ... in row
 # order), so that writing them holds one part at a time, whatever the size of the run.
 run_column_parts = Table(
     "run_column_parts", metadata,

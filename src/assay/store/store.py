@@ -40,8 +40,8 @@ _OFF = {"off", "0", "false", "no", "none", "disabled"}
 _DUMP = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 RESUMABLE = ("running", "interrupted", "failed")   # as stored (a stale run is stored as running)
 _JSON_COLUMNS = ("config", "metrics", "versions", "aggregates", "summary", "usage")
-PART_ROWS = 65_536      # rows per stored part of a finished run's columns
-COLUMN_BATCH = 8_192    # rows read at a time when they are written
+PART_ROWS = 8_192       # rows per stored part of a finished run's columns
+COLUMN_BATCH = 1_024    # rows read at a time when they are written
 
 
 def _dumps(v: Any) -> str | None:
