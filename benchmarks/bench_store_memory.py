@@ -9,7 +9,10 @@
    (``--rounds`` pairs). The peak resident memory is the ``wait4`` rusage of the process: the
    largest single process, main or metric worker.
 3. Prints a table: wall time, rows/s and peak RSS of each run, and for the store-on runs the
-   rows, score rows and ``run_columns`` blobs it saved (read back to check the run completed).
+   rows, score rows and column blobs it saved (read back to check the run completed).
+
+Another version of assay is measured with ``PYTHONPATH=/path/to/its/src`` (the ``assay``
+processes inherit it). Results: ``benchmarks/RESULTS.md``, "Memory with the store on".
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ def saved(db: Path) -> str:
     try:
         status, done = con.execute("SELECT status, rows_done FROM runs").fetchone()
         scores = con.execute("SELECT count(*) FROM scores").fetchone()[0]
-        blobs = con.execute("SELECT count(*), sum(length(data)) FROM run_column_parts").fetchone()
+        tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        table = "run_column_parts" if "run_column_parts" in tables else "run_columns"   # before store v5
+        blobs = con.execute(f"SELECT count(*), sum(length(data)) FROM {table}").fetchone()
     finally:
         con.close()
     return (f"{status}, {done:,} rows, {scores:,} scores, {blobs[0]} column blobs "
