@@ -137,7 +137,7 @@ def test_kill_9_in_the_middle_then_resume(tmp_path):
         os.kill(p.pid, signal.SIGKILL)
         p.wait(30)
         killed = st.get_run("cut")
-        assert killed["status"] == "running" and 512 <= killed["rows_done"] < 1300
+        assert killed["status"] == "stale" and 512 <= killed["rows_done"] < 1300
         calls_before = len(server.chat_requests)
 
         p = _cli([*args, "--out", str(tmp_path / "cut"), "--name", "cut", "--resume"], env)

@@ -215,11 +215,13 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
         DROP INDEX ix_scores_run_output_score_idx; DROP INDEX ix_scores_run_output_result_idx;
         CREATE INDEX ix_scores_run_output_score ON scores (run_id, output, score);
         CREATE INDEX ix_scores_run_output_result ON scores (run_id, output, result);
-        DROP TABLE run_columns;
+        DROP TABLE run_columns; DROP TABLE run_column_parts; DROP TABLE run_sessions;
+        ALTER TABLE runs DROP COLUMN owner; ALTER TABLE runs DROP COLUMN owner_pid;
+        ALTER TABLE runs DROP COLUMN owner_host; ALTER TABLE runs DROP COLUMN heartbeat_at;
         UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""")
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 4
+    assert st.schema_version() == S.SCHEMA_VERSION == 5
     names = {ix["name"] for ix in sa_inspect(st.engine).get_indexes("scores")}
     assert {"ix_scores_run_output_score_idx", "ix_scores_run_output_result_idx"} <= names
     assert "ix_scores_run_output_score" not in names
@@ -255,3 +257,40 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
     monkeypatch.undo()
     again = assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", resume=True, workers=1)
     assert again.run["resumed_rows"] == 10 and st.count_rows(run["id"]) == 40
+
+
+def test_a_finished_runs_columns_are_written_a_batch_at_a_time(store, monkeypatch):
+    """Flat memory with the store on: the column writer never reads more than one batch of rows
+    at once, and keeps the columns in parts, whatever the size of the run (by design, not RSS)."""
+    from sqlalchemy import func, select
+
+    from assay.store import store as store_mod
+
+    monkeypatch.setattr(store_mod, "COLUMN_BATCH", 7)
+    monkeypatch.setattr(store_mod, "PART_ROWS", 10)
+    fetched: list[int] = []
+    real_raw = Store._raw
+
+    def raw(self, conn, sql, params):
+        got = real_raw(self, conn, sql, params)
+        fetched.append(len(got))
+        return got
+
+    monkeypatch.setattr(Store, "_raw", raw)
+    rows = [{"id": f"r{i}", **r} for i, r in enumerate(ROWS)]
+    res = assay.evaluate(rows, metrics="f1_score,rougeL", name="cols", store=store, workers=1)
+    rid = res.run["run_id"]
+    assert fetched and max(fetched) <= 7 * 4 and sum(fetched) >= len(ROWS) * 5   # 4 score outputs + row ids
+    t = S.run_column_parts
+    with store.engine.connect() as conn:
+        parts = conn.execute(select(t.c.name, func.count()).where(t.c.run_id == rid).group_by(t.c.name)).all()
+        biggest = conn.execute(select(func.max(func.length(t.c.data))).where(t.c.run_id == rid,
+                                                                            t.c.name != "row_id")).scalar()
+    assert dict(parts) == {n: 4 for n in ("row_id", "score:f1_score", "score:rougeL_precision",
+                                          "score:rougeL_recall", "score:rougeL_f1_score")}
+    assert biggest == 10 * 8
+    cols = store.columns(rid)
+    assert cols["row_id"] == [f"r{i}" for i in range(len(ROWS))]
+    for m, o in (("f1_score", "f1_score"), ("rougeL", "rougeL_precision"), ("rougeL", "rougeL_recall"),
+                 ("rougeL", "rougeL_f1_score")):
+        assert cols[f"score:{o}"].tolist() == [row[f"outputs.{m}.{o}"] for row in res.rows]

@@ -410,14 +410,18 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                      subject)
     runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge)
     started = time.time()
+    beat = saved.heartbeat()
     try:
         await runner.run(progress)
     except BaseException as exc:
         if saved.store is not None:
-            interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+            interrupted = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError, SystemExit))
             saved.store.finish_run(saved.run_id, "interrupted" if interrupted else "failed",
                                    error=None if interrupted else f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        if beat is not None:
+            beat.stop()
     rows = list(saved.store.iter_scored(saved.run_id)) if saved.store is not None else runner.kept
     # modes of items scored before a resume are read back from the rows
     for r in rows:

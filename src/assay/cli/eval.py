@@ -37,7 +37,8 @@ def print_summary(result: Any) -> None:
         out.print(f"judge: {safe(r['judge'])} ({safe(r['judge_source'])}); {u.get('calls', 0)} calls, "
                   f"{u.get('cache_hits', 0)} from cache, {u.get('errors', 0)} errors; "
                   f"{u.get('prompt_tokens', 0):,} prompt + {u.get('completion_tokens', 0):,} completion tokens"
-                  + (f"; {money}" if money else ""))
+                  + (f"; {money}" if money else "")
+                  + (f" (over {u['sessions']} sessions of a resumed run)" if (u.get("sessions") or 1) > 1 else ""))
         if r.get("judge_note"):
             out.print(f"  [yellow]{safe(r['judge_note'])}[/yellow]")
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "

@@ -20,7 +20,7 @@ app = typer.Typer()
 @app.command("runs")
 def runs_cmd(
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Only runs with this name."),
-    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status (running, completed, interrupted, failed)."),
+    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status (running, stale, completed, interrupted, failed; stale: its process is gone)."),
     limit: int = typer.Option(30, "--limit", help="At most this many runs, newest first."),
     store: Optional[str] = STORE_OPT,
 ) -> None:
@@ -68,6 +68,13 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
     out.print(f"run {safe(r['id'])}{label}: {safe(r['status'])}, started {when(r['created_at'])}, "
               f"{r['rows_done']} rows, data {safe(r['source'])}", highlight=False, soft_wrap=True)
     quality = (r.get("config") or {}).get("family") == "quality"
+    if r["status"] in ("running", "stale"):
+        from assay.store.sessions import describe_owner
+
+        gone = "its process stopped without finishing it" if r["status"] == "stale" else "being written"
+        out.print(f"  {gone}: {escape(describe_owner(r))}", highlight=False)
+    if r["status"] == "running":
+        return
     if r["status"] != "completed":
         if r.get("error"):
             out.print(f"  [yellow]{safe(r['error'])}[/yellow]", highlight=False, soft_wrap=True)

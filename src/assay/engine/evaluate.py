@@ -315,13 +315,18 @@ async def evaluate_async(
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
     saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
-    runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
-                         max_consecutive_failures=breaker)
-    await runner.run(progress)
+    try:
+        runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
+                             max_consecutive_failures=breaker, usage=lambda: judge_usage(judge_model, judge_before, options))
+        await runner.run(progress)
 
-    run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name, started).as_dict()
-    aggregates = runner.aggregates()
-    apply_run_aggregations(run, aggregates, runner.sink.iter_rows, options)   # run["jailbreak"] ...
+        run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name,
+                          started).as_dict()
+        aggregates = runner.aggregates()
+        apply_run_aggregations(run, aggregates, runner.sink.iter_rows, options)   # run["jailbreak"] ...
+    except BaseException as exc:
+        saved.stopped(exc)   # never left "running" by a process that goes on (a notebook)
+        raise
     if saved.store is not None:
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))
@@ -344,8 +349,13 @@ def make_out_folder(out: str | Path) -> None:
 def run_summary(p: Plan, runner: ChunkRunner, saved: StoreRun, judge_model: Any, judge_source: str | None,
                 judge_before: Any, options: Mapping[str, Any] | None, name: str | None,
                 started: float) -> RunSummary:
-    """The summary of a finished run."""
+    """The summary of a finished run. A resumed run's judge usage and calls are every session's
+    added up (each session's own is kept in the store: ``Store.sessions``)."""
     ds, counts = p.dataset, runner.counts
+    usage = saved.total_usage(judge_usage(judge_model, judge_before, options))
+    calls = judge_stats(judge_model, judge_before)
+    if calls is not None and usage is not None:
+        calls = {k: usage.get(k, v) for k, v in calls.items()}
     return RunSummary(
         assay_version=__version__,
         source=ds.source,
@@ -356,8 +366,8 @@ def run_summary(p: Plan, runner: ChunkRunner, saved: StoreRun, judge_model: Any,
         judge=getattr(judge_model, "name", None),
         judge_source=judge_source,
         judge_note=getattr(getattr(judge_model, "model", judge_model), "note", None),
-        judge_calls=judge_stats(judge_model, judge_before),
-        judge_usage=judge_usage(judge_model, judge_before, options),
+        judge_calls=calls,
+        judge_usage=usage,
         rows_read=ds.rows_read,
         rows_evaluated=counts["evaluated"],
         rows_skipped=len(ds.bad_rows),

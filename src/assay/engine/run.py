@@ -4,7 +4,9 @@ Rows stream through in chunks of ``CHUNK``, so a million-row file is never held 
 when the result is written to ``out``. Synchronous (classic) metrics run inline, or in worker
 processes for large runs; async metrics (judges) and target calls share one concurrency
 limit. Each chunk is committed to the store as one transaction once its rows are written, so
-an interrupted run resumes from its last whole chunk (:func:`open_run`).
+an interrupted run resumes from its last whole chunk (:func:`open_run`). While it runs, the
+run's heartbeat is renewed after every chunk and every few seconds, with this session's judge
+usage (:mod:`assay.store.sessions`), so a killed run shows as stale and its calls still count.
 
 The run arms the circuit breaker of its judge's and endpoint target's limiters
 (:meth:`~assay.models.limits.Limiter.arm_breaker`): when it opens (requests in a row timed out
@@ -101,6 +103,36 @@ class StoreRun:
     run_id: str | None = None
     done: int = 0
     resumed: bool = False
+
+    def heartbeat(self, usage: Callable[[], Any] | None = None) -> Any:
+        """Start renewing the run's heartbeat (with ``usage()``, this session's judge usage so
+        far) from a background thread: a :class:`~assay.store.sessions.Heartbeat` to ``stop()``,
+        or None when the run is not saved."""
+        if self.store is None:
+            return None
+        from assay.store.sessions import Heartbeat
+
+        return Heartbeat(self.store, self.run_id, usage).start()
+
+    def stopped(self, exc: BaseException) -> None:
+        """The run stopped on ``exc``: marked ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``,
+        unless that is done already (:meth:`ChunkRunner.run` marks what stops it)."""
+        if self.store is None or not self.store.owns(self.run_id):
+            return
+        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError, SystemExit)):
+            self.store.finish_run(self.run_id, "interrupted", error="interrupted")
+        else:
+            self.store.finish_run(self.run_id, "failed", error=f"{type(exc).__name__}: {exc}")
+
+    def total_usage(self, session: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The whole run's judge usage: this session's (``session``, recorded now) added to
+        every earlier session's of a resumed run."""
+        if self.store is None or session is None:
+            return session
+        from assay.store.sessions import sum_usage
+
+        self.store.heartbeat(self.run_id, usage=session)
+        return sum_usage([s["usage"] for s in self.store.sessions(self.run_id)])
 
 
 def run_config(plan: Plan, judge_model: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -213,9 +245,12 @@ class ChunkRunner:
 
     def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
                  out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None,
-                 max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES):
+                 max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
+                 usage: Callable[[], Any] | None = None):
         self.plan, self.ctx, self.accs, self.saved = plan, ctx, accs, saved
         self.max_consecutive_failures = max_consecutive_failures
+        self.usage = usage          # this session's judge usage so far (recorded with the heartbeats)
+        self.beat: Any = None
         # One limit on target and judge calls in flight: the one given, else the judge backend's
         # default, and at least 16 for targets.
         judge_limit = getattr(getattr(ctx.judge, "limiter", None), "concurrency", 0)
@@ -278,6 +313,8 @@ class ChunkRunner:
             self.tally(scores, src.conversation_id, failed)
             self.sink.add(row_inputs(r), scores, idx=self.counts["evaluated"] - 1, record=r, target_error=failed)
         self.sink.commit()
+        if self.beat is not None:
+            self.beat.poke()
 
     def replay_stored(self) -> None:
         """A resumed run: its stored rows count as they did, and are not scored again."""
@@ -290,12 +327,6 @@ class ChunkRunner:
         """Score every record not yet stored. The store records an unfinished run's status
         (``interrupted`` or ``failed``, with the error) before the exception goes on."""
         saved = self.saved
-        if saved.done:
-            self.replay_stored()
-            if progress is not None:
-                progress(saved.done)
-        if self.n_workers > 1:
-            self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx)
         depth = max(2, self.n_workers + 1)
         pending: deque[tuple[list[Record], asyncio.Future]] = deque()
         status, error = "failed", None
@@ -303,7 +334,14 @@ class ChunkRunner:
         before = [lim.max_consecutive_failures for _, lim in breakers]
         for _, lim in breakers:
             lim.arm_breaker(self.max_consecutive_failures)
+        self.beat = saved.heartbeat(self.usage)
         try:
+            if saved.done:
+                self.replay_stored()
+                if progress is not None:
+                    progress(saved.done)
+            if self.n_workers > 1:
+                self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx)
             for chunk in chunks(self.plan.records(saved.done), CHUNK):
                 pending.append((chunk, asyncio.ensure_future(self.score_chunk(chunk))))
                 if len(pending) >= depth:
@@ -311,7 +349,7 @@ class ChunkRunner:
             while pending:
                 await self._next(pending, progress)
             status = "completed"
-        except (KeyboardInterrupt, asyncio.CancelledError):
+        except (KeyboardInterrupt, asyncio.CancelledError, SystemExit):   # Ctrl-C, SIGTERM
             status, error = "interrupted", "interrupted"
             raise
         except CircuitOpen as exc:
@@ -335,8 +373,14 @@ class ChunkRunner:
                     lim.arm_breaker(n)
                 if self.pool is not None:
                     self.pool.shutdown(wait=False, cancel_futures=True)
+                if self.beat is not None:
+                    self.beat.stop()
                 if saved.store is not None and status != "completed":
-                    saved.store.finish_run(saved.run_id, status, error=error)
+                    try:
+                        usage = saved.total_usage(self.usage() if self.usage else None)
+                    except Exception:   # the accounting must not keep the run from being marked
+                        usage = None
+                    saved.store.finish_run(saved.run_id, status, error=error, usage=usage)
 
     def incomplete(self, why: str) -> RunIncomplete:
         """The error that ends a run the circuit breaker stopped: why, what is kept, how to go on."""

@@ -31,6 +31,7 @@ from sqlalchemy import and_, func, or_, select
 
 from assay.errors import AssayError
 from assay.store import schema as S
+from assay.store.sessions import shown_status
 from assay.store.store import Store, load_json, load_value
 
 RESULTS = ("pass", "fail", "error", "skipped")
@@ -71,7 +72,8 @@ def _result_condition(t: Any, result: str) -> Any:
 # -- runs -----------------------------------------------------------------------------------
 _RUN_LIST_COLS = (S.runs.c.id, S.runs.c.name, S.runs.c.status, S.runs.c.created_at, S.runs.c.finished_at,
                   S.runs.c.source, S.runs.c.judge, S.runs.c.rows_done, S.runs.c.metrics, S.runs.c.aggregates,
-                  S.runs.c.error)
+                  S.runs.c.error, S.runs.c.updated_at, S.runs.c.owner_pid, S.runs.c.owner_host,
+                  S.runs.c.heartbeat_at)
 
 
 def parse_day(text: str | None, *, end: bool = False) -> float | None:
@@ -91,25 +93,36 @@ def list_runs(store: Store, *, name: str | None = None, status: str | None = Non
               since: float | None = None, until: float | None = None,
               limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     """Runs newest first, and how many match: ``name`` matches any part of the run's name
-    (or the start of its id), ``status`` exactly, ``since``/``until`` bound ``created_at``."""
+    (or the start of its id), ``status`` exactly, ``since``/``until`` bound ``created_at``.
+
+    ``status`` is the one shown: a run stored as running whose process is gone is ``stale``
+    (:mod:`assay.store.sessions`); ``running`` and ``stale`` are told apart over the runs
+    stored as running (few at any time), then paged."""
     conds = []
     if name:
         pat = _like_pattern(name.strip())
         conds.append(or_(_like(store, S.runs.c.name, pat),
                          S.runs.c.id.like(pat[1:], escape="\\")))
+    live = status in ("running", "stale")
     if status:
-        conds.append(S.runs.c.status == status)
+        conds.append(S.runs.c.status == ("running" if live else status))
     if since is not None:
         conds.append(S.runs.c.created_at >= since)
     if until is not None:
         conds.append(S.runs.c.created_at < until)
     q = select(*_RUN_LIST_COLS).where(*conds).order_by(S.runs.c.created_at.desc())
     with store.engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(S.runs).where(*conds)).scalar_one()
-        rows = conn.execute(q.limit(max(1, limit)).offset(max(0, offset))).mappings().all()
+        if live:
+            rows = [r for r in conn.execute(q).mappings().all() if shown_status(r) == status]
+            total = len(rows)
+            rows = rows[max(0, offset):max(0, offset) + max(1, limit)]
+        else:
+            total = conn.execute(select(func.count()).select_from(S.runs).where(*conds)).scalar_one()
+            rows = conn.execute(q.limit(max(1, limit)).offset(max(0, offset))).mappings().all()
     out = []
     for r in rows:
         d = dict(r)
+        d["status"] = shown_status(d)
         d["metrics"] = load_json(d["metrics"]) or []
         d["aggregates"] = load_json(d["aggregates"]) or {}
         out.append(d)

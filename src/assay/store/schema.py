@@ -5,12 +5,18 @@ so they read the same on both and ``LIKE`` searches work on both.
 
 - ``runs``: one row per evaluation run: name, status (running | completed | interrupted |
   failed), data fingerprint, configuration and its hash, judge, versions, aggregates,
-  the run summary, judge usage, timings, rows written so far.
+  the run summary, judge usage (every session's, added up), timings, rows written so far,
+  and its owner while it runs: the session holding it (``owner``), that process's pid and
+  host, and its ``heartbeat_at`` (see :mod:`assay.store.sessions`).
+- ``run_sessions``: one per process that ran (or resumed) a run: pid, host, when it
+  started and ended, how it ended, the row it started from and its judge usage.
 - ``rows``: one per evaluated row: its position ``idx`` in the input, the row id, the
   conversation id, the ``inputs.*`` columns as JSON.
 - ``scores``: one per (row, metric output): the eight columns of a row's metric output (value, score, passed,
   result, reason, status, threshold, properties).
-- ``run_columns``: a finished run's scores and row ids as compact blobs, for comparisons.
+- ``run_column_parts``: a finished run's scores and row ids as compact blobs, for comparisons,
+  in parts of a fixed number of rows (``run_columns``: the same in one blob per column, as
+  runs finished before version 5 have them).
 - ``benchmarks``: results of model benchmarks (for the benchmark commands): a short public
   hex ``ref`` that users type (``assay bench show 3f9a``), the ``track`` of scheduled repeats.
 - ``benchmark_samples``: a benchmark's raw measurements as float64 blobs, named
@@ -29,7 +35,7 @@ from typing import Callable
 from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
                         PrimaryKeyConstraint, String, Table, Text, inspect, select, update)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -59,6 +65,26 @@ runs = Table(
     Column("usage", Text),           # JSON: judge usage and cost
     Column("rows_done", Integer, nullable=False, default=0),
     Column("error", Text),
+    Column("owner", String(32)),     # the session that holds the run (run_sessions.session)
+    Column("owner_pid", Integer),
+    Column("owner_host", String(255)),
+    Column("heartbeat_at", Float),
+)
+
+# One per process that ran a run: the first, then one per resume. ``usage``: that session's
+# judge usage (JSON), written with its heartbeats, so a killed session's calls still count.
+run_sessions = Table(
+    "run_sessions", metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("session", String(32), nullable=False),
+    Column("pid", Integer),
+    Column("host", String(255)),
+    Column("started_at", Float, nullable=False),
+    Column("ended_at", Float),
+    Column("status", String(16)),
+    Column("rows_start", Integer, nullable=False, default=0),
+    Column("usage", Text),
+    PrimaryKeyConstraint("run_id", "session"),
 )
 
 rows = Table(
@@ -101,6 +127,17 @@ run_columns = Table(
     Column("name", String(120), nullable=False),
     Column("data", LargeBinary, nullable=False),
     PrimaryKeyConstraint("run_id", "name"),
+)
+
+# Since version 5: the same columns in parts of ``store.PART_ROWS`` rows (``part`` 0, 1, ... in row
+# order), so that writing them holds one part at a time, whatever the size of the run.
+run_column_parts = Table(
+    "run_column_parts", metadata,
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(120), nullable=False),
+    Column("part", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("run_id", "name", "part"),
 )
 
 benchmarks = Table(
@@ -162,10 +199,33 @@ def _v4(conn: Connection) -> None:
     benchmark_samples.create(conn, checkfirst=True)
 
 
+_V5_RUN_COLUMNS = (("owner", "VARCHAR(32)"), ("owner_pid", "INTEGER"), ("owner_host", "VARCHAR(255)"),
+                   ("heartbeat_at", "FLOAT"))
+
+
+def _v5(conn: Connection) -> None:
+    """Version 5: a running run has an owner (session, pid, host) and a heartbeat; each session
+    of a run is kept in ``run_sessions`` with its judge usage. Every run already stored gets
+    one session holding what its ``usage`` says. Finished runs' columns are written in parts
+    (``run_column_parts``); those written before stay in ``run_columns``."""
+    have = {c["name"] for c in inspect(conn).get_columns("runs")}
+    for name, sql_type in _V5_RUN_COLUMNS:
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE runs ADD COLUMN {name} {sql_type}")
+    run_sessions.create(conn, checkfirst=True)
+    run_column_parts.create(conn, checkfirst=True)
+    old = conn.execute(select(runs.c.id, runs.c.created_at, runs.c.updated_at, runs.c.status, runs.c.usage)).all()
+    if old:
+        conn.execute(run_sessions.insert(), [
+            {"run_id": r.id, "session": "v4", "started_at": r.created_at,
+             "ended_at": None if r.status == "running" else r.updated_at, "status": r.status, "rows_start": 0,
+             "usage": r.usage} for r in old])
+
+
 def new_ref() -> str:
     """A fresh public id for a benchmark: 12 hex digits."""
     return uuid.uuid4().hex[:12]
 
 
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5}

@@ -7,6 +7,10 @@ A run is written as it goes: :meth:`Store.write_rows` commits each chunk of scor
 with the run's progress in one transaction, so a run killed at any moment leaves a
 consistent prefix of its rows that ``assay eval --resume`` continues from. SQLite runs
 in WAL mode with a busy timeout, so several processes can write one store at once.
+
+A running run is owned by the session (process) writing it, which keeps a heartbeat; a run
+whose process is gone reads as ``stale`` and can be resumed, a live one cannot
+(:mod:`assay.store.sessions`).
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from assay.errors import AssayError
 from assay.metrics.base import Score
 from assay.results import StoredRow
 from assay.store import schema as S
+from assay.store.sessions import describe_owner, is_stale, this_host
 
 DEFAULT_PATH = Path(".assay") / "assay.db"
 _OFF = {"off", "0", "false", "no", "none", "disabled"}
 _DUMP = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-RESUMABLE = ("running", "interrupted", "failed")
+RESUMABLE = ("running", "interrupted", "failed")   # as stored (a stale run is stored as running)
 _JSON_COLUMNS = ("config", "metrics", "versions", "aggregates", "summary", "usage")
+PART_ROWS = 8_192       # rows per stored part of a finished run's columns
+COLUMN_BATCH = 1_024    # rows read at a time when they are written
 
 
 def _dumps(v: Any) -> str | None:
@@ -84,6 +91,10 @@ class _BeingCreated(Exception):
     """The store's tables exist but its version is not written yet: another process is creating it."""
 
 
+class _NotOwner(Exception):
+    """This session no longer owns the run it is writing (raised inside a transaction, to roll it back)."""
+
+
 class Store:
     def __init__(self, url: str):
         self.url = _engine_url(url)
@@ -97,6 +108,7 @@ class Store:
         self._mark = _param_mark(self.engine)
         self._insert_rows = _insert_sql(self.engine, S.rows)
         self._insert_scores = _insert_sql(self.engine, S.scores)
+        self._owned: dict[str, str] = {}   # run id -> the session of this process that owns it
         for attempt in range(20):
             try:
                 self._migrate()
@@ -140,7 +152,9 @@ class Store:
     def start_run(self, *, name: str | None, source: str | None, fingerprint: str | None,
                   config: Mapping[str, Any], config_hash: str, metrics: Sequence[str],
                   judge: str | None) -> str:
+        """A new run, owned by this process (a session of it) until :meth:`finish_run`."""
         run_id = uuid.uuid4().hex[:12]
+        session = uuid.uuid4().hex
         now = time.time()
         from assay.version import __version__
 
@@ -149,14 +163,96 @@ class Store:
                 id=run_id, name=name, status="running", created_at=now, updated_at=now, source=source,
                 data_fingerprint=fingerprint, config_hash=config_hash, config=_dumps(dict(config)),
                 metrics=_dumps(list(metrics)), judge=judge, rows_done=0,
-                versions=_dumps({"assay": __version__, "python": sys.version.split()[0]})))
+                versions=_dumps({"assay": __version__, "python": sys.version.split()[0]}),
+                owner=session, owner_pid=os.getpid(), owner_host=this_host(), heartbeat_at=now))
+            self._add_session(conn, run_id, session, now, 0)
+        self._owned[run_id] = session
         return run_id
 
     def reopen_run(self, run_id: str) -> None:
-        """Mark a run being resumed as running again."""
+        """Take over an unfinished run to resume it: refused (one line) while the process that
+        runs it is alive; a stale run (its process gone) is taken over. Two processes resuming
+        one run at once: one gets it, the other is refused."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(S.runs).where(S.runs.c.id == run_id)).mappings().first()
+        if row is None:
+            raise AssayError(f"no run {run_id!r} in the store at {self.display_url}")
+        if row["status"] == "completed":
+            raise AssayError(f"run {run_id} is already complete; nothing to resume")
+        if row["status"] == "running" and not is_stale(row):
+            raise AssayError(f"run {run_id} is still running ({describe_owner(row)}); wait for it to "
+                             "finish, or stop that process and resume again")
+        session = uuid.uuid4().hex
+        now = time.time()
+        c = S.runs.c
+
+        def same(col: Any, value: Any) -> Any:
+            return col.is_(None) if value is None else col == value
+
         with self.engine.begin() as conn:
-            conn.execute(update(S.runs).where(S.runs.c.id == run_id)
-                         .values(status="running", error=None, finished_at=None, updated_at=time.time()))
+            # taken only if nobody took it since it was read (compare and set)
+            got = conn.execute(update(S.runs).where(c.id == run_id, c.status == row["status"],
+                                                   same(c.owner, row["owner"]),
+                                                   same(c.heartbeat_at, row["heartbeat_at"]))
+                               .values(status="running", error=None, finished_at=None, updated_at=now,
+                                       owner=session, owner_pid=os.getpid(), owner_host=this_host(),
+                                       heartbeat_at=now))
+            if got.rowcount != 1:
+                raise AssayError(f"run {run_id} was just taken over by another process; "
+                                 "see `assay show " + run_id + "`")
+            # the sessions before this one ended, when they did not say so themselves (killed)
+            conn.execute(update(S.run_sessions).where(S.run_sessions.c.run_id == run_id,
+                                                      S.run_sessions.c.ended_at.is_(None))
+                         .values(ended_at=row["heartbeat_at"] or row["updated_at"],
+                                 status="stale" if row["status"] == "running" else row["status"]))
+            self._add_session(conn, run_id, session, now, int(row["rows_done"] or 0))
+        self._owned[run_id] = session
+
+    def owns(self, run_id: str) -> bool:
+        """Whether a session of this Store started or resumed ``run_id`` and has not ended it."""
+        return run_id in self._owned
+
+    def _add_session(self, conn: Any, run_id: str, session: str, now: float, rows_start: int) -> None:
+        conn.execute(insert(S.run_sessions).values(run_id=run_id, session=session, pid=os.getpid(),
+                                                   host=this_host(), started_at=now, rows_start=rows_start))
+
+    def _owner_check(self, run_id: str) -> Any:
+        """The condition "this process's session still owns the run" (true when it never did:
+        rows written to a run this Store did not start or resume)."""
+        session = self._owned.get(run_id)
+        return S.runs.c.owner == session if session is not None else S.runs.c.id == run_id
+
+    def _lost(self, run_id: str) -> AssayError:
+        try:
+            run = self.get_run(run_id)
+            who = f" ({describe_owner(run)})"
+        except AssayError:
+            who = ""
+        return AssayError(f"run {run_id} was taken over by another process{who}; this one stops "
+                          "writing to it")
+
+    def heartbeat(self, run_id: str, usage: Any = None) -> bool:
+        """Renew the heartbeat of a run this process owns, and record its session's judge
+        usage so far; False when it does not own the run (any more)."""
+        session = self._owned.get(run_id)
+        if session is None:
+            return False
+        with self.engine.begin() as conn:
+            got = conn.execute(update(S.runs).where(S.runs.c.id == run_id, S.runs.c.owner == session)
+                               .values(heartbeat_at=time.time()))
+            if got.rowcount == 1 and usage is not None:
+                conn.execute(update(S.run_sessions).where(S.run_sessions.c.run_id == run_id,
+                                                          S.run_sessions.c.session == session)
+                             .values(usage=_dumps(usage)))
+        return got.rowcount == 1
+
+    def sessions(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's sessions, oldest first: pid, host, started/ended, status, rows_start, usage."""
+        t = S.run_sessions
+        with self.engine.connect() as conn:
+            got = conn.execute(select(t).where(t.c.run_id == run_id)
+                               .order_by(t.c.started_at, t.c.session)).mappings().all()
+        return [{**r, "usage": load_json(r["usage"])} for r in got]
 
     def write_rows(self, run_id: str, batch: Sequence[StoredRow]) -> None:
         """Rows and their scores, and the run's progress, in one transaction."""
@@ -180,11 +276,17 @@ class Store:
         done = batch[-1].idx + 1
         try:
             with self.engine.begin() as conn:
+                # the owner is checked first: a session that lost the run writes nothing
+                now = time.time()
+                got = conn.execute(update(S.runs).where(S.runs.c.id == run_id, self._owner_check(run_id))
+                                   .values(rows_done=done, updated_at=now, heartbeat_at=now))
+                if got.rowcount != 1:
+                    raise _NotOwner()
                 conn.exec_driver_sql(self._insert_rows, row_params)
                 if score_params:
                     conn.exec_driver_sql(self._insert_scores, score_params)
-                conn.execute(update(S.runs).where(S.runs.c.id == run_id)
-                             .values(rows_done=done, updated_at=time.time()))
+        except _NotOwner:
+            raise self._lost(run_id) from None
         except SQLAlchemyError as exc:
             raise AssayError(f"cannot write run {run_id} to the store at {self.display_url}: "
                              f"{getattr(exc, 'orig', exc)} (the rows up to {batch[0].idx} are saved; "
@@ -192,44 +294,84 @@ class Store:
 
     def finish_run(self, run_id: str, status: str, *, aggregates: Any = None, summary: Any = None,
                    usage: Any = None, error: str | None = None) -> None:
-        values: dict[str, Any] = {"status": status, "updated_at": time.time(), "error": error}
+        """The run's end (``completed``, ``interrupted`` or ``failed``) and this session's.
+        ``usage``: the whole run's judge usage (every session's, see :meth:`sessions`).
+        A session that lost the run to another process changes nothing; for ``completed``
+        that is an error."""
+        now = time.time()
+        values: dict[str, Any] = {"status": status, "updated_at": now, "error": error}
         if status == "completed":
-            values["finished_at"] = values["updated_at"]
+            values["finished_at"] = now
         for k, v in (("aggregates", aggregates), ("summary", summary), ("usage", usage)):
             if v is not None:
                 values[k] = _dumps(v)
-        with self.engine.begin() as conn:
-            conn.execute(update(S.runs).where(S.runs.c.id == run_id).values(**values))
+        session = self._owned.get(run_id)
+        try:
+            with self.engine.begin() as conn:
+                got = conn.execute(update(S.runs).where(S.runs.c.id == run_id, self._owner_check(run_id))
+                                   .values(**values))
+                if got.rowcount != 1:
+                    raise _NotOwner()
+                if session is not None:
+                    conn.execute(update(S.run_sessions).where(S.run_sessions.c.run_id == run_id,
+                                                              S.run_sessions.c.session == session)
+                                 .values(ended_at=now, status=status))
+                if status == "completed":
+                    self._write_columns(conn, run_id, list(aggregates or {}))
+        except _NotOwner:
             if status == "completed":
-                self._write_columns(conn, run_id, list(aggregates or {}))
+                raise self._lost(run_id) from None
+        finally:
+            self._owned.pop(run_id, None)
 
     def _write_columns(self, conn: Any, run_id: str, outputs: list[str]) -> None:
-        """The finished run's scores (float64 by row position, NaN where none) and row ids."""
+        """The finished run's scores (float64 by row position, NaN where none) and row ids, in
+        parts of :data:`PART_ROWS` rows, each read :data:`COLUMN_BATCH` rows at a time (a range
+        of row positions, by the primary keys): what is held is one part and one batch,
+        whatever the size of the run."""
         done = conn.execute(select(S.runs.c.rows_done).where(S.runs.c.id == run_id)).scalar_one()
-        cols: list[dict[str, Any]] = []
-        for o in outputs:
-            got = self._raw(conn, "SELECT idx, score FROM scores WHERE run_id = ? AND output = ? "
-                                  "AND score IS NOT NULL", (run_id, o))
-            v = np.full(done, np.nan)
-            if got:
-                at = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
-                v[at] = np.fromiter((r[1] for r in got), dtype=np.float64, count=len(got))
-            cols.append({"run_id": run_id, "name": f"score:{o}", "data": v.tobytes()})
-        ids: list[str | None] = [None] * done
-        for i, rid in self._raw(conn, "SELECT idx, row_id FROM rows WHERE run_id = ?", (run_id,)):
-            ids[i] = rid
-        cols.append({"run_id": run_id, "name": "row_id", "data": orjson.dumps(ids)})
         conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
-        conn.execute(insert(S.run_columns), cols)
+        conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
+        code = {o: j for j, o in enumerate(outputs)}
+        for part, lo in enumerate(range(0, max(done, 1), PART_ROWS)):
+            hi = min(lo + PART_ROWS, done)
+            scores = np.full((len(outputs), hi - lo), np.nan)
+            ids: list[str | None] = [None] * (hi - lo)
+            for b_lo in range(lo, hi, COLUMN_BATCH):
+                b_hi = min(b_lo + COLUMN_BATCH, hi)
+                got = self._raw(conn, "SELECT idx, output, score FROM scores WHERE run_id = ? AND idx >= ? "
+                                      "AND idx < ? AND score IS NOT NULL", (run_id, b_lo, b_hi))
+                if got:
+                    n = len(got)
+                    which = np.fromiter((code.get(r[1], -1) for r in got), dtype=np.int64, count=n)
+                    at = np.fromiter((r[0] for r in got), dtype=np.int64, count=n) - lo
+                    val = np.fromiter((r[2] for r in got), dtype=np.float64, count=n)
+                    mine = which >= 0
+                    scores[which[mine], at[mine]] = val[mine]
+                for i, rid in self._raw(conn, "SELECT idx, row_id FROM rows WHERE run_id = ? AND idx >= ? "
+                                              "AND idx < ?", (run_id, b_lo, b_hi)):
+                    ids[i - lo] = rid
+            blobs = [{"run_id": run_id, "name": f"score:{o}", "part": part, "data": scores[j].tobytes()}
+                     for j, o in enumerate(outputs)]
+            blobs.append({"run_id": run_id, "name": "row_id", "part": part, "data": orjson.dumps(ids)})
+            conn.execute(insert(S.run_column_parts), blobs)
 
     def columns(self, run_id: str) -> dict[str, Any]:
         """A finished run's columns: ``{"score:<output>": float64 array, "row_id": list}``;
         empty for a run that did not finish."""
+        t = S.run_column_parts
         with self.engine.connect() as conn:
-            got = conn.execute(select(S.run_columns.c.name, S.run_columns.c.data)
-                               .where(S.run_columns.c.run_id == run_id)).all()
-        return {name: (orjson.loads(data) if name == "row_id" else np.frombuffer(data, dtype=np.float64))
-                for name, data in got}
+            parts = conn.execute(select(t.c.name, t.c.data).where(t.c.run_id == run_id)
+                                 .order_by(t.c.name, t.c.part)).all()
+            if not parts:   # a run finished before version 5: one blob per column
+                parts = conn.execute(select(S.run_columns.c.name, S.run_columns.c.data)
+                                     .where(S.run_columns.c.run_id == run_id)).all()
+        by_name: dict[str, list[bytes]] = {}
+        for name, data in parts:
+            by_name.setdefault(name, []).append(data)
+        return {name: ([rid for d in blobs for rid in orjson.loads(d)] if name == "row_id"
+                       else np.concatenate([np.frombuffer(d, dtype=np.float64) for d in blobs]))
+                for name, blobs in by_name.items()}
 
     def find_resumable(self, fingerprint: str | None, config_hash: str, name: str | None = None) -> dict | None:
         """The latest unfinished run over the same data with the same configuration."""
@@ -245,15 +387,21 @@ class Store:
     # -- reading --------------------------------------------------------------------------
     def list_runs(self, *, name: str | None = None, status: str | None = None,
                   limit: int | None = None) -> list[dict[str, Any]]:
+        """Runs newest first; ``status`` as shown: ``running`` (alive) and ``stale`` (its
+        process gone) are told apart here, both being stored as ``running``."""
         q = select(S.runs).order_by(S.runs.c.created_at.desc())
         if name is not None:
             q = q.where(S.runs.c.name == name)
+        live = status in ("running", "stale")
         if status is not None:
-            q = q.where(S.runs.c.status == status)
-        if limit is not None:
+            q = q.where(S.runs.c.status == ("running" if live else status))
+        if limit is not None and not live:
             q = q.limit(limit)
         with self.engine.connect() as conn:
-            return [_run(r) for r in conn.execute(q).mappings()]
+            got = [_run(r) for r in conn.execute(q).mappings()]
+        if live:
+            got = [r for r in got if r["status"] == status][:limit]
+        return got
 
     def get_run(self, ref: str) -> dict[str, Any]:
         """A run by id, unique id prefix, name (the latest run with it), or ``last``. A blank
@@ -350,8 +498,10 @@ class Store:
             raise AssayError("the run id to delete is empty")
         with self.engine.begin() as conn:
             conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
+            conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
             conn.execute(delete(S.scores).where(S.scores.c.run_id == run_id))
             conn.execute(delete(S.rows).where(S.rows.c.run_id == run_id))
+            conn.execute(delete(S.run_sessions).where(S.run_sessions.c.run_id == run_id))
             conn.execute(update(S.benchmarks).where(S.benchmarks.c.run_id == run_id).values(run_id=None))
             conn.execute(delete(S.runs).where(S.runs.c.id == run_id))
 
@@ -558,9 +708,13 @@ def _like_prefix(ref: str) -> str:
 
 
 def _run(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A run as read: JSON columns parsed; ``status`` ``stale`` for a run stored as running
+    whose process is gone."""
     d = dict(row)
     for k in _JSON_COLUMNS:
         d[k] = load_json(d.get(k))
+    if is_stale(d):
+        d["status"] = "stale"
     return d
 
 

@@ -37,7 +37,7 @@ from assay.ui.render import render, stylesheet
 
 COOKIE = "assay_token"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-STATUSES = ("completed", "running", "interrupted", "failed")
+STATUSES = ("completed", "running", "stale", "interrupted", "failed")   # stale: its process is gone
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
 MAX_COLUMNS = 8          # metric outputs shown as columns of the rows table
