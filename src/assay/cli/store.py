@@ -72,7 +72,7 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
         from assay.store.sessions import describe_owner
 
         gone = "its process stopped without finishing it" if r["status"] == "stale" else "being written"
-        out.print(f"  {gone}: {escape(describe_owner(r))}", highlight=False)
+        out.print(f"  {gone}: {safe(describe_owner(r))}", highlight=False)
     if r["status"] == "running":
         return
     if r["status"] != "completed":
