@@ -321,13 +321,19 @@ def test_systemexit_from_sigterm_leaves_the_run_interrupted_and_resumable(store,
     assert res.run["run_id"] == run["id"] and store.get_run(name)["status"] == "completed"
 
 
-def test_a_run_that_stops_before_its_rows_is_not_left_running(store, tmp_path):
-    """In a process that goes on (a notebook), a run that failed is not left alive."""
-    taken = tmp_path / "a-file"
-    taken.write_text("")
+def test_a_run_that_stops_before_its_rows_is_not_left_running(store, monkeypatch):
+    """In a process that goes on (a notebook), a run that failed after it was opened and before
+    its first chunk is not left alive."""
+    import assay.engine.evaluate as ev
+
+    def broken(*a, **kw):
+        raise OSError("the rows' writer could not start")
+
     name = f"nostart-{uuid.uuid4().hex[:6]}"
-    with pytest.raises(Exception):
-        assay.evaluate(ROWS, metrics="test_ownership_stops", store=store, name=name, out=taken / "out")
+    with monkeypatch.context() as m:
+        m.setattr(ev, "ChunkRunner", broken)
+        with pytest.raises(OSError):
+            assay.evaluate(ROWS, metrics="test_ownership_stops", store=store, name=name)
     run = store.get_run(name)
     assert run["status"] == "failed" and not store.owns(run["id"])
     res = assay.evaluate(ROWS, metrics="test_ownership_stops", store=store, name=name, resume=True, workers=1)
