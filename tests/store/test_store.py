@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 
@@ -77,6 +78,20 @@ def test_store_off_saves_nothing(monkeypatch, tmp_path):
     assert res.run["run_id"] is None
     with pytest.raises(AssayError, match="resume needs the store"):
         assay.evaluate(ROWS[:2], metrics="f1_score", resume=True)
+
+
+def test_store_option_off_saves_nothing_and_makes_no_file(tmp_path):
+    """``--store off`` turns saving off as ``$ASSAY_STORE=off`` does (it once made a database named off)."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]), encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "assay.cli", "eval", str(data), "-m", "f1_score", "-q", "--store", "off"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "saved in" not in p.stdout and not (tmp_path / "off").exists()
+    assert open_store("OFF") is None
 
 
 def test_default_location_is_dot_assay_in_the_working_directory(monkeypatch, tmp_path):

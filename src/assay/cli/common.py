@@ -18,7 +18,7 @@ err = Console(stderr=True, emoji=False)
 # Piped output (CI logs, files) gets a wide console so tables are not cut.
 out = Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
 
-STORE_HELP = "Store path or database URL (default: $ASSAY_STORE, else .assay/assay.db)."
+STORE_HELP = "Store path or database URL, or off (default: $ASSAY_STORE, else .assay/assay.db)."
 STORE_OPT = typer.Option(None, "--store", help=STORE_HELP)
 
 

@@ -730,9 +730,9 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 def open_store(url: str | None | bool = None) -> Store | None:
     """The store at ``url`` or the default location; None when saving is off.
 
-    ``url=False`` (or ``$ASSAY_STORE=off`` with no url) turns saving off.
+    ``url=False``, ``url="off"`` (``--store off``) or ``$ASSAY_STORE=off`` with no url turns saving off.
     """
-    if url is False:
+    if url is False or (isinstance(url, str) and url.strip().lower() in _OFF):
         return None
     if isinstance(url, Store):
         return url
