@@ -291,7 +291,13 @@ def test_ui_command_refuses_other_addresses_without_a_token(monkeypatch: pytest.
     from assay.cli import ui as commands
 
     started: list[Any] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.append(kw))
+
+    def serve(server: Any, sockets: Any = None) -> None:   # instead of serving forever
+        c = server.config
+        started.append({"host": c.host, "port": sockets[0].getsockname()[1], "log_level": c.log_level,
+                        "server_header": c.server_header})
+
+    monkeypatch.setattr("uvicorn.Server.run", serve)
     app = typer.Typer()
     app.command()(commands.ui_cmd)
     app.command("x")(lambda: None)
@@ -299,12 +305,14 @@ def test_ui_command_refuses_other_addresses_without_a_token(monkeypatch: pytest.
     res = runner.invoke(app, ["ui-cmd", "--host", "0.0.0.0"])
     assert isinstance(res.exception, AssayError) and "needs a token" in str(res.exception)
     assert started == []
-    res = runner.invoke(app, ["ui-cmd", "--host", "0.0.0.0", "--token", "auto", "--port", "9911"])
+    res = runner.invoke(app, ["ui-cmd", "--host", "0.0.0.0", "--token", "auto", "--port", "0"])
     assert res.exit_code == 0, res.output
-    assert started == [{"host": "0.0.0.0", "port": 9911, "log_level": "warning", "server_header": False}]
-    assert re.search(r"http://0\.0\.0\.0:9911/\?token=[\w-]{20,}", res.output)
-    res = runner.invoke(app, ["ui-cmd"])
-    assert res.exit_code == 0 and "http://127.0.0.1:8765/" in res.output and "token" not in res.output
+    port = started[0]["port"]     # --port 0: any free port, the one announced
+    assert port > 0 and started == [{"host": "0.0.0.0", "port": port, "log_level": "warning", "server_header": False}]
+    assert re.search(rf"http://0\.0\.0\.0:{port}/\?token=[\w-]{{20,}}", res.output)
+    res = runner.invoke(app, ["ui-cmd", "--port", "0"])
+    assert res.exit_code == 0 and "http://127.0.0.1:" in res.output and "token" not in res.output
+    assert started[1]["host"] == "127.0.0.1"
     assert commands.is_loopback("127.0.0.5") and commands.is_loopback("::1") and commands.is_loopback("localhost")
     assert not commands.is_loopback("0.0.0.0") and not commands.is_loopback("example.com")
 
