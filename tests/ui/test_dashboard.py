@@ -298,6 +298,9 @@ def test_ui_command_refuses_other_addresses_without_a_token(monkeypatch: pytest.
                         "server_header": c.server_header})
 
     monkeypatch.setattr("uvicorn.Server.run", serve)
+    # uvicorn.Config points its log handlers at sys.stderr, which is CliRunner's stream here and is
+    # closed after each invoke: a later log line (or logging's flush at exit) would write to it
+    monkeypatch.setattr("uvicorn.Config.configure_logging", lambda self: None)
     app = typer.Typer()
     app.command()(commands.ui_cmd)
     app.command("x")(lambda: None)
