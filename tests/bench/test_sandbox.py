@@ -406,3 +406,14 @@ def test_file_size_signal_restored_is_killed(box):
             f.write(b"x" * 8 * 2**20)
     """)
     assert r.status == "killed" and r.reason == "file size limit of 4 MB exceeded (SIGXFSZ)"
+
+
+def test_the_reason_is_the_exception_line_even_when_a_partial_traceback_follows(box):
+    """A fork bomb's children can be killed mid-traceback; the reason is still the exception's line."""
+    program = ("import sys\n"
+               "sys.stderr.write('Traceback (most recent call last):\\n  File \"<p>\", line 3, in <module>\\n'\n"
+               "                 '    os.fork()\\nBlockingIOError: [Errno 11] Resource temporarily unavailable\\n'\n"
+               "                 'Traceback (most recent call last):\\n  File \"<p>\", line 3, in <module>\\n    os.fork()\\n')\n"
+               "sys.exit(1)\n")
+    r = box.run(program)
+    assert r.status == "failed" and r.reason == "BlockingIOError: [Errno 11] Resource temporarily unavailable"

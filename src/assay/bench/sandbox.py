@@ -369,9 +369,14 @@ class _Capture:
         return f"{head}\n[... {dropped} bytes left out ...]\n{self.tail.decode('utf-8', 'replace')}"
 
     def last_line(self) -> str:
+        """The last line that is not part of a traceback's frames (those are indented): the
+        exception's own line, also when a process killed mid-write left a partial traceback
+        after it (a fork bomb's children)."""
         data = self.tail if self.tail else self.head
-        lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
-        return lines[-1].strip() if lines else ""
+        for ln in reversed(data.decode("utf-8", "replace").splitlines()):
+            if ln.strip() and not ln[0].isspace() and not ln.startswith("Traceback (most recent call last)"):
+                return ln.strip()
+        return ""
 
 
 def _reason_from(stderr: _Capture, returncode: int | None) -> str:
