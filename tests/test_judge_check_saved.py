@@ -197,10 +197,22 @@ def test_show_says_who_scored_each_column_and_how_to_check_an_unchecked_judge(fa
 
 def test_hostile_judge_names_are_printed_as_text(fake, tmp_path):
     fake.default = {"content": json.dumps({"reason": "r", "score": 3})}
-    judge = f"{fake.base_url}#[/b][link=http://x]\x1b]0;owned\x07j"
+    judge = f"{fake.base_url}#[/b][link=http://x]<script>alert(1)</script>\x1b]0;owned\x07j"
     db = str(tmp_path / "s.db")
     p = assay("judge", "check", "--judge", judge, "--metrics", "groundedness", "--store", db, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     for args in (("judge", "list"), ("judge", "show")):
         q = assay(*args, "--store", db, cwd=tmp_path)
         assert q.returncode == 0 and "[/b][link=http://x]" in q.stdout and "owned" not in q.stdout, q.stdout
+
+    from fastapi.testclient import TestClient
+
+    from assay.store import Store
+    from assay.ui.server import create_app
+
+    st = Store(db)
+    client = TestClient(create_app(st), base_url="http://127.0.0.1")
+    for url in ("/judge-checks", "/judge-checks/latest"):
+        page = client.get(url)
+        assert page.status_code == 200 and "<script>" not in page.text and "&lt;script&gt;alert(1)" in page.text
+    st.close()
