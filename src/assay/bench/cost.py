@@ -215,6 +215,15 @@ def benchmark_cost(bench: Mapping[str, Any], table: PriceTable | None = None) ->
             "cost_usd": tokens_cost(tin, tout, price), "recorded_cost_usd": rec.get("usd")}
 
 
+def _check_cost(bench: Mapping[str, Any], table: PriceTable) -> dict[str, Any]:
+    """The cost of a stored judge check (``assay judge check``): its judge's usage, priced as an
+    evaluation run's."""
+    details = bench.get("details") if isinstance(bench.get("details"), Mapping) else {}
+    as_run = {"id": bench.get("ref"), "name": bench.get("name"), "created_at": bench.get("created_at"),
+              "status": "completed", "judge": bench.get("model"), "usage": details.get("usage")}
+    return {**eval_run_cost(as_run, table), "kind": "judge check"}
+
+
 def stored_costs(store: Any, table: PriceTable | None = None, *, models: Iterable[str] | None = None,
                  limit: int | None = None) -> list[dict[str, Any]]:
     """The cost of the stored evaluation runs and benchmark runs, newest first (at most ``limit``
@@ -222,7 +231,8 @@ def stored_costs(store: Any, table: PriceTable | None = None, *, models: Iterabl
     t = table or active_table()
     rows = [eval_run_cost(r, t) for r in store.list_runs(limit=limit)]
     benches = store.list_benchmarks()
-    rows += [benchmark_cost(b, t) for b in (benches[:limit] if limit is not None else benches)]
+    rows += [_check_cost(b, t) if b.get("kind") == "judge_check" else benchmark_cost(b, t)
+             for b in (benches[:limit] if limit is not None else benches)]
     wanted = {_key(m) for m in (models or []) if m and m.strip()}
     if wanted:
         rows = [r for r in rows if r["model"] and _key(r["model"]) in wanted]

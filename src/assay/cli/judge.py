@@ -9,12 +9,12 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.common import err, fmt, out, print_json, progress_bar, safe
+from assay.cli.common import STORE_OPT, err, fmt, open_store, out, print_json, progress_bar, safe, text_arg, when
 from assay.errors import AssayError
 
-app = typer.Typer(no_args_is_help=True, help="Measure a judge before trusting it.")
+app = typer.Typer(no_args_is_help=True, help="Measure a judge before trusting it; list and show the checks kept.")
 
-BAR = (0.80, 0.75)   # AUC, and each control's AUC, for the verdict column
+COLORS = {"separates": "green", "fails a control": "yellow", "does not separate": "red", "skipped": "yellow"}
 
 
 def _auc(block: Optional[dict[str, Any]]) -> str:
@@ -25,17 +25,11 @@ def _auc(block: Optional[dict[str, Any]]) -> str:
 
 
 def _verdict(f: dict[str, Any]) -> str:
-    auc = (f.get("auc") or {}).get("auc")
-    swap = (f.get("swap") or {}).get("auc")
-    lm = (f.get("length_matched") or {}).get("auc")
-    if auc is None:
-        return "not measured"
-    controls = [x for x in (swap, lm) if x is not None]
-    if auc >= BAR[0] and all(x >= BAR[1] for x in controls):
-        return "[green]separates[/green]" + ("" if len(controls) == 2 else " (controls missing)")
-    if auc >= BAR[0]:
-        return "[yellow]fails a control[/yellow]"
-    return "[red]does not separate[/red]"
+    from assay.engine.judge_check import verdict
+
+    v = f.get("verdict") or verdict(f)
+    color = COLORS.get(v.split(" (")[0])
+    return f"[{color}]{safe(v)}[/{color}]" if color else safe(v)
 
 
 def _cost(u: Optional[dict[str, Any]]) -> str:
@@ -56,7 +50,7 @@ def print_report(reports: dict[str, Any], judge_label: str, split: Optional[str]
     notes = []
     for name, f in reports.items():
         if f.get("skipped"):
-            table.add_row(name, "—", "—", "—", "—", "—", "—", "—", "—", "[yellow]skipped[/yellow]")
+            table.add_row(safe(name), "—", "—", "—", "—", "—", "—", "—", "—", _verdict(f))
             notes.append(f"{name}: {f['skipped']}")
             continue
         lm = f["length_matched"]
@@ -73,6 +67,8 @@ def print_report(reports: dict[str, Any], judge_label: str, split: Optional[str]
     which = {"held": "the held-out half (groups not used to fit the embedded scorers)", "fit": "the fit half",
              None: "every row"}.get(split, split)
     out.print(f"rows: {safe(', '.join(sources))}; {which}", highlight=False, soft_wrap=True)
+    from assay.engine.judge_check import BAR
+
     out.print(f"verdict: 'separates' = AUC >= {BAR[0]:.2f} and both controls >= {BAR[1]:.2f}; agreement = share of "
               "good and bad answers on the right side of the metric's threshold", highlight=False, soft_wrap=True)
     for n in notes:
@@ -88,18 +84,24 @@ def check_cmd(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight (default: the backend's)."),
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON instead of a table."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    store: Optional[str] = STORE_OPT,
+    no_save: bool = typer.Option(False, "--no-save", help="Do not keep the result in the store (kept by default, "
+                                                           "unless $ASSAY_STORE=off; see `assay judge list`)."),
 ) -> None:
     """Score labelled good and bad answers with a judge and report how well it separates them:
     ROC AUC with a 95% interval, agreement at the metric's threshold, the swap control (the good
     answer with another row's context, question or ground truth), the length-matched control,
-    errors and cost."""
-    from assay.engine.judge_check import check_judge, judge_metrics, resolve_check_judge
+    errors and cost. The result is kept in the store (`assay judge list`, `assay judge show`,
+    and the dashboard beside the runs that used this judge)."""
+    from assay.engine.judge_check import check_judge, check_record, judge_metrics, resolve_check_judge, save_check
+    from assay.store import open_store as store_or_none
 
     names = [m.strip() for m in (metrics or "").split(",") if m.strip()] or judge_metrics()
     if data is not None and not metrics:
         raise AssayError("--data needs --metrics: name the judge metric(s) your labelled rows are for")
     if split not in (None, "held", "fit", "all"):
         raise AssayError(f"--split must be held, fit or all, got {split!r}")
+    st = None if no_save else store_or_none(store or None)     # a bad --store fails before any judge call
     model, label = resolve_check_judge(judge, concurrency)
     if data is not None:
         split = None
@@ -117,10 +119,131 @@ def check_cmd(
 
     with progress_bar("judging", None, quiet or json_out) as advance:
         reports = asyncio.run(measure(advance))
+    scored = [f for f in reports.values() if not f.get("skipped")]
+    all_errored = bool(reports) and all(f.get("errors") and f.get("errors") == f.get("items") for f in reports.values())
+    ref = None
+    if st is not None and scored and not all_errored:    # a check that measured nothing is not kept
+        record = check_record(reports, judge=str(model.name) if model is not None else None, label=label,
+                              split=split, data=data)
+        ref = save_check(st, record)
     if json_out:
-        print_json({"judge": label, "split": split or "all", "metrics": reports})
-        return
-    print_report(reports, label, split)
-    if reports and all(f.get("errors") and f.get("errors") == f.get("items") for f in reports.values()):
-        err.print("every judgment errored: the judge could not be measured")
+        print_json({"judge": label, "split": split or "all", "metrics": reports, "ref": ref})
+    else:
+        print_report(reports, label, split)
+        if ref is not None:
+            out.print(f"judge check {safe(ref)} saved in {safe(st.display_url)}; see it again with "
+                      f"`assay judge show {safe(ref)}`", highlight=False, soft_wrap=True)
+    if all_errored:
+        err.print("every judgment errored: the judge could not be measured (the check is not saved)")
         raise typer.Exit(3)
+
+
+def _figures_cell(metrics: Any) -> str:
+    """``groundedness 0.950 [0.93–0.97] separates; relevance …`` from a check's headline."""
+    parts = []
+    for name, h in (metrics or {}).items():
+        if h.get("verdict") == "skipped":
+            parts.append(f"{safe(name)} skipped")
+            continue
+        parts.append(f"{safe(name)} {_auc(h)} {_verdict(h)}")
+    return "; ".join(parts) or "—"
+
+
+@app.command("list")
+def list_cmd(
+    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Only the checks of this judge (its name as "
+                                        "`assay runs` shows it; none: the embedded scorers)."),
+    limit: int = typer.Option(30, "--limit", help="At most this many checks, newest first."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    store: Optional[str] = STORE_OPT,
+) -> None:
+    """List the judge checks kept in the store, newest first."""
+    from assay.engine.judge_check import ANY, NO_JUDGE_WORDS, list_checks
+
+    st = open_store(store)
+    who = text_arg(judge)
+    which = ANY if who is None else (None if who.strip().lower() in NO_JUDGE_WORDS else who.strip())
+    checks = list_checks(st, judge=which, limit=limit)
+    if json_out:
+        print_json([{k: c.get(k) for k in ("ref", "judge", "label", "task", "created_at", "metrics")}
+                    for c in checks])
+        return
+    if not checks:
+        out.print(f"no judge checks in {safe(st.display_url)}" + (f" for {safe(who)}" if who else "")
+                  + "; make one with `assay judge check --judge SPEC`", highlight=False, soft_wrap=True)
+        return
+    table = Table(title=f"judge checks in {safe(st.display_url)}", title_justify="left")
+    for col, kw in (("ref", {"no_wrap": True}), ("when", {"no_wrap": True}), ("judge", {"overflow": "fold"}),
+                    ("rows", {"overflow": "fold"}), ("ROC AUC [95% CI] and verdict per metric", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for c in checks:
+        table.add_row(safe(c["ref"]), when(c["created_at"]), safe(c["label"] or c["judge"] or "—"),
+                      safe(c.get("task") or "—"), _figures_cell(c.get("metrics")))
+    out.print(table)
+
+
+@app.command("show")
+def show_cmd(
+    ref: str = typer.Argument("latest", help="A check's ref, ref prefix, the judge's label (its latest check) or "
+                                             "'latest'."),
+    json_out: bool = typer.Option(False, "--json", help="Print the stored check as JSON."),
+    store: Optional[str] = STORE_OPT,
+) -> None:
+    """Show one judge check kept in the store: its figures per metric, as `assay judge check` printed them."""
+    from assay.engine.judge_check import get_check
+
+    c = get_check(open_store(store), text_arg(ref) or "")
+    d = c.get("details") or {}
+    if json_out:
+        print_json({"ref": c["ref"], **d})
+        return
+    out.print(f"judge check {safe(c['ref'])}: {safe(d.get('label') or c['label'] or '—')}, "
+              f"{when(c['created_at'])}, assay {safe(d.get('assay_version') or '?')}", highlight=False,
+              soft_wrap=True)
+    split = d.get("split")
+    print_report(d.get("metrics") or {}, d.get("label") or c["label"] or "", None if split == "all" else split)
+    cal = d.get("calibration") or {}
+    if cal:
+        out.print("calibration: " + safe(", ".join(f"{m} {v}" for m, v in cal.items())), highlight=False,
+                  soft_wrap=True)
+    u = d.get("usage")
+    if u:
+        out.print(f"judge usage: {_cost(u)}; {u.get('prompt_tokens', 0):,} prompt + "
+                  f"{u.get('completion_tokens', 0):,} completion tokens", highlight=False)
+
+
+def print_run_check(st: Any, run: dict[str, Any]) -> None:
+    """Under a run's summary (``assay show``): the latest stored check of the judge that scored
+    its judge metrics (the embedded scorers for a run with no judge model), one line per metric
+    the run used; for a judge never checked, how to check it."""
+    from assay.engine.judge_check import check_for_run
+
+    check, judged = check_for_run(st, run)
+    if not judged:
+        return
+    judge = run.get("judge")
+    if check is None:
+        if judge:
+            out.print(f"judge {safe(judge)} has not been checked in this store: measure it with "
+                      f"`assay judge check --judge {safe(judge)}`", highlight=False, soft_wrap=True)
+        return
+    d = check.get("details") or {}
+    figures = d.get("metrics") or {}
+    out.print(f"how good the judge was measured to be: judge check {safe(check['ref'])} of "
+              f"{safe(d.get('label') or check['label'] or '—')} ({when(check['created_at'])}, "
+              f"{safe(check.get('task') or '')})", highlight=False, soft_wrap=True)
+    for m in judged:
+        f = figures.get(m)
+        if f is None:
+            continue
+        if f.get("skipped"):
+            out.print(f"  {safe(m)}: not measured ({safe(f['skipped'])})", highlight=False, soft_wrap=True)
+            continue
+        swap = f.get("swap") or {}
+        out.print(f"  {safe(m)}: AUC {_auc(f.get('auc'))}, {safe(f.get('swap_label') or 'swap')} control "
+                  f"{_auc(swap)}, length-matched {_auc(f.get('length_matched'))}, agreement "
+                  f"{fmt(f.get('agreement'))}, {f.get('errors', 0)} errors: {_verdict(f)}", highlight=False,
+                  soft_wrap=True)
+    missing = [m for m in judged if m not in figures]
+    if missing:
+        out.print(f"  not in that check: {safe(', '.join(missing))}", highlight=False, soft_wrap=True)

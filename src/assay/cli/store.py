@@ -12,6 +12,7 @@ from rich.table import Table
 from assay.cli.bench_quality import render_quality
 from assay.cli.common import STORE_OPT, fmt, open_store, out, plain, print_json, safe, text_arg, when
 from assay.cli.eval import print_summary
+from assay.cli.judge import print_run_check
 from assay.errors import AssayError
 
 app = typer.Typer()
@@ -90,6 +91,7 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
                   highlight=False)
         return
     print_summary(st.load_result(r["id"]))
+    print_run_check(st, r)
 
 
 @app.command("compare")

@@ -32,8 +32,9 @@ from assay.judges.check import Scored, measure, words
 from assay.metrics.base import REGISTRY, EvalContext, Metric, get_metric, load_builtin_metrics
 from assay.records import Record
 
-__all__ = ["SETS", "CalibrationSet", "Case", "cases_from_records", "check_judge", "judge_metrics", "load_cases",
-           "resolve_check_judge", "score_cases", "set_for"]
+__all__ = ["CHECK_KIND", "SETS", "CalibrationSet", "Case", "calibration_version", "cases_from_records",
+           "check_for_run", "check_judge", "check_record", "get_check", "judge_metrics", "latest_checks", "list_checks",
+           "load_cases", "resolve_check_judge", "save_check", "score_cases", "set_for", "total_usage", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -274,3 +275,164 @@ def judge_metrics() -> list[str]:
     """The judge metrics that a shipped calibration set covers, in order."""
     load_builtin_metrics()
     return [m for s in SETS.values() for m in s.metrics if m in REGISTRY]
+
+
+# -- the verdict, and keeping checks in the store ----------------------------------------------
+
+BAR = (0.80, 0.75)   # the AUC, and each control's AUC, a judge needs for the verdict "separates"
+
+
+def verdict(f: Mapping[str, Any]) -> str:
+    """One metric's verdict: ``separates`` (AUC >= 0.80 and both controls >= 0.75; ``(controls
+    missing)`` when a control could not be computed), ``fails a control``, ``does not separate``,
+    ``not measured`` (nothing scored) or ``skipped`` (no scorer for it)."""
+    if f.get("skipped"):
+        return "skipped"
+    auc = (f.get("auc") or {}).get("auc")
+    controls = [x for x in ((f.get("swap") or {}).get("auc"), (f.get("length_matched") or {}).get("auc"))
+                if x is not None]
+    if auc is None:
+        return "not measured"
+    if auc >= BAR[0] and all(x >= BAR[1] for x in controls):
+        return "separates" + ("" if len(controls) == 2 else " (controls missing)")
+    return "fails a control" if auc >= BAR[0] else "does not separate"
+
+
+_SUMMED = ("calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens")
+
+
+def total_usage(reports: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The judge usage of a whole check (every metric's added up); None when no metric was
+    scored by a judge model. ``cost_usd`` is None when any metric's cost is unknown."""
+    used = [f["usage"] for f in reports.values() if isinstance(f.get("usage"), Mapping)]
+    if not used:
+        return None
+    total: dict[str, Any] = {k: sum(int(u.get(k) or 0) for u in used) for k in _SUMMED}
+    costs = [u.get("cost_usd") for u in used]
+    total["cost_usd"] = None if any(c is None for c in costs) else float(sum(costs))
+    for k in ("price_per_1m", "price_source"):
+        total[k] = used[-1].get(k)
+    return total
+
+
+def calibration_version(metric: str, data: str | Path | None = None) -> str:
+    """What a metric was measured on, as a version: the shipped set's file and the first 12 hex
+    digits of the sha256 of its bytes (``groundedness.jsonl@3f9a0c12d4e5``), or the user's file
+    and the sha256 of its bytes."""
+    import hashlib
+
+    from assay.store.fingerprint import data_fingerprint
+
+    if data is not None:
+        fp = data_fingerprint(data)
+        return f"{Path(str(data)).name}@{fp[:12] if fp else 'unread'}"
+    cset = set_for(metric)
+    if cset is None:
+        return "none"
+    raw = resources.files("assay.judges").joinpath("calibration", cset.file).read_bytes()
+    return f"{cset.file}@{hashlib.sha256(raw).hexdigest()[:12]}"
+
+
+CHECK_KIND = "judge_check"          # the benchmarks table's ``kind`` of a stored judge check
+CHECK_SCHEMA = "assay.judge.check/1"
+
+
+def check_record(reports: Mapping[str, Any], *, judge: str | None, label: str, split: str | None,
+                 data: str | Path | None = None) -> dict[str, Any]:
+    """What is kept of a judge check: the judge (its name as runs record it, None for the
+    embedded scorers, and its label), the split, the calibration version per metric, every
+    metric's figures with its verdict, the total usage, assay's version and the time."""
+    from assay.version import __version__
+
+    metrics = {name: {**f, "verdict": verdict(f)} for name, f in reports.items()}
+    return {"schema": CHECK_SCHEMA, "judge": judge, "label": label, "split": split or "all",
+            "data": str(data) if data is not None else None,
+            "calibration": {name: calibration_version(name, data) for name in reports},
+            "metrics": metrics, "usage": total_usage(reports), "assay_version": __version__,
+            "created_at": time.time()}
+
+
+def _headline(f: Mapping[str, Any]) -> dict[str, Any]:
+    """What a list shows of one metric of a check (the ``metrics`` column of the stored row)."""
+    if f.get("skipped"):
+        return {"verdict": "skipped"}
+    a = f.get("auc") or {}
+    return {"auc": a.get("auc"), "ci95_low": a.get("ci95_low"), "ci95_high": a.get("ci95_high"),
+            "swap_auc": (f.get("swap") or {}).get("auc"), "swap_label": f.get("swap_label"),
+            "length_matched_auc": (f.get("length_matched") or {}).get("auc"), "agreement": f.get("agreement"),
+            "cases": f.get("cases"), "errors": f.get("errors"), "verdict": f.get("verdict") or verdict(f)}
+
+
+def save_check(store: Any, record: Mapping[str, Any]) -> str:
+    """Keep a check (a :func:`check_record`) in the store's benchmarks table as kind
+    ``judge_check``: ``model`` = the judge's name (NULL for the embedded scorers), ``name`` = its
+    label, ``task`` = the user's file or the split of the shipped sets; returns its ref."""
+    from assay.store.schema import new_ref
+
+    ref = new_ref()
+    store.add_benchmark(kind=CHECK_KIND, name=record["label"], model=record["judge"],
+                        task=record["data"] or f"shipped sets, {record['split']}",
+                        metrics={m: _headline(f) for m, f in record["metrics"].items()},
+                        details=dict(record), created_at=record["created_at"], ref=ref)
+    return ref
+
+
+def _check(row: Mapping[str, Any]) -> dict[str, Any]:
+    d = dict(row)
+    d["judge"] = d.pop("model", None)
+    d["label"] = d.get("name")
+    return d
+
+
+def get_check(store: Any, ref: str) -> dict[str, Any]:
+    """A stored check, with its details, by ref, ref prefix, judge label (its latest check) or
+    ``latest``."""
+    try:
+        return _check(store.get_benchmark(ref, kind=CHECK_KIND))
+    except AssayError as exc:
+        msg = str(exc)
+        if msg.startswith(f"no {CHECK_KIND} benchmark") or " has no " in msg:
+            raise AssayError(f"no judge check {str(ref).strip()!r} in the store at {store.display_url} "
+                             "(see `assay judge list`; make one with `assay judge check`)") from None
+        raise AssayError(msg.replace(f"{CHECK_KIND} benchmark", "judge check")) from None
+
+
+ANY: Any = object()
+
+
+def list_checks(store: Any, *, judge: Any = ANY, limit: int | None = None) -> list[dict[str, Any]]:
+    """Stored checks without their details, newest first; ``judge``: only the checks of the
+    judge with this name (None: of the embedded scorers)."""
+    if judge is None:
+        rows = [r for r in store.list_benchmarks(kind=CHECK_KIND, details=False) if r.get("model") is None]
+        return [_check(r) for r in rows[:limit]]
+    return [_check(r) for r in store.list_benchmarks(kind=CHECK_KIND, model=None if judge is ANY else str(judge),
+                                                     limit=limit, details=False)]
+
+
+def latest_checks(store: Any) -> dict[str | None, dict[str, Any]]:
+    """The latest stored check of every judge checked: ``{judge name (None: the embedded
+    scorers): check}`` (without details)."""
+    latest: dict[str | None, dict[str, Any]] = {}
+    for c in list_checks(store):
+        latest.setdefault(c["judge"], c)
+    return latest
+
+
+_CHECKED_KINDS = ("judge", "smoke-test judge", "embedded scorer")
+
+
+def check_for_run(store: Any, run: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The latest stored check of the judge a run used, with its details, and the run's metrics
+    that judge scored (those of the check to show first): the run's judge model, or for a run
+    with none, the embedded scorers that scored some of its metrics. (None, []) when the run used
+    no judge or its judge was never checked."""
+    scorers = ((run.get("summary") or {}).get("scorers")) or {}
+    judged = [m for m, s in scorers.items() if s.get("kind") in _CHECKED_KINDS]
+    judge = run.get("judge")
+    if not scorers and judge:                       # a run stored before scorers were recorded
+        judged = list(run.get("metrics") or [])
+    if not judged:
+        return None, []
+    found = list_checks(store, judge=judge or None, limit=1)
+    return (get_check(store, found[0]["ref"]), judged) if found else (None, judged)

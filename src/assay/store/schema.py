@@ -144,7 +144,7 @@ benchmarks = Table(
     "benchmarks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(32), ForeignKey("runs.id", ondelete="SET NULL")),
-    Column("kind", String(32), nullable=False),     # quality | perf | cost | embed
+    Column("kind", String(32), nullable=False),     # quality | perf | cost | embed | judge_check
     Column("name", Text),
     Column("model", Text),
     Column("task", Text),

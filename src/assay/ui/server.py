@@ -5,7 +5,8 @@ histograms, the rows table with sorting, filters, search and pages), ``/runs/{id
 one row, ``/compare?runs=A&runs=B`` two or more runs, ``/trend?output=O`` an output across
 runs, ``/bench`` the stored serving-performance runs, ``/bench/{ref}`` one of them (its tables
 and charts), ``/bench/compare?a=A&b=B`` two of them point by point, ``/bench/track?track=T``
-the scheduled repeats of one. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
+the scheduled repeats of one, ``/judge-checks`` the stored judge checks (``assay judge check``)
+and ``/judge-checks/{ref}`` one of them; a run's page shows the latest check of its judge. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
 histograms are computed by the database (:mod:`assay.store.queries`).
 
 Access: with no token the app answers only requests addressed to a loopback host name
@@ -29,6 +30,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from assay.engine import judge_check as JC
 from assay.errors import AssayError
 from assay.store import Store
 from assay.store import queries as Q
@@ -142,10 +144,12 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
                   since: str | None = None, until: str | None = None,
                   page_no: int = Query(1, alias="page", ge=1, le=MAX_PAGE), per: int = Query(100, ge=1, le=500)) -> Response:
         runs, total = _runs(name, status, since, until, page_no, per)
+        checks = {j: {"ref": c["ref"], "figures": _check_line(c)} for j, c in JC.latest_checks(store).items()
+                  if j is not None}
         params = dict(request.query_params)
         prev_href = "?" + urlencode({**params, "page": page_no - 1}) if page_no > 1 else None
         next_href = "?" + urlencode({**params, "page": page_no + 1}) if page_no * per < total else None
-        return page("runs.html.j2", title="runs", runs=runs, total=total, statuses=STATUSES,
+        return page("runs.html.j2", title="runs", runs=runs, total=total, statuses=STATUSES, checks=checks,
                     f={"name": name, "status": status, "since": since, "until": until},
                     prev_href=prev_href, next_href=next_href)
 
@@ -186,8 +190,9 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
             p = {k: v for k, v in p.items() if v not in (None, "")}
             return f"/runs/{run['id']}" + ("?" + urlencode(p) if p else "") + "#rows"
 
+        check, judged = JC.check_for_run(store, run)
         return page("run.html.j2", title=run["name"] or run["id"], run=run, summary=run.get("summary") or {},
-                    outputs=outputs, hists=svgs, page=rows, q=rq, results=Q.RESULTS, shown=shown, qs=qs)
+                    check=check, judged=judged, outputs=outputs, hists=svgs, page=rows, q=rq, results=Q.RESULTS, shown=shown, qs=qs)
 
     @app.get("/api/runs/{ref}")
     def api_run(ref: str) -> dict[str, Any]:
@@ -303,6 +308,36 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/api/trend")
     def api_trend(output: str, name: str | None = None) -> dict[str, Any]:
         return {"output": output, "points": Q.trend(store, output, name=name or None)}
+
+    # -- judge checks ----------------------------------------------------------------------
+    def _checks(judge: str | None, limit: int) -> list[dict[str, Any]]:
+        which = JC.ANY if not judge else (None if judge.strip().lower() in JC.NO_JUDGE_WORDS else judge)
+        return JC.list_checks(store, judge=which, limit=limit)
+
+    def get_check(ref: str) -> dict[str, Any]:
+        try:
+            return JC.get_check(store, ref)
+        except AssayError as exc:
+            raise NotFound(str(exc)) from None
+
+    @app.get("/judge-checks", response_class=HTMLResponse)
+    def checks_page(judge: str | None = None, limit: int = Query(200, ge=1, le=MAX_LIMIT)) -> Response:
+        judges = list(JC.latest_checks(store))
+        return page("judge_checks.html.j2", title="judge checks", checks=_checks(judge, limit), judges=judges,
+                    f={"judge": judge})
+
+    @app.get("/api/judge-checks")
+    def api_checks(judge: str | None = None, limit: int = Query(200, ge=1, le=MAX_LIMIT)) -> dict[str, Any]:
+        return {"checks": _checks(judge, limit)}
+
+    @app.get("/judge-checks/{ref}", response_class=HTMLResponse)
+    def check_page(ref: str) -> Response:
+        c = get_check(ref)
+        return page("judge_check.html.j2", title=f"judge check {c['ref']}", check=c, bar=JC.BAR)
+
+    @app.get("/api/judge-checks/{ref}")
+    def api_check(ref: str) -> dict[str, Any]:
+        return get_check(ref)
 
     # -- benchmarks ------------------------------------------------------------------------
     # Stored benchmark runs never change: comparisons are kept, keyed by the two row ids.
@@ -493,6 +528,12 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 _BENCH_NAMES = {"ttft": "TTFT", "ttft_sched": "TTFT from the scheduled send", "ttfat": "TTFAT", "itl": "ITL",
                 "tpot": "TPOT", "e2e": "E2E", "e2e_sched": "E2E from the scheduled send", "gtps": "GTPS",
                 "ttps": "TTPS"}
+
+
+def _check_line(check: dict[str, Any]) -> str:
+    """``groundedness 0.84, relevance 0.95`` (AUC per metric) of a stored judge check, for the runs list."""
+    shown = [f"{m} {h['auc']:.2f}" for m, h in (check.get("metrics") or {}).items() if h.get("auc") is not None]
+    return ", ".join(shown[:3]) + (f", +{len(shown) - 3}" if len(shown) > 3 else "")
 
 
 def _plain(status: int, text: str) -> Response:
