@@ -66,3 +66,32 @@ def test_unknown_run_and_store_off_are_clear_errors(tmp_path):
     assert p.returncode == 2 and "no run 'x'" in p.stderr
     p = run("runs", store="off")
     assert p.returncode == 2 and "turned off" in p.stderr
+
+
+def test_compare_counts_fewer_tokens_as_better(tmp_path):
+    """Token counts are lower-is-better: a run whose answers were cut short is better, not worse (issue 14, item 3)."""
+    store = tmp_path / "runs.db"
+    long_answer = "The capital of France is Paris, a city on the Seine with many museums and cafes. " * 3
+    for name, answer in (("long", long_answer), ("short", "Paris.")):
+        with open(tmp_path / f"{name}.jsonl", "w") as fh:
+            for i in range(12):
+                fh.write(json.dumps({"id": str(i), "query": f"What is the capital of France? ({i})",
+                                     "response": answer}) + "\n")
+        p = run("eval", str(tmp_path / f"{name}.jsonl"), "-m", "token_count", "--name", name, store=store)
+        assert p.returncode == 0, p.stderr
+
+    p = run("compare", "long", "short", "--format", "json", store=store)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    by_output = {m["output"]: m for m in doc["metrics"]}
+    for output in ("total_token_count", "total_output_token_count"):
+        assert by_output[output]["higher_is_better"] is False
+        d = by_output[output]["deltas"][1]
+        assert d["delta"] < 0 and d["significant"] and d["better"] is True
+    worse = next(iter(doc["worse_rows"].values()))
+    assert worse["total_token_count"] == [] and worse["total_output_token_count"] == []
+
+    p = run("compare", "long", "short", store=store)
+    assert p.returncode == 0, p.stderr
+    assert "rows worse in short" not in p.stdout
+    assert "total_token_count ↓" in p.stdout

@@ -4,6 +4,9 @@ Token counts come from the application's own usage (a trace or a target call) wh
 reported them; otherwise they are counted locally with the ``o200k_base`` BPE encoding
 shipped inside the ``bpe-openai`` package (no download), and ``properties.tokenizer``
 says so.
+
+Both are lower-is-better: fewer tokens and fewer seconds for the same answer is the
+improvement, and ``assay compare`` counts a rise as "worse".
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def count_tokens(text: str | None) -> int:
     return len(_encoding().encode_ordinary(text))
 
 
-@metric(auto=True, family=("databricks",), outputs=(
+@metric(auto=True, family=("databricks",), higher_is_better=False, outputs=(
     "total_token_count", "total_input_token_count", "total_output_token_count"))
 def token_count(response: str, query: str | None = None, usage: Usage | None = None) -> dict[str, Score]:
     """Input, output and total tokens of the application's answer.
