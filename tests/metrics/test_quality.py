@@ -114,8 +114,11 @@ async def test_logprobs_give_prob_score_beside_the_parsed_one(fake, judge):
     # asked to score from probabilities: the expected value is the score, compared as a float
     fake.push({"content": "".join(toks), "logprobs": lp})
     s = await score("similarity", ROW, judge, judge_scoring="probability")
-    assert s.value == 3 and s.score == pytest.approx(2.9) and s.passed is False   # 2.9 < 3, though value rounds to 3
+    # one number decides (issue 14, item 6): the headline is the expected value that fails at 3,
+    # not the nearest scale point 3 beside a failing result
+    assert s.value == s.score == pytest.approx(2.9) and s.passed is False and s.result == "fail"
     assert s.properties["scoring"] == "probability" and s.properties["parsed_value"] == 3
+    assert s.properties["nearest_value"] == 3
 
 
 async def test_yes_no_judge(fake, judge):
@@ -471,7 +474,8 @@ async def test_smoke_test_judge_scores_from_probabilities():
     stub = ProbJudge({"1": 0.1, "2": 0.2, "3": 0.3, "4": 0.2, "5": 0.2})
     s = await score("groundedness", ROW, stub)
     ev = 0.1 + 0.4 + 0.9 + 0.8 + 1.0
-    assert s.score == pytest.approx(ev) and s.value == 3 and s.passed is True
+    assert s.score == pytest.approx(ev) and s.value == s.score and s.passed is True
+    assert s.properties["nearest_value"] == 3
     p = s.properties
     assert p["scoring"] == "probability" and p["smoke_test"] is True and "not calibrated" in p["judge_note"]
     assert p["prob_score"] == pytest.approx(ev) and p["prob_mass"] == pytest.approx(0.9)
@@ -538,6 +542,7 @@ async def test_groundedness_on_the_embedded_judge():
     for s in scores:
         assert s.status == "completed", s.reason
         assert 1.0 <= s.properties["prob_score"] <= 5.0 and s.score == s.properties["prob_score"]
-        assert s.value in (1, 2, 3, 4, 5) and s.properties["scoring"] == "probability"
+        assert s.value == s.score and s.properties["nearest_value"] in (1, 2, 3, 4, 5)
+        assert s.properties["scoring"] == "probability"
         assert s.properties["smoke_test"] is True and s.properties["judge_model"] == model.name
     assert scores[0].score != scores[1].score
