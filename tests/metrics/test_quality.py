@@ -491,6 +491,16 @@ async def test_smoke_test_judge_scores_from_probabilities():
     assert s.properties["input_tokens"] == 321 + 300 and s.properties["judge_calls"] == 2
 
 
+def test_the_run_table_says_probability_scores_are_expected_values():
+    from assay.engine.evaluate import scorers_of
+
+    stub = ProbJudge({"3": 1.0})
+    label = scorers_of([REGISTRY["groundedness"]], LimitedModel(stub, cache=None))["groundedness"]["label"]
+    assert "(smoke test)" in label and "expected value from token probabilities" in label
+    parsed = scorers_of([REGISTRY["groundedness"]], LimitedModel(stub, cache=None), {"judge_scoring": "parsed"})
+    assert parsed["groundedness"]["scoring"] == "parsed" and "expected value" not in parsed["groundedness"]["label"]
+
+
 async def test_smoke_test_yes_no_and_the_cache(tmp_path):
     stub = ProbJudge({"yes": 0.3, "no": 0.7})
     cache = CallCache(tmp_path / "c.sqlite")

@@ -236,12 +236,14 @@ def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str
     name or None, "kind": "formula" | "judge" | "smoke-test judge" | "embedded scorer" |
     "embedded classifier" | "skipped", "label": a short label, "fidelity": one line of measured
     figures (embedded scorers), "reason": why it is skipped}}``."""
-    from assay.judges import is_smoke_test
+    from assay.judges import is_smoke_test, scoring_mode
     from assay.judges.scorers import NEEDS_JUDGE, embedded_scorer, fidelity_line
 
     out: dict[str, dict[str, Any]] = {}
     judge_name = str(getattr(judge_model, "name", "") or "") or None
     smoke = is_smoke_test(judge_model)
+    by_prob = (judge_model is not None
+               and scoring_mode(EvalContext(options=dict(options or {})), judge_model) == "probability")
     safety_choice = str((options or {}).get("safety_scorer", "auto") or "auto").lower()
     for m in metrics:
         if m.kind == "safety":
@@ -254,8 +256,12 @@ def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str
         if m.kind not in ("judge", "safety"):
             out[m.name] = {"by": None, "kind": "formula", "label": "formula"}
         elif judge_model is not None:
-            out[m.name] = {"by": judge_name, "kind": "smoke-test judge" if smoke else "judge",
-                           "label": f"{judge_name} (smoke test)" if smoke else judge_name}
+            label = f"{judge_name} (smoke test)" if smoke else str(judge_name)
+            if by_prob:
+                # the value, pass/fail and the mean are all this one number (not the nearest scale point)
+                label += "; score: expected value from token probabilities"
+            out[m.name] = {"by": judge_name, "kind": "smoke-test judge" if smoke else "judge", "label": label,
+                           "scoring": "probability" if by_prob else "parsed"}
         else:
             s = embedded_scorer(m.name)
             missing = s.needs() if s is not None else None
