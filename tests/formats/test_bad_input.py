@@ -163,3 +163,12 @@ def test_skip_mode_keeps_rows_around_a_bad_conversation():
 def test_bad_on_bad_row_value():
     with pytest.raises(InputError, match="on_bad_row"):
         open_dataset([{"query": "q"}], on_bad_row="ignore")
+
+
+def test_csv_header_with_an_empty_column_name():
+    p = BAD / "empty_column_name.csv"
+    with pytest.raises(InputError) as ei:
+        list(open_dataset(p, on_bad_row="skip"))
+    e = ei.value
+    assert (e.source, e.line, e.field) == (str(p), 1, None)
+    assert one_line(e) == f"{p}, line 1: the header's column 3 of 4 has no name (name it, or remove the column)"
