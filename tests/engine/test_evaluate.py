@@ -93,7 +93,7 @@ def test_sync_target_is_called_by_parameter_name():
     assert sorted(seen) == [("q1", "t1"), ("q2", "none")]
     row = res.rows[0]
     assert row["inputs.response"] == "answer to q1"
-    assert row["inputs.contexts"] == [{"content": "doc one"}]
+    assert row["inputs.context"] == [{"content": "doc one"}]
     assert row["outputs.f1_score.f1_score"] == 1.0
     assert row["outputs.token_count.total_token_count"] == 10
     assert row["outputs.latency.latency_seconds"] >= 0

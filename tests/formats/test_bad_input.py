@@ -33,10 +33,10 @@ def test_malformed_json_line():
     assert ds.rows_read == 3 and [b.line for b in ds.bad_rows] == [3]
 
 
-def test_wrong_type_number_where_text_belongs():
+def test_wrong_type_boolean_where_text_belongs():
     p = BAD / "wrong_type.jsonl"
     e = first_error(p)
-    assert one_line(e) == f"{p}, line 2, field 'query': expected text, got a number"
+    assert one_line(e) == f"{p}, line 2, field 'query': expected text, got a boolean"
     assert (e.line, e.field) == (2, "query")
     ds = open_dataset(p, on_bad_row="skip")
     assert [r.query for r in ds] == ["q1", "q3"]
@@ -114,7 +114,7 @@ def test_json_array_element_errors_give_the_elements_file_line():
 
 def test_data_wrapper_element_errors_give_the_elements_file_line(tmp_path):
     p = tmp_path / "w.json"
-    p.write_text('{"version": "1", "note": "[not the array]",\n "data": [\n  {"query": "q1"},\n\n  {"query": 2}\n ]}\n')
+    p.write_text('{"version": "1", "note": "[not the array]",\n "data": [\n  {"query": "q1"},\n\n  {"query": true}\n ]}\n')
     e = first_error(p)
     assert (e.line, e.field) == (5, "query")
 
@@ -128,7 +128,7 @@ def test_malformed_json_file_names_the_line(tmp_path):
 
 
 @pytest.mark.parametrize("row,field,msg", [
-    ({"response": 5}, "response", "expected text, got a number"),
+    ({"response": True}, "response", "expected text, got a boolean"),
     ({"query": ["a"]}, "query", "expected text, got a list"),
     ({"contexts": [{"content": 3}]}, "contexts[0].content", "expected text, got a number"),
     ({"contexts": [7]}, "contexts[0]",
@@ -163,3 +163,12 @@ def test_skip_mode_keeps_rows_around_a_bad_conversation():
 def test_bad_on_bad_row_value():
     with pytest.raises(InputError, match="on_bad_row"):
         open_dataset([{"query": "q"}], on_bad_row="ignore")
+
+
+def test_csv_header_with_an_empty_column_name():
+    p = BAD / "empty_column_name.csv"
+    with pytest.raises(InputError) as ei:
+        list(open_dataset(p, on_bad_row="skip"))
+    e = ei.value
+    assert (e.source, e.line, e.field) == (str(p), 1, None)
+    assert one_line(e) == f"{p}, line 1: the header's column 3 of 4 has no name (name it, or remove the column)"

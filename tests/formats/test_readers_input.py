@@ -184,10 +184,10 @@ def test_directory_reads_every_supported_file_in_name_order(tmp_path):
 
 def test_directory_errors_name_the_file(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"query": "q1"}\n')
-    (tmp_path / "b.jsonl").write_text('{"query": 1}\n')
+    (tmp_path / "b.jsonl").write_text('{"query": false}\n')
     with pytest.raises(InputError) as ei:
         list(open_dataset(tmp_path))
-    assert str(ei.value) == f"{tmp_path / 'b.jsonl'}, line 1, field 'query': expected text, got a number"
+    assert str(ei.value) == f"{tmp_path / 'b.jsonl'}, line 1, field 'query': expected text, got a boolean"
 
 
 def test_unknown_extension(tmp_path):

@@ -55,7 +55,7 @@ def test_evaluate_with_an_endpoint_target(fake):
                          metrics="token_count")
     assert res.run["target"] == f"{fake.base_url}#fake-judge"
     assert [r["inputs.response"] for r in res.rows] == ["answer #1", "answer #1"]
-    assert res.rows[0]["inputs.contexts"][0]["content"] == "cited text"
+    assert res.rows[0]["inputs.context"][0]["content"] == "cited text"
 
 
 def test_retries_on_5xx_and_a_hard_failure_is_recorded(fake):

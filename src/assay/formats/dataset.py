@@ -176,6 +176,10 @@ class Dataset:
         if m is None or not m.unmatched or not self.rows_read:
             return
         for field, col, _ in m.pairs:
+            if col in m.unmatched and col in m.target_refs and not target:
+                raise InputError(f"the mapping {field}=${{target.{col}}} reads the target's output {col!r}, but "
+                                 "there is no target: pass one (evaluate(target=...), or --target module:function), "
+                                 f"or map a data column with '${{data.{col}}}'", source=self.source, field=field)
             if col in m.unmatched and not (target and col in m.target_refs):
                 cols = sorted(self.columns_seen)
                 have = ", ".join(cols[:30]) + (f" and {len(cols) - 30} more" if len(cols) > 30 else "")

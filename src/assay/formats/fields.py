@@ -78,11 +78,24 @@ def json_text(value: Any) -> str:
 
 # --------------------------------------------------------------------------- scalars
 
+def is_number(value: Any) -> bool:
+    """A JSON number (not a boolean): read as its text where text belongs, as a CSV cell would be."""
+    return value.__class__ is int or value.__class__ is float
+
+
+def number_text(value: int | float) -> str:
+    """The text of a JSON number: ``42`` → ``"42"``, ``2.5`` → ``"2.5"``."""
+    return str(value)
+
+
 def text(value: Any, path: str) -> str | None:
+    """Text; a JSON number is read as its text (math answers are numbers), as a CSV cell is."""
     if value is None or value.__class__ is str:
         return value
     if isinstance(value, str):
         return str(value)
+    if is_number(value):
+        return number_text(value)
     raise FieldError(path, f"expected text, got {kind(value)}")
 
 
@@ -456,6 +469,8 @@ def request_fields(value: Any, path: str, *, strict: bool) -> tuple[str | None, 
     """
     if value is None or value.__class__ is str:
         return value, None
+    if is_number(value):
+        return number_text(value), None
     if isinstance(value, dict):
         if "messages" in value:
             msgs = some_messages(value["messages"], f"{path}.messages")
@@ -492,6 +507,8 @@ def response_text(value: Any, path: str, *, strict: bool) -> str | None:
     """
     if value is None or value.__class__ is str:
         return value
+    if is_number(value):
+        return number_text(value)
     if isinstance(value, dict):
         choices = value.get("choices")
         if isinstance(choices, list) and choices:

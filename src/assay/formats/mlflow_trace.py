@@ -73,8 +73,29 @@ _LLM_TYPES = frozenset(("LLM", "CHAT_MODEL"))
 
 
 def matches(row: Any) -> bool:
-    """True for an MLflow trace object: ``{"info": {...}, "data": {...}}``."""
-    return isinstance(row, dict) and isinstance(row.get("info"), dict) and isinstance(row.get("data"), dict)
+    """True for an MLflow trace object: ``{"info": {...}, "data": {...}}``, or a trace's data
+    alone, ``{"spans": [...]}`` (the form MLflow's own examples publish)."""
+    if not isinstance(row, dict):
+        return False
+    if isinstance(row.get("info"), dict) and isinstance(row.get("data"), dict):
+        return True
+    return "info" not in row and "data" not in row and _spans_only(row)
+
+
+def _spans_only(row: dict[str, Any]) -> bool:
+    """``{"spans": [span, ...]}`` whose first span has a span id (v2 ``context.span_id`` or v3 ``span_id``)."""
+    spans = row.get("spans")
+    if not isinstance(spans, list) or not spans or not isinstance(spans[0], dict):
+        return False
+    s0 = spans[0]
+    return "span_id" in s0 or (isinstance(s0.get("context"), dict) and "span_id" in s0["context"])
+
+
+def _whole(row: dict[str, Any]) -> dict[str, Any]:
+    """A spans-only trace as ``{"info": {}, "data": {"spans": [...]}}``; a whole trace as it is."""
+    if "data" in row or "info" in row or "spans" not in row:
+        return row
+    return {"info": {}, "data": {"spans": row["spans"]}}
 
 
 def _decode(value: Any) -> Any:
@@ -174,6 +195,7 @@ def load_trace(value: Any, path: str) -> dict[str, Any]:
                                    "but the text is not valid JSON") from None
     if not isinstance(value, dict):
         raise FieldError(path, f"expected an MLflow trace (an object with 'info' and 'data'), got {kind(value)}")
+    value = _whole(value)
     if not isinstance(value.get("info", {}), dict):
         raise FieldError(f"{path}.info", f"expected an object, got {kind(value.get('info'))}")
     if not isinstance(value.get("data", {}), dict):
@@ -365,6 +387,8 @@ def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:
     root = _root(spans)
     fields: dict[str, Any] = {}
     tid = info.get("trace_id") or info.get("request_id")
+    if tid is None and not info and spans:  # spans only: the spans' own trace id
+        tid = spans[0].raw.get("trace_id") or (spans[0].raw.get("context") or {}).get("trace_id")
     if isinstance(tid, str):
         fields["id"] = tid
 
@@ -402,7 +426,7 @@ def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:
 
 def own_columns(row: dict[str, Any]) -> tuple[str, ...]:
     """The columns :func:`to_fields` reads itself; the others are the row's ``base`` fields."""
-    return ("info", "data")
+    return ("info", "data") if "info" in row or "data" in row else ("spans",)
 
 
 def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> dict[str, Any]:
@@ -412,6 +436,7 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> dict[str
     ``expected_response``); they win over what the trace gives. ``index`` is not used (a
     trace has its own id).
     """
+    row = _whole(row)
     fields = trace_fields(row, "trace")
     fields.pop(REQUEST, None)
     if base:

@@ -38,6 +38,7 @@ from assay.formats.fields import (
     guidelines,
     ident,
     integer,
+    is_number,
     kind,
     messages,
     obj_list,
@@ -47,12 +48,16 @@ from assay.formats.fields import (
 )
 from assay.records import CANONICAL_FIELDS
 
-__all__ = ["SHAPES", "Normalizer", "ColumnMapping", "MAPPABLE", "PRE_EXTRA"]
+__all__ = ["SHAPES", "Normalizer", "ColumnMapping", "MAPPABLE", "PRE_EXTRA", "NUMBERS_AS_TEXT"]
 
 #: the whole-row shapes, tried in order; a row that none matches is a flat row
 SHAPES = (azure, mlflow_trace)
 
 PRE_EXTRA = "\x00extra"  # key under which a mapped row carries columns displaced by the mapping
+
+#: ``extra`` key listing the columns whose JSON number was read as text (``{"response": 42}`` → ``"42"``)
+NUMBERS_AS_TEXT = "numbers_read_as_text"
+_TEXT_FIELDS = frozenset(("query", "response", "ground_truth"))
 
 _TEXT, _SINGLE, _MULTI, _SPECIAL = 0, 1, 2, 3  # _TEXT: a str value is taken as is
 
@@ -142,7 +147,7 @@ class Normalizer:
         out: dict[str, Any] = {}
         origin: dict[str, str] = {}
         extra: dict[str, Any] | None = None
-        trace = raw_request = None
+        trace = raw_request = numbers = None
         for key, value in row.items():
             h = table.get(key)
             if h is None:
@@ -162,7 +167,12 @@ class Normalizer:
                         extra[key] = value
                         continue
                     extra[cur] = row[cur]
-                out[field] = value if (mode == _TEXT and value.__class__ is str) else fn(value, key)
+                if mode == _TEXT and value.__class__ is str:
+                    out[field] = value
+                else:
+                    out[field] = fn(value, key)
+                    if field in _TEXT_FIELDS and is_number(value):
+                        numbers = [*(numbers or ()), key]
                 origin[field] = key
             elif mode == _MULTI:
                 cur = origin.get(field)
@@ -178,6 +188,8 @@ class Normalizer:
                         raw_request = value
                     continue
                 got = fn(value, key)
+                if is_number(value):
+                    numbers = [*(numbers or ()), key]
                 if raw_request is None:
                     raw_request = got.pop(REQUEST)
                 else:
@@ -205,6 +217,10 @@ class Normalizer:
                 raw_request = seen
         if raw_request is not None and "id" not in out and "id" not in origin:
             out["id"] = databricks.request_id(raw_request)
+        if numbers:
+            if extra is None:
+                extra = {}
+            extra[NUMBERS_AS_TEXT] = numbers
         if extra:
             out["extra"] = extra
         self.origin = origin

@@ -374,7 +374,10 @@ class CsvSource(FileSource):
                 return
             header = [h.strip() for h in header]
             seen: set[str] = set()
-            for h in header:
+            for i, h in enumerate(header, 1):
+                if not h:
+                    raise InputError(f"the header's column {i} of {len(header)} has no name "
+                                     "(name it, or remove the column)", source=self.name, line=1)
                 if h in seen:
                     raise InputError(f"the header names column {h!r} twice", source=self.name, line=1)
                 seen.add(h)

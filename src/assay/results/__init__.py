@@ -32,8 +32,13 @@ _OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_
 _NESTED = ("history", "contexts", "usage")
 
 
+#: record field -> its ``inputs.*`` column where azure-ai-evaluation's name differs (``context``)
+INPUT_NAMES = {"contexts": "context"}
+
+
 def row_inputs(r: Record) -> dict[str, Any]:
-    """The ``inputs.*`` columns of a row: every field the record has, plus its extra columns."""
+    """The ``inputs.*`` columns of a row: every field the record has (under azure-ai-evaluation's
+    name, :data:`INPUT_NAMES`), plus its extra columns (``inputs.extra.<name>`` where a name is taken)."""
     row: dict[str, Any] = {}
     for name in CANONICAL_FIELDS:
         v = getattr(r, name)
@@ -41,10 +46,19 @@ def row_inputs(r: Record) -> dict[str, Any]:
             continue
         if name in _NESTED:
             v = [x.model_dump(exclude_none=True) for x in v] if isinstance(v, list) else v.model_dump(exclude_none=True)
-        row["inputs." + name] = v
+        row["inputs." + INPUT_NAMES.get(name, name)] = v
     for k, v in r.extra.items():
-        row["inputs." + k] = v
+        row[("inputs.extra." if "inputs." + k in row else "inputs.") + k] = v
     return row
+
+
+def input_field(row: dict[str, Any], name: str) -> Any:
+    """A record field's value in a result row's ``inputs.*`` columns (runs written before
+    ``contexts`` was written as ``inputs.context`` included)."""
+    col = "inputs." + INPUT_NAMES.get(name, name)
+    if col in row:
+        return row[col]
+    return row.get("inputs." + name)
 
 
 def _default(o: Any) -> Any:

@@ -5,7 +5,9 @@ Judges with a yes/no rating become ``<prefix>/llm_judged/<judge>/rating`` and
 ``/rationale``; ground-truth retrieval metrics ``retrieval/ground_truth/<name>``; the
 app's own cost and speed ``agent/<name>``; anything else ``metric/<output>``.
 Aggregates are ``<name>/average`` for numbers and ``<name>/percentage`` (share of
-``yes``) for ratings.
+``yes``) for ratings. Input columns take Databricks' evaluation-set names (:data:`INPUT_NAMES`):
+``request_id``, ``request``, ``expected_response``, ``retrieved_context``, and
+``expected_retrieved_context`` (a list of ``{"doc_uri": ...}``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,24 @@ NAMES: dict[str, str] = {
 }
 
 
+#: ``inputs.*`` column (assay / azure-ai-evaluation name) -> Databricks evaluation-set column
+INPUT_NAMES: dict[str, str] = {
+    "id": "request_id",
+    "query": "request",
+    "ground_truth": "expected_response",
+    "context": "retrieved_context",
+    "contexts": "retrieved_context",  # runs written before contexts became inputs.context
+    "expected_doc_uris": "expected_retrieved_context",
+}
+
+
+def _input(name: str, value: Any) -> tuple[str, Any]:
+    db = INPUT_NAMES.get(name, name)
+    if name == "expected_doc_uris" and isinstance(value, list):
+        value = [{"doc_uri": u} for u in value]
+    return db, value
+
+
 def name_for(output: str) -> str:
     return NAMES.get(output, f"metric/{output}")
 
@@ -50,7 +70,8 @@ def databricks_view(result: "EvalResult") -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in row.items():
             if k.startswith("inputs."):
-                out[k[len("inputs."):]] = v
+                name, value = _input(k[len("inputs."):], v)
+                out["extra." + name if name in out else name] = value
         for o, agg in result.metrics.items():
             base = f"outputs.{agg['metric']}.{o}"
             if base not in row:

@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
 from assay.bench.perf_compare import point_label
+from assay.results import input_field
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -113,11 +114,11 @@ def result_label(score: dict[str, Any] | None) -> str:
 
 
 def field(inputs: dict[str, Any], name: str) -> Any:
-    return inputs.get("inputs." + name)
+    return input_field(inputs, name)
 
 
 def other_inputs(inputs: dict[str, Any]) -> list[tuple[str, Any]]:
-    shown = {"inputs." + f for f in (*TEXT_FIELDS, "history", "contexts", "id")}
+    shown = {"inputs." + f for f in (*TEXT_FIELDS, "history", "contexts", "context", "id")}
     return [(k[len("inputs."):] if k.startswith("inputs.") else k, v) for k, v in inputs.items() if k not in shown]
 
 
