@@ -50,7 +50,7 @@ def test_metrics_lists_the_registry():
 @pytest.mark.parametrize("name,text,expect", [
     ("bad.jsonl", '{"response": "a", "ground_truth": "a"}\n{"response": "b", "ground_truth": \n',
      ["bad.jsonl", "line 2"]),
-    ("type.jsonl", '{"response": 42, "ground_truth": "a"}\n', ["type.jsonl", "line 1", "response"]),
+    ("type.jsonl", '{"response": true, "ground_truth": "a"}\n', ["type.jsonl", "line 1", "response"]),
     ("list.jsonl", '{"query": "q", "response": "r", "expected_facts": "one fact"}\n',
      ["list.jsonl", "line 1", "expected_facts"]),
     ("empty.jsonl", "", ["empty.jsonl", "empty"]),
@@ -82,7 +82,7 @@ def test_missing_required_column_names_the_field(tmp_path):
 
 def test_skip_mode_keeps_the_good_rows(tmp_path):
     f = write(tmp_path, "d.jsonl",
-              '{"response": "a", "ground_truth": "a"}\nnot json\n{"response": 5, "ground_truth": "a"}\n'
+              '{"response": "a", "ground_truth": "a"}\nnot json\n{"response": false, "ground_truth": "a"}\n'
               '{"response": "b", "ground_truth": "b"}\n')
     p = run("eval", f, "--metrics", "f1_score", "--on-bad-row", "skip", "--out", str(tmp_path / "o"))
     assert p.returncode == 0, p.stderr
