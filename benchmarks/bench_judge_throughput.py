@@ -27,13 +27,14 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from loopback import start_own_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -90,14 +91,7 @@ def serve(port: int, latency: float) -> None:
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--latency", str(latency)],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc, f"http://127.0.0.1:{port}"
+    return start_own_server(__file__, latency)
 
 
 def endpoint_calls(root: str) -> int:
