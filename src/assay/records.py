@@ -47,6 +47,12 @@ class Usage(_Model):
     latency_ms: float | None = None
 
 
+#: the keys of one canonical tool call: ``type`` is ``"tool_call"``; ``tool_call_id`` when the
+#: source names one; ``name``; ``arguments`` an object (JSON text parsed) or the raw text when it
+#: is not JSON; ``result`` what the tool returned, when known; ``error`` the error's text when
+#: the tool failed (an MLflow TOOL span with status ERROR, a result that is an error object)
+TOOL_CALL_KEYS = ("type", "tool_call_id", "name", "arguments", "result", "error")
+
 Guidelines = Union[list[str], dict[str, list[str]]]
 
 
@@ -57,6 +63,15 @@ class Record(_Model):
     multi-turn conversation (evaluated per turn, aggregated per conversation).
     ``extra`` keeps the source columns that have no canonical name, so nothing the
     user supplied is lost from the result.
+
+    Agent rows: ``query`` is the user's request as text (the last user message), ``history``
+    the messages before it (a system message first when there is one), ``response`` the
+    agent's final answer as text, ``steps`` every message the agent produced for this request
+    in order -- assistant messages (with their ``tool_calls``) and tool results (role
+    ``"tool"``, ``tool_call_id``, ``content``) -- ending with the final answer. ``tool_calls``
+    lists each call made, in order, as a :data:`TOOL_CALL_KEYS` dict; ``tool_definitions``
+    the tools the agent was offered (``name``, ``description``, ``parameters``);
+    ``expected_tool_calls`` the calls a correct run makes (``name``, optional ``arguments``).
     """
 
     id: str | None = None
@@ -68,8 +83,10 @@ class Record(_Model):
     expected_facts: list[str] | None = None
     expected_doc_uris: list[str] | None = None
     guidelines: Guidelines | None = None
+    steps: list[Message] | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_definitions: list[dict[str, Any]] | None = None
+    expected_tool_calls: list[dict[str, Any]] | None = None
     usage: Usage | None = None
     conversation_id: str | None = None
     turn: int | None = None

@@ -556,7 +556,9 @@ _EXPECT = {
     "history": "a list of chat messages", "contexts": "a list of documents",
     "expected_facts": "a list of strings", "expected_doc_uris": "a list of strings",
     "guidelines": "a list of strings (or an object mapping names to lists of strings)",
+    "steps": "a list of chat messages",
     "tool_calls": "a list of tool calls", "tool_definitions": "a list of tool definitions",
+    "expected_tool_calls": "a list of expected tool calls",
     "usage": "an object with token counts", "conversation_id": "an id (text)", "turn": "a whole number",
 }
 

@@ -74,6 +74,10 @@ def _tool_definitions(v: Any, p: str) -> Any:
     return obj_list(v, p, "tool definitions")
 
 
+def _expected_tool_calls(v: Any, p: str) -> Any:
+    return obj_list(v, p, "expected tool calls")
+
+
 CANONICAL = {
     "id": ident,
     "query": text,
@@ -84,8 +88,10 @@ CANONICAL = {
     "expected_facts": str_list,
     "expected_doc_uris": str_list,
     "guidelines": guidelines,
+    "steps": messages,
     "tool_calls": _tool_calls,
     "tool_definitions": _tool_definitions,
+    "expected_tool_calls": _expected_tool_calls,
     "usage": usage,
     "conversation_id": ident,
     "turn": integer,
