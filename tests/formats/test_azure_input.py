@@ -91,7 +91,10 @@ def test_tool_calling_turns_and_unanswered_last_user_message():
     t0, t1 = recs
     assert t0.query == "Is the TrailMaster X4 Tent in stock?"  # content parts joined into text
     assert t0.response == "Yes, 12 are in stock."
-    assert t0.tool_calls[0]["function"]["name"] == "check_stock"
+    # the OpenAI tool call in the canonical shape, its arguments parsed, the tool message's result attached
+    assert t0.tool_calls == [{"type": "tool_call", "tool_call_id": "call_1", "name": "check_stock",
+                              "arguments": {"item": "TrailMaster X4"}, "result": {"in_stock": 12}}]
+    assert [m.role for m in t0.steps] == ["assistant", "tool", "assistant"]
     assert t1.query == "Great, can you reserve one?" and t1.response is None
     assert [m.role for m in t1.history] == ["user", "assistant", "tool", "assistant"]
 

@@ -22,7 +22,11 @@ url, filepath}]}``: one document per citation, ``url``/``filepath`` as ``doc_uri
 else the conversation's ``context``. Records get ``conversation_id`` (the row's
 ``conversation_id`` or ``id``, else the row's 0-based index in the data set), ``turn``
 (0-based) and ``id = "<conversation_id>#<turn>"``. An assistant message that only calls
-tools (no content) is not a turn; its ``tool_calls`` go to the next answered turn. A
+tools (no content), or whose calls' results follow it, is not a turn but a step of the next
+answered turn: each record's ``steps`` are the messages from the turn's user message (or the
+previous answer) to its answer, and its ``tool_calls`` the calls made in them, with their
+results (:mod:`.agent`; OpenAI ``tool_calls`` / ``role: "tool"`` messages and Azure's content
+parts alike). A
 conversation ending in an unanswered user message gives a last record without a
 response (for a target to answer). Row-level ``ground_truth`` / ``expected_facts`` /
 ``expected_doc_uris`` describe the final answer and go to the last turn only; other
@@ -33,13 +37,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from assay.formats import agent
 from assay.formats.fields import (
     FieldError,
     decoded,
     documents,
     ident,
     kind,
-    some_messages,
     text,
 )
 
@@ -55,6 +59,21 @@ _LAST_TURN_ONLY = ("ground_truth", "expected_facts", "expected_doc_uris")
 
 def _turn(base: dict[str, Any], conv_id: str, turn: int) -> dict[str, Any]:
     return {**base, "id": f"{conv_id}#{turn}", "conversation_id": conv_id, "turn": turn}
+
+
+def _is_answer(msgs: list[dict[str, Any]], j: int) -> bool:
+    """An assistant message with content that no tool message follows before the next user message
+    (a message that calls tools and then hears their results is a step, not the turn's answer)."""
+    if not msgs[j].get("content"):
+        return False
+    if not msgs[j].get("tool_calls"):
+        return True
+    for m in msgs[j + 1:]:
+        if m["role"] == "user":
+            return True
+        if m["role"] == "tool":
+            return False
+    return True
 
 
 def matches(row: dict[str, Any]) -> bool:
@@ -84,7 +103,9 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
             raise FieldError(path, "the conversation has no 'messages'")
         raw, path = conv["messages"], "conversation.messages"
         conv_context = conv.get("context")
-    msgs = some_messages(raw, path)
+    msgs = agent.chat_messages(raw, path)
+    if not msgs:
+        raise FieldError(path, "expected at least one chat message, got an empty list")
 
     cid, rid = row.get("conversation_id"), row.get("id")
     conv_id = ident(cid, "conversation_id") if cid is not None else ident(rid, "id")
@@ -99,18 +120,13 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
     records: list[dict[str, Any]] = []
     last_user: int | None = None
     answered = True
-    pending_tools: list[Any] = []
+    start = 0  # where the current turn's steps begin
     for j, m in enumerate(msgs):
         role = m["role"]
         if role == "user":
-            last_user, answered = j, False
+            last_user, answered, start = j, False, j + 1
             continue
-        if role != "assistant":
-            continue
-        content = m.get("content")
-        calls = m.get("tool_calls")
-        if not content and calls:
-            pending_tools.extend(calls)
+        if role != "assistant" or not _is_answer(msgs, j):
             continue
         rec = _turn(base, conv_id, len(records))
         if last_user is not None:
@@ -120,16 +136,18 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
             history = msgs[:j]
         if history:
             rec["history"] = history
-        rec["response"] = content
+        fields = agent.steps_fields(msgs[start:j + 1])
+        rec["steps"] = fields["steps"]
+        rec["response"] = m.get("content")
         cx = m.get("context")
         docs = documents(cx, f"{path}[{j}].context", string_ok=True) if cx is not None else shared_docs
         if docs is not None:
             rec["contexts"] = docs
-        if pending_tools or calls:
-            rec["tool_calls"] = pending_tools + list(calls or [])
-            pending_tools = []
+        if "tool_calls" in fields:
+            rec["tool_calls"] = fields["tool_calls"]
         records.append(rec)
         answered = True
+        start = j + 1
     if last_user is not None and not answered:
         rec = _turn(base, conv_id, len(records))
         rec["query"] = msgs[last_user].get("content")

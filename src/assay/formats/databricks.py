@@ -27,10 +27,7 @@ Columns:
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
-
-import orjson
 
 from assay.formats.fields import (
     REQUEST,
@@ -44,15 +41,6 @@ from assay.formats.fields import (
     text,
 )
 from assay.formats.mlflow_trace import load_trace, trace_fields
-
-def request_id(request: Any) -> str:
-    """The default row id: SHA-256 hex of the raw request (sorted-key compact JSON if not a string)."""
-    if isinstance(request, str):
-        raw = request.encode()
-    else:
-        raw = orjson.dumps(request, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return hashlib.sha256(raw).hexdigest()
-
 
 def _query_fields(value: Any, path: str, strict: bool) -> dict[str, Any]:
     q, hist = request_fields(value, path, strict=strict)
@@ -121,7 +109,7 @@ MULTI_TEXT_CELLS = {
 }
 
 #: fields a trace may fill when the row does not give them
-TRACE_FILLS = ("query", "history", "response", "contexts", "usage", "tool_calls",
+TRACE_FILLS = ("query", "history", "response", "contexts", "usage", "steps", "tool_calls", "tool_definitions",
                "ground_truth", "expected_facts", "expected_doc_uris", "guidelines")
 
 

@@ -15,6 +15,7 @@ one combinator, :func:`container`; :func:`each` adds a check of each list elemen
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable, Mapping
 
 import orjson
@@ -431,6 +432,15 @@ def usage(value: Any, path: str) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- requests & responses
+
+def request_id(request: Any) -> str:
+    """The default row id: SHA-256 hex of the raw request (sorted-key compact JSON if not a string)."""
+    if isinstance(request, str):
+        raw = request.encode()
+    else:
+        raw = orjson.dumps(request, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return hashlib.sha256(raw).hexdigest()
+
 
 _QUERY_KEYS = ("query", "question", "input", "prompt", "request", "user_input", "text", "message")
 _ANSWER_KEYS = ("response", "answer", "output", "result", "text", "content", "completion")

@@ -5,7 +5,10 @@ recognised from its keys, cheaply, by the whole-row shape adapters in :data:`SHA
 
 - ``messages`` / ``conversation`` → an Azure AI Evaluation conversation (:mod:`.azure`),
   one record per assistant turn;
-- ``info`` + ``data`` objects → an MLflow trace (:mod:`.mlflow_trace`).
+- ``info`` + ``data`` objects → an MLflow trace (:mod:`.mlflow_trace`);
+- ``query`` / ``response`` as message lists (Azure's agent rows), ``request`` / ``inputs`` as a
+  Responses API request (``{"input": [...]}``), ``response`` / ``outputs`` as a Responses API
+  response (``{"output": [...]}``) → an agent row (:mod:`.agent`).
 
 A shape adapter is a module with ``matches(row)``, ``own_columns(row)`` (the columns it
 reads itself) and ``to_fields(row, base, index)``; ``base`` is this module's reading of
@@ -29,7 +32,7 @@ import re
 from typing import Any, Mapping
 
 from assay.errors import InputError
-from assay.formats import azure, databricks, mlflow_trace
+from assay.formats import agent, azure, databricks, mlflow_trace
 from assay.formats.fields import (
     REQUEST,
     FieldError,
@@ -40,8 +43,7 @@ from assay.formats.fields import (
     integer,
     is_number,
     kind,
-    messages,
-    obj_list,
+    request_id,
     str_list,
     text,
     usage,
@@ -51,7 +53,7 @@ from assay.records import CANONICAL_FIELDS
 __all__ = ["SHAPES", "Normalizer", "ColumnMapping", "MAPPABLE", "PRE_EXTRA", "NUMBERS_AS_TEXT"]
 
 #: the whole-row shapes, tried in order; a row that none matches is a flat row
-SHAPES = (azure, mlflow_trace)
+SHAPES = (azure, mlflow_trace, agent)
 
 PRE_EXTRA = "\x00extra"  # key under which a mapped row carries columns displaced by the mapping
 
@@ -66,32 +68,20 @@ def _contexts(v: Any, p: str) -> Any:
     return documents(v, p)
 
 
-def _tool_calls(v: Any, p: str) -> Any:
-    return obj_list(v, p, "tool calls")
-
-
-def _tool_definitions(v: Any, p: str) -> Any:
-    return obj_list(v, p, "tool definitions")
-
-
-def _expected_tool_calls(v: Any, p: str) -> Any:
-    return obj_list(v, p, "expected tool calls")
-
-
 CANONICAL = {
     "id": ident,
     "query": text,
-    "history": messages,
+    "history": agent.chat_messages,
     "response": databricks.response,
     "contexts": _contexts,
     "ground_truth": text,
     "expected_facts": str_list,
     "expected_doc_uris": str_list,
     "guidelines": guidelines,
-    "steps": messages,
-    "tool_calls": _tool_calls,
-    "tool_definitions": _tool_definitions,
-    "expected_tool_calls": _expected_tool_calls,
+    "steps": agent.chat_messages,
+    "tool_calls": agent.tool_calls,
+    "tool_definitions": agent.tool_definitions,
+    "expected_tool_calls": agent.expected_tool_calls,
     "usage": usage,
     "conversation_id": ident,
     "turn": integer,
@@ -222,7 +212,7 @@ class Normalizer:
             if raw_request is None:
                 raw_request = seen
         if raw_request is not None and "id" not in out and "id" not in origin:
-            out["id"] = databricks.request_id(raw_request)
+            out["id"] = request_id(raw_request)
         if numbers:
             if extra is None:
                 extra = {}
