@@ -54,6 +54,7 @@ from assay.formats.fields import (
 )
 
 _CALL = "tool_call"
+_RESULT = "\x00result"  # a tool message's result object while this module works (never leaves it)
 _MSG = "a chat message (an object with 'role' and 'content')"
 
 
@@ -229,12 +230,13 @@ def _parts(content: list[Any], path: str) -> tuple[str | None, list[dict[str, An
 
 
 def _tool_message(cid: Any, value: Any, path: str, base: dict[str, Any] | None = None) -> dict[str, Any]:
-    content, _ = _result(value)
+    content, result = _result(value)
     m = dict(base or {})
     m["role"] = "tool"
     if cid is not None:
         m["tool_call_id"] = _call_id(cid, f"{path}.tool_call_id")
     m["content"] = content
+    m[_RESULT] = result
     return m
 
 
@@ -279,7 +281,7 @@ def _message(m: Any, path: str, out: list[dict[str, Any]]) -> None:
         msg["content"] = text
     elif c is not None and c.__class__ is not str:
         if role == "tool":
-            msg["content"] = _result(c)[0]
+            msg["content"], msg[_RESULT] = _result(c)
         else:
             msg["content"] = content_text(c, f"{path}.content")
     tc = m.get("tool_calls")
@@ -301,15 +303,26 @@ def _message(m: Any, path: str, out: list[dict[str, Any]]) -> None:
     out.append(msg)
 
 
-def chat_messages(value: Any, path: str) -> list[dict[str, Any]] | None:
-    """A list of messages / items in any shape this module reads, as canonical chat messages."""
+def chat_messages(value: Any, path: str, results: bool = False) -> list[dict[str, Any]] | None:
+    """A list of messages / items in any shape this module reads, as canonical chat messages.
+
+    ``results``: tool messages also carry their result object, for :func:`split` /
+    :func:`steps_fields` (which give the messages without it); :func:`public` removes it.
+    """
     value = container(value, path, "a list of chat messages")
     if value is None:
         return None
     out: list[dict[str, Any]] = []
     for i, m in enumerate(value):
         _message(m, at(path, i), out)
-    return out
+    return out if results else public(out)
+
+
+def public(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``msgs`` without the result objects :func:`chat_messages` keeps with ``results``."""
+    if not any(_RESULT in m for m in msgs):
+        return msgs
+    return [{k: v for k, v in m.items() if k != _RESULT} if _RESULT in m else m for m in msgs]
 
 
 def is_messages(value: Any) -> bool:
@@ -347,8 +360,11 @@ def calls_with_results(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             None)
             if call is None or "result" in call:
                 continue
-            content = m.get("content")
-            _, result = _result(content) if content is not None else (None, None)
+            if _RESULT in m:
+                result = m[_RESULT]
+            else:
+                content = m.get("content")
+                result = _result(content)[1] if content is not None else None
             call["result"] = result
             err = error_text(result)
             if err is not None:
@@ -383,7 +399,7 @@ def steps_fields(steps: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not steps:
         return out
-    out["steps"] = steps
+    out["steps"] = public(steps)
     r = final_answer(steps)
     if r is not None:
         out["response"] = r
@@ -409,11 +425,11 @@ def split(request: list[dict[str, Any]] | None, produced: list[dict[str, Any]] |
     if request:
         u = last_user(request)
         if u is None:
-            out["history"] = request
+            out["history"] = public(request)
         else:
             out["query"] = request[u].get("content")
             if u:
-                out["history"] = request[:u]
+                out["history"] = public(request[:u])
             steps = request[u + 1:]
     if produced:
         steps = steps + produced
@@ -514,9 +530,9 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> dict[str
         raw = row[req_col]
         v = maybe_json(raw, "[{") if isinstance(raw, str) else raw
         if req_col == "query":
-            request = chat_messages(v, req_col)
+            request = chat_messages(v, req_col, True)
         else:
-            request = chat_messages(request_items(v), f"{req_col}.input")
+            request = chat_messages(request_items(v), f"{req_col}.input", True)
             tools = request_tools(v)
             if "id" not in base:
                 base = {**base, "id": request_id(raw)}
@@ -525,7 +541,7 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> dict[str
         v = maybe_json(raw, "[{") if isinstance(raw, str) else raw
         items = response_items(v)
         produced = chat_messages(v if items is None else items,
-                                 resp_col if items is None else f"{resp_col}.output")
+                                 resp_col if items is None else f"{resp_col}.output", True)
     fields = dict(base)
     got = split(request, produced)
     if req_col is None:

@@ -103,7 +103,7 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
             raise FieldError(path, "the conversation has no 'messages'")
         raw, path = conv["messages"], "conversation.messages"
         conv_context = conv.get("context")
-    msgs = agent.chat_messages(raw, path)
+    msgs = agent.chat_messages(raw, path, True)
     if not msgs:
         raise FieldError(path, "expected at least one chat message, got an empty list")
 
@@ -135,7 +135,7 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
         else:
             history = msgs[:j]
         if history:
-            rec["history"] = history
+            rec["history"] = agent.public(history)
         fields = agent.steps_fields(msgs[start:j + 1])
         rec["steps"] = fields["steps"]
         rec["response"] = m.get("content")
@@ -152,7 +152,7 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
         rec = _turn(base, conv_id, len(records))
         rec["query"] = msgs[last_user].get("content")
         if last_user:
-            rec["history"] = msgs[:last_user]
+            rec["history"] = agent.public(msgs[:last_user])
         if shared_docs is not None:
             rec["contexts"] = shared_docs
         records.append(rec)

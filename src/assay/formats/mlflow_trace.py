@@ -24,14 +24,20 @@ OTLP attribute lists (``[{key, value: {stringValue}}]``) are accepted too.
 What a trace gives (the Databricks Agent Evaluation rules):
 
 - ``query`` / ``history`` from the root span's inputs, ``response`` from its outputs
-  (chat requests and completions understood; other objects become compact JSON);
+  (chat requests and completions understood; other objects become compact JSON). A
+  ResponsesAgent's root span (inputs ``{"request": {"input": [...], "tools": [...]}}``,
+  outputs ``{"output": [...items]}``) gives the user's last message as ``query``, the
+  items as ``steps`` / ``tool_calls`` and the request's ``tools`` as ``tool_definitions``
+  (:mod:`.agent`). When the inputs give no text, ``info.request_preview`` is the query;
 - ``contexts`` from the **last top-level RETRIEVER span** in time order ("top-level": no
   RETRIEVER ancestor; "last": when an app retrieves several times, the documents of the
   final retrieval step, as the Databricks evaluation-set schema says). A document's
   content comes from ``page_content`` / ``content`` / ``text``, its ``doc_uri`` from
   ``metadata.doc_uri``, else ``metadata.source``, else its id;
 - ``tool_calls`` from TOOL spans, in time order:
-  ``{type: "tool_call", name, arguments, result, tool_call_id?}``;
+  ``{type: "tool_call", name, arguments, result, tool_call_id?, error?}`` (``error``: the
+  span's status is ERROR; its status message, else its exception event's message) -- or,
+  when the root span's output items hold the calls, those, with their TOOL spans' errors;
 - ``usage``: input/output/total tokens summed over the LLM and CHAT_MODEL spans that have
   no LLM/CHAT_MODEL descendant (so a wrapper and the call it wraps are not counted twice),
   from ``mlflow.chat.tokenUsage`` or the span outputs' OpenAI ``usage``; else the trace's
@@ -48,6 +54,7 @@ from typing import Any
 import orjson
 
 from assay.errors import InputError
+from assay.formats import agent
 from assay.formats.fields import (
     REQUEST,
     FieldError,
@@ -262,6 +269,23 @@ def _retrieved(spans: list[_Span], by_id: dict[Any, _Span], path: str) -> list[d
     return documents(out, f"{path}.data.spans[{last.order}].outputs", retriever=True) or []
 
 
+def _span_error(s: _Span) -> str | None:
+    """The error of a span whose status is ERROR: the status message, else its exception event's, else "ERROR"."""
+    st = s.raw.get("status")
+    code = st.get("code") if isinstance(st, dict) else s.raw.get("status_code")
+    if not isinstance(code, str) or not code.upper().endswith("ERROR"):
+        return None
+    msg = st.get("message") if isinstance(st, dict) else s.raw.get("status_message")
+    if isinstance(msg, str) and msg:
+        return msg
+    for ev in s.raw.get("events") or ():
+        attrs = ev.get("attributes") if isinstance(ev, dict) else None
+        if isinstance(attrs, dict) and isinstance(attrs.get("exception.message"), str):
+            t = attrs.get("exception.type")
+            return f"{t}: {attrs['exception.message']}" if isinstance(t, str) else attrs["exception.message"]
+    return "ERROR"
+
+
 def _tool_calls(spans: list[_Span]) -> list[dict[str, Any]] | None:
     tools = sorted((s for s in spans if s.type == "TOOL"), key=_Span.when)
     if not tools:
@@ -273,8 +297,32 @@ def _tool_calls(spans: list[_Span]) -> list[dict[str, Any]] | None:
             if isinstance(src, dict) and isinstance(src.get("tool_call_id"), str):
                 call["tool_call_id"] = src["tool_call_id"]
                 break
+        err = _span_error(s)
+        if err is not None:
+            call["error"] = err
+            if call["result"] is None:
+                del call["result"]
         calls.append(call)
     return calls
+
+
+def _span_errors(calls: list[dict[str, Any]], span_calls: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The calls read from the root span's output items, with the errors of their TOOL spans
+    (matched by ``tool_call_id``, else by name in order)."""
+    failed = [c for c in span_calls or () if "error" in c]
+    if not failed:
+        return calls
+    out = []
+    for c in calls:
+        hit = next((f for f in failed if c.get("tool_call_id") is not None
+                    and f.get("tool_call_id") == c["tool_call_id"]), None)
+        if hit is None:
+            hit = next((f for f in failed if f.get("tool_call_id") is None and f["name"] == c["name"]), None)
+        if hit is not None:
+            failed.remove(hit)
+            c = {**c, "error": hit["error"]}
+        out.append(c)
+    return out
 
 
 def _span_usage(s: _Span) -> tuple[int | None, int | None, int | None] | None:
@@ -399,23 +447,47 @@ def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:
         inputs = _decode(data["request"])
     if outputs is None and data.get("response") is not None:
         outputs = _decode(data["response"])
+    request = produced = None
     if inputs is not None:
-        q, hist = request_fields(inputs, f"{path}.inputs", strict=False)
-        if q is not None:
-            fields["query"] = q
-        if hist:
-            fields["history"] = hist
+        items = agent.request_items(inputs)
+        if items is not None:  # a Responses API request (a ResponsesAgent's {"request": {"input": [...]}})
+            request = agent.chat_messages(items, f"{path}.inputs.input", True)
+            tools = agent.request_tools(inputs)
+            if tools is not None:
+                fields["tool_definitions"] = agent.tool_definitions(tools, f"{path}.inputs.tools")
+        else:
+            q, hist = request_fields(inputs, f"{path}.inputs", strict=False)
+            if q is not None:
+                fields["query"] = q
+            if hist:
+                fields["history"] = hist
         fields[REQUEST] = inputs
     if outputs is not None:
-        r = response_text(outputs, f"{path}.outputs", strict=False)
-        if r is not None:
-            fields["response"] = r
+        items = agent.response_items(outputs)
+        if items is not None:  # a Responses API response: {"output": [...items]}
+            produced = agent.chat_messages(items, f"{path}.outputs.output", True)
+        else:
+            r = response_text(outputs, f"{path}.outputs", strict=False)
+            if r is not None:
+                fields["response"] = r
+    if request is not None or produced is not None:
+        got = agent.split(request, produced)
+        if request is None:
+            got.pop("history", None)
+        fields.update(got)
+    preview = info.get("request_preview")
+    q = fields.get("query")
+    if isinstance(preview, str) and preview.strip() and not preview.lstrip().startswith(("{", "[")) and (
+            q is None or (not isinstance(inputs, str) and q.lstrip().startswith(("{", "[")))):
+        fields["query"] = preview  # the root span's inputs give no text: the trace's own preview of the request
 
     docs = _retrieved(spans, by_id, path)
     if docs is not None:
         fields["contexts"] = docs
     calls = _tool_calls(spans)
-    if calls:
+    if "tool_calls" in fields:
+        fields["tool_calls"] = _span_errors(fields["tool_calls"], calls)
+    elif calls:
         fields["tool_calls"] = calls
     usage = _usage(spans, by_id, info, root)
     if usage:
