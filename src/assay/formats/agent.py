@@ -326,15 +326,14 @@ def public(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def is_messages(value: Any) -> bool:
-    """True for a non-empty list (or its JSON text) whose first element is a message or item object."""
+    """True for a non-empty list (or its JSON text) whose first element is an object (a message or an item)."""
     if value.__class__ is str:
         if value[:1] != "[":
             return False
         value = maybe_json(value, "[")
     if value.__class__ is not list or not value:
         return False
-    first = value[0]
-    return first.__class__ is dict and ("role" in first or "type" in first)
+    return value[0].__class__ is dict
 
 
 # --------------------------------------------------------------------------- splitting
