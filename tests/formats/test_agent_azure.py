@@ -155,3 +155,16 @@ def test_bad_agent_row_in_a_file_names_the_file_and_line_and_skip_keeps_the_othe
     ds = open_dataset(p, on_bad_row="skip")
     assert [r.tool_calls[0]["name"] for r in ds] == ["get_forecast", "search_rooms"]
     assert [b.line for b in ds.bad_rows] == [2]
+
+
+def test_a_json_file_holding_one_agent_row_is_a_row_not_a_table_of_columns(tmp_path):
+    import json
+    src = json.loads((AGENTS / "azure_agent.jsonl").read_text().splitlines()[0])
+    # every value a list of two: before, read as two rows of columns ("field 'query': expected text")
+    row = {"query": src["query"], "response": src["response"][:2], "tool_definitions": src["tool_definitions"]}
+    p = tmp_path / "one_agent_row.json"
+    p.write_text(json.dumps(row))
+    (r,) = open_dataset(p)
+    assert r.query == "Will it rain in Lisbon tomorrow, 2026-03-03? Give me the high in Fahrenheit."
+    assert [m.role for m in r.steps] == ["assistant", "tool"] and r.response is None  # no answer yet
+    assert r.tool_calls[0]["result"] == {"city": "Lisbon", "rain_probability": 0.7, "high_c": 16}

@@ -88,3 +88,16 @@ def test_bad_responses_items(row, field, msg):
     with pytest.raises(InputError) as ei:
         list(open_dataset([row]))
     assert str(ei.value) == f"<list>, line 1, field {field!r}: {msg}"
+
+
+def test_mlflow3_inputs_and_outputs_columns_of_a_responses_agent():
+    (r,) = open_dataset([{
+        "inputs": {"request": {"input": [{"role": "user", "content": "Is PRT-118 free on 2026-05-01?"}]}},
+        "outputs": {"output": [
+            {"type": "function_call", "call_id": "c9", "name": "search_rooms", "arguments": '{"city": "Porto"}'},
+            {"type": "function_call_output", "call_id": "c9", "output": '[{"room_id": "PRT-118"}]'},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Yes, it is."}]}]},
+        "expectations": {"expected_response": "Yes."}}])
+    assert (r.query, r.response, r.ground_truth) == ("Is PRT-118 free on 2026-05-01?", "Yes, it is.", "Yes.")
+    assert r.tool_calls == [{"type": "tool_call", "tool_call_id": "c9", "name": "search_rooms",
+                             "arguments": {"city": "Porto"}, "result": [{"room_id": "PRT-118"}]}]

@@ -271,6 +271,16 @@ _ROW_SCALARS = frozenset(("query", "question", "request", "response", "answer", 
                           "expected_response", "id", "request_id", "context"))
 
 
+def _agent_row(top: dict[str, Any]) -> bool:
+    """One agent row (Azure's ``query`` / ``response`` message lists), not a table of columns:
+    a column of queries or responses holds text, not message objects."""
+    for k in ("query", "response"):
+        v = top.get(k)
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            return True
+    return False
+
+
 def top_level_rows(top: Any, name: str) -> tuple[list[Any], str | None, bool]:
     """(rows, key of the array they came from, whether the top is a single row)."""
     if isinstance(top, list):
@@ -282,7 +292,8 @@ def top_level_rows(top: Any, name: str) -> tuple[list[Any], str | None, bool]:
         if isinstance(data, list):
             return data, "data", False
         values = list(top.values())
-        if values and all(isinstance(v, list) for v in values) and not _ROW_SCALARS.isdisjoint(top):
+        if values and all(isinstance(v, list) for v in values) and not _ROW_SCALARS.isdisjoint(top) \
+                and not _agent_row(top):
             n = len(values[0])
             if all(len(v) == n for v in values):
                 keys = list(top)
