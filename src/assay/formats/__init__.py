@@ -7,8 +7,9 @@
 Readers (:mod:`.readers`): JSONL, JSON, CSV, Parquet, a directory of those, a stream
 (standard input, a FIFO: read once, through a temporary copy), a pandas DataFrame, a list
 of dicts; text in UTF-8, UTF-16 or UTF-32 (:mod:`.encoding`). The normaliser (:mod:`.normalize`) recognises each row's
-shape from its keys: an Azure AI Evaluation conversation (:mod:`.azure`) or an MLflow
-trace v2/v3 JSON (:mod:`.mlflow_trace`), each a shape adapter; any other row is read
+shape from its keys: an Azure AI Evaluation conversation (:mod:`.azure`), an MLflow
+trace v2/v3 JSON (:mod:`.mlflow_trace`) or an agent row (:mod:`.agent`: message lists,
+Responses API items), each a shape adapter; any other row is read
 column by column, in the canonical names, the Azure AI Evaluation data format's names
 or the Databricks Agent Evaluation input schema's (:mod:`.databricks`). Field
 converters and field errors are in :mod:`.fields`.
