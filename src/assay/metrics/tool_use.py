@@ -148,7 +148,7 @@ def _compare(tool_calls: list[dict[str, Any]] | None, steps: list[Message] | Non
 AGENT_OUTPUT = ("tool_calls", "steps", "response")
 
 
-@metric(auto=True, family=BOTH, requires=("expected_tool_calls", AGENT_OUTPUT))
+@metric(auto=True, family=BOTH, scale="0-1", requires=("expected_tool_calls", AGENT_OUTPUT))
 def tool_call_precision(expected_tool_calls: list[dict[str, Any]], tool_calls: list[dict[str, Any]] | None = None,
                         steps: list[Message] | None = None, response: str | None = None) -> Score:
     """Share of the tool calls made that were expected (name and expected arguments equal). 0–1.
@@ -159,7 +159,7 @@ def tool_call_precision(expected_tool_calls: list[dict[str, Any]], tool_calls: l
     return Score(value=value, reason=reason, properties=props)
 
 
-@metric(auto=True, family=BOTH, requires=("expected_tool_calls", AGENT_OUTPUT))
+@metric(auto=True, family=BOTH, scale="0-1", requires=("expected_tool_calls", AGENT_OUTPUT))
 def tool_call_recall(expected_tool_calls: list[dict[str, Any]], tool_calls: list[dict[str, Any]] | None = None,
                      steps: list[Message] | None = None, response: str | None = None) -> Score:
     """Share of the expected tool calls that the agent made. 0–1; the reason names the missing calls."""
@@ -167,7 +167,7 @@ def tool_call_recall(expected_tool_calls: list[dict[str, Any]], tool_calls: list
     return Score(value=len(pairs) / len(expected_tool_calls), reason=reason, properties=props)
 
 
-@metric(auto=True, family=BOTH, threshold=1, requires=("expected_tool_calls", AGENT_OUTPUT))
+@metric(auto=True, family=BOTH, scale="0-1", threshold=1, requires=("expected_tool_calls", AGENT_OUTPUT))
 def tool_call_exact_match(expected_tool_calls: list[dict[str, Any]], tool_calls: list[dict[str, Any]] | None = None,
                           steps: list[Message] | None = None, response: str | None = None) -> Score:
     """1 when the calls made are the expected calls in the expected order, else 0. Threshold 1.
