@@ -167,3 +167,66 @@ def test_auto_plans_the_agent_judges_for_agent_rows_only():
     assert "tool_call_accuracy" in calls_only and "intent_resolution" not in calls_only
     assert "tool_call_accuracy" in {m.name for m in plan_auto({"query", "tool_calls"}, family="databricks")}
     assert "task_adherence" not in {m.name for m in plan_auto({"query", "response", "steps"}, family="databricks")}
+
+
+# -- `assay judge check` on the shipped agent calibration sets -----------------------------------
+
+def _shipped(name: str) -> list[dict[str, Any]]:
+    from importlib import resources
+    text = resources.files("assay.judges").joinpath("calibration", f"{name}.jsonl").read_text(encoding="utf-8")
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def _args(call: dict[str, Any]) -> str:
+    return json.dumps(call["arguments"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+async def test_judge_check_measures_tool_call_accuracy_and_its_request_swap(fake, judge):
+    from assay.engine.judge_check import SETS, check_judge, judge_metrics, verdict
+
+    rows = _shipped("tool_call_accuracy")
+    assert len(rows) == 20 and {r["group"] for r in rows} == {f"a{i:02d}" for i in range(1, 21)}
+    right = {r["query"]: _args(r["good"][0]) for r in rows}
+    good_calls = set(right.values())
+
+    def reads_request_and_calls(req: dict[str, Any]) -> dict[str, Any]:
+        user = req["body"]["messages"][-1]["content"]
+        query, calls = block_of(user, "query"), block_of(user, "tool_calls")
+        return answer(5 if right[query] in calls else 1)
+
+    def reads_calls_only(req: dict[str, Any]) -> dict[str, Any]:
+        calls = block_of(req["body"]["messages"][-1]["content"], "tool_calls")
+        return answer(5 if any(g in calls for g in good_calls) else 1)
+
+    assert {"tool_call_accuracy", "intent_resolution", "task_adherence", "response_completeness"} <= set(
+        judge_metrics())
+    assert SETS["tool_call_accuracy"].field == "tool_calls"
+    fake.default = reads_request_and_calls
+    rep = (await check_judge(judge, ["tool_call_accuracy"]))["tool_call_accuracy"]
+    assert (rep["cases"], rep["auc"]["auc"], rep["swap"]["auc"], rep["errors"]) == (60, 1.0, 1.0, 0)
+    assert rep["length_matched"]["groups"] == rep["auc"]["groups"] == 20     # every pair within two words
+    assert verdict(rep) == "separates"
+    fake.default = reads_calls_only
+    rep = (await check_judge(judge, ["tool_call_accuracy"]))["tool_call_accuracy"]
+    assert rep["auc"]["auc"] == 1.0 and rep["swap"]["auc"] == 0.5 and verdict(rep) == "fails a control"
+
+
+@pytest.mark.parametrize("name", ["intent_resolution", "task_adherence", "response_completeness"])
+async def test_the_other_agent_sets_load_as_pairs_within_two_words(name):
+    from assay.engine.judge_check import SETS, load_cases
+    from assay.judges.check import MAX_WORD_GAP
+
+    cases, source = load_cases(SETS[name])
+    assert source == f"assay/judges/calibration/{name}.jsonl"
+    assert [sum(c.kind == k for c in cases) for k in ("good", "bad", "swap")] == [20, 20, 20]
+    by_group: dict[str, dict[str, Any]] = {}
+    for c in cases:
+        by_group.setdefault(c.group, {})[c.kind] = c
+    for g, kinds in by_group.items():
+        assert abs(kinds["good"].words - kinds["bad"].words) <= MAX_WORD_GAP, g
+        assert kinds["good"].record.response != kinds["bad"].record.response
+        swap = SETS[name].swap
+        assert getattr(kinds["swap"].record, swap) != getattr(kinds["good"].record, swap)
+    if name != "response_completeness":   # agent rows: the instructions, the tool call and its result
+        rec = cases[0].record
+        assert rec.history[0].role == "system" and rec.steps[-1].role == "tool" and rec.tool_definitions
