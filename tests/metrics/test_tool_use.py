@@ -170,3 +170,14 @@ def test_auto_plans_the_code_metrics_when_their_fields_are_present():
     plain = {m.name for m in plan_auto({"query", "response", "ground_truth"})}
     assert not plain & {"tool_call_precision", "tool_call_recall", "tool_call_exact_match", "agent_steps",
                         "tool_errors"}
+
+
+def test_an_azure_tool_call_part_is_read_like_its_inner_call():
+    part = {"type": "tool_call", "tool_call": {"id": "c4", "type": "function",
+                                               "function": {"name": "forecast", "arguments": {"city": "Oslo"}}}}
+    assert meets(part, EXP_OSLO) and not meets(part, EXP_BERGEN)
+    steps = [Message(role="assistant", tool_calls=[part]), Message(role="assistant", content="Oslo 3 °C.")]
+    r = row(None, [EXP_OSLO], steps=steps)
+    assert run("tool_call_exact_match", r).value == 1
+    missed = run("tool_call_recall", row(None, [EXP_BERGEN], steps=steps))
+    assert missed.properties["extra_calls"] == ['forecast({"city":"Oslo"})']

@@ -148,10 +148,13 @@ def _json_text(value: Any) -> str:
 
 def call_parts(call: Any) -> tuple[str | None, str, Any]:
     """``(id, name, arguments)`` of one tool call in the canonical shape (``name``, ``arguments``,
-    ``tool_call_id``) or OpenAI's (``id``, ``function: {name, arguments}``). Arguments are
+    ``tool_call_id``), OpenAI's (``id``, ``function: {name, arguments}``) or an Azure content part
+    wrapping one of them (``{"type": "tool_call", "tool_call": {...}}``). Arguments are
     returned as given (an object, or text when the source had text)."""
     if not isinstance(call, Mapping):
         return None, str(call), None
+    if isinstance(call.get("tool_call"), Mapping) and "name" not in call:    # Azure's part {"tool_call": {...}}
+        return call_parts(call["tool_call"])
     fn = call.get("function") if isinstance(call.get("function"), Mapping) else None
     name = call.get("name") if call.get("name") is not None else (fn or {}).get("name")
     args = call.get("arguments") if "arguments" in call else (fn or {}).get("arguments")

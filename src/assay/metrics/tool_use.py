@@ -109,7 +109,7 @@ def match_calls(calls: Sequence[Mapping[str, Any]],
 def call_label(call: Mapping[str, Any]) -> str:
     """``name(arguments)`` for reasons (arguments as compact JSON, cut at 120 characters)."""
     _, name, _ = call_parts(call)
-    args = arguments_of(call) if "function" in call or "arguments" in call else None
+    args = arguments_of(call)
     if args in (None, "", {}):
         return f"{name}()"
     text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, sort_keys=True,
