@@ -58,6 +58,19 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("similarity", "similarity.jsonl", "response", "ground_truth", ("similarity", "correctness"),
                    "answers equivalent to the ground truth against on-topic answers that contradict it",
                    "ground-truth swap"),
+    CalibrationSet("tool_call_accuracy", "tool_call_accuracy.jsonl", "tool_calls", "query", ("tool_call_accuracy",),
+                   "agent tool calls with the right arguments against the same call with one wrong argument",
+                   "request swap"),
+    CalibrationSet("intent_resolution", "intent_resolution.jsonl", "response", "query", ("intent_resolution",),
+                   "agent answers that resolve the request against on-topic answers that miss what was asked",
+                   "request swap"),
+    CalibrationSet("task_adherence", "task_adherence.jsonl", "response", "query", ("task_adherence",),
+                   "agent answers within the system message's rules against answers that break one rule",
+                   "request swap"),
+    CalibrationSet("response_completeness", "response_completeness.jsonl", "response", "ground_truth",
+                   ("response_completeness",),
+                   "answers that convey every expected fact against answers that convey one or none",
+                   "ground-truth swap"),
 )}
 
 

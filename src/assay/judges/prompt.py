@@ -54,7 +54,7 @@ BASE_BLOCKS = frozenset({
     "query", "question", "request", "response", "answer", "context", "contexts", "document", "documents",
     "chunk", "ground_truth", "expected_response", "expected_facts", "history", "conversation",
     "guidelines", "guideline", "sentence", "intent", "tool_calls", "tool_definitions", "data", "system",
-    "user", "assistant", "instructions",
+    "user", "assistant", "instructions", "steps", "transcript", "tool_call", "tool_result", "tool",
 })
 
 # How a record field is announced in a block tag (``contexts`` reads as one <context> block).
@@ -110,7 +110,11 @@ def field_text(name: str, value: Any) -> str:
     if isinstance(value, Document):
         return document_text(value)
     if isinstance(value, Message):
-        return f"{value.role}: {value.content or ''}"
+        return message_text(value)
+    if name == "tool_definitions" and isinstance(value, (list, tuple)) and value:
+        return "\n".join(tool_definition_text(d) for d in value)
+    if name == "tool_calls" and isinstance(value, (list, tuple)) and value:
+        return "\n".join(f"{i}. " + tool_call_text(c) for i, c in enumerate(value, 1))
     if isinstance(value, Mapping):
         if name == "guidelines" or all(isinstance(v, (list, tuple)) for v in value.values()):
             return "\n".join(f"{k}:\n" + "\n".join(f"  - {g}" for g in v) for k, v in value.items())
@@ -121,11 +125,83 @@ def field_text(name: str, value: Any) -> str:
         if all(isinstance(v, Document) for v in value):
             return "\n\n".join(f"[{i}] " + document_text(d) for i, d in enumerate(value, 1))
         if all(isinstance(v, Message) for v in value):
-            return "\n".join(f"{m.role}: {m.content or ''}" for m in value)
+            return "\n".join(message_text(m) for m in value)
         if all(isinstance(v, str) for v in value):
             return "\n".join(f"- {v}" for v in value)
         return "\n".join(orjson.dumps(v, default=str).decode() for v in value)
     return str(value)
+
+
+#: characters of one tool result or argument text shown to a judge; the rest is cut with a marker
+TOOL_TEXT_LIMIT = 4000
+
+
+def _clip(text: str, limit: int = TOOL_TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more characters cut]"
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def call_parts(call: Any) -> tuple[str | None, str, Any]:
+    """``(id, name, arguments)`` of one tool call in the canonical shape (``name``, ``arguments``,
+    ``tool_call_id``), OpenAI's (``id``, ``function: {name, arguments}``) or an Azure content part
+    wrapping one of them (``{"type": "tool_call", "tool_call": {...}}``). Arguments are
+    returned as given (an object, or text when the source had text)."""
+    if not isinstance(call, Mapping):
+        return None, str(call), None
+    if isinstance(call.get("tool_call"), Mapping) and "name" not in call:    # Azure's part {"tool_call": {...}}
+        return call_parts(call["tool_call"])
+    fn = call.get("function") if isinstance(call.get("function"), Mapping) else None
+    name = call.get("name") if call.get("name") is not None else (fn or {}).get("name")
+    args = call.get("arguments") if "arguments" in call else (fn or {}).get("arguments")
+    cid = call.get("tool_call_id") or call.get("id") or call.get("call_id")
+    return (str(cid) if cid is not None else None), str(name if name is not None else "(unnamed tool)"), args
+
+
+def tool_call_text(call: Any) -> str:
+    """One tool call as a judge reads it: ``name(arguments)``, its id, and its result or error when known."""
+    cid, name, args = call_parts(call)
+    text = f"{name}({_clip(_json_text(args)) if args not in (None, '', {}) else ''})"
+    if cid:
+        text += f" [call id {cid}]"
+    if isinstance(call, Mapping):
+        if call.get("error") not in (None, ""):
+            text += f"\n   error: {_clip(_json_text(call['error']))}"
+        elif "result" in call and call.get("result") is not None:
+            text += f"\n   result: {_clip(_json_text(call['result']))}"
+    return text
+
+
+def tool_definition_text(d: Any) -> str:
+    """One tool definition: ``- name: description`` and its parameters' JSON schema."""
+    if not isinstance(d, Mapping):
+        return f"- {d}"
+    fn = d.get("function") if isinstance(d.get("function"), Mapping) else d
+    line = f"- {fn.get('name', '(unnamed tool)')}"
+    if fn.get("description"):
+        line += f": {fn['description']}"
+    if fn.get("parameters"):
+        line += f"\n  parameters: {_json_text(fn['parameters'])}"
+    return line
+
+
+def message_text(m: Message) -> str:
+    """One chat message of a transcript: ``role: text``; an assistant's tool calls each on a line
+    of their own (``assistant calls name(arguments) [call id ...]``); a tool result as
+    ``tool result [call id ...]: text``."""
+    if m.role == "tool":
+        cid = getattr(m, "tool_call_id", None)
+        name = getattr(m, "name", None)
+        head = "tool result" + (f" of {name}" if name else "") + (f" [call id {cid}]" if cid else "")
+        return f"{head}: {_clip(m.content or '')}"
+    lines = [f"{m.role}: {m.content or ''}"] if (m.content or not m.tool_calls) else []
+    for c in m.tool_calls or ():
+        lines.append(f"{m.role} calls " + tool_call_text(c))
+    return "\n".join(lines)
 
 
 def document_text(d: Document) -> str:
@@ -196,5 +272,6 @@ def render(prompt: Prompt, values: Mapping[str, Any], scale: "Scale | str | None
 
 
 __all__ = ["BASE_BLOCKS", "BLOCK_TAGS", "PLACEHOLDER", "PREAMBLE", "PROMPTS_DIR", "REMINDER", "UNREADABLE", "Prompt",
-           "answer_format", "block", "document_text", "field_text", "key_format", "load_prompt", "neutralise",
-           "parse_prompt", "reask", "render", "template_text"]
+           "TOOL_TEXT_LIMIT", "answer_format", "block", "call_parts", "document_text", "field_text", "key_format",
+           "load_prompt", "message_text", "neutralise", "parse_prompt", "reask", "render", "template_text",
+           "tool_call_text", "tool_definition_text"]

@@ -259,7 +259,8 @@ def plan_auto(present: set[str], family: str | None = None) -> list[Metric]:
 # The modules that register the built-in metrics, imported by name on first use, as plugins
 # are: the registry sits below the metric modules and never imports them statically.
 BUILTIN_MODULES = ("assay.metrics.text.lexical", "assay.metrics.retrieval", "assay.metrics.usage",
-                   "assay.metrics.quality", "assay.metrics.safety.harms")
+                   "assay.metrics.quality", "assay.metrics.agent", "assay.metrics.tool_use",
+                   "assay.metrics.safety.harms")
 _loaded = False
 
 
