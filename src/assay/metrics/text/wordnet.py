@@ -322,7 +322,7 @@ class BundledWordNet(_Reader):
         self.version = "unknown"
         self._exceptions = {}
         self._synset_lines: dict[str, list[str]] = {}
-        self._index: dict[str, dict[str, list[int]]] = {}
+        self._index: dict[str, dict[str, int | list[int]]] = {}
         with gzip.open(location, "rt", encoding="utf-8") as f:
             text = f.read()
         if not text.startswith(_BUNDLED_MAGIC.decode()):
@@ -351,26 +351,32 @@ class BundledWordNet(_Reader):
             raise ValueError(f"{location}: no sections for part(s) of speech {', '.join(missing)}")
 
     @staticmethod
-    def _build_index(location: str, pos: str, lines: list[str]) -> dict[str, list[int]]:
-        index: dict[str, list[int]] = {}
+    def _build_index(location: str, pos: str, lines: list[str]) -> dict[str, int | list[int]]:
+        # a lemma with one synset (most of them) maps to its key, others to their keys in order
+        index: dict[str, int | list[int]] = {}
+        ranked: list[tuple[str, int, int]] = []
         for i, line in enumerate(lines):
-            for token in line.split(" "):
+            for token in line.lower().split(" "):
                 if ":" in token:
-                    name, _, k = token.rpartition(":")
-                    rank = int(k)
+                    name, _, k = token.partition(":")
+                    ranked.append((name, int(k), i))
                 else:
-                    name, rank = token, 0
-                keys = index.setdefault(name.lower(), [])
-                if rank >= len(keys):
-                    keys.extend([-1] * (rank + 1 - len(keys)))
-                keys[rank] = i
-        for lemma, keys in index.items():
-            if -1 in keys:
-                raise ValueError(f"{location}: @synsets {pos}: lemma '{lemma}' misses a synset in its order")
+                    index[token] = i
+        for name, k, i in ranked:
+            keys = index.get(name)
+            if not isinstance(keys, list):
+                keys = index[name] = [-1 if keys is None else keys]
+            if k >= len(keys):
+                keys.extend([-1] * (k + 1 - len(keys)))
+            keys[k] = i
+        for name, keys in index.items():
+            if isinstance(keys, list) and -1 in keys:
+                raise ValueError(f"{location}: @synsets {pos}: lemma '{name}' misses a synset in its order")
         return index
 
     def offsets(self, lemma: str, pos: str) -> list[int] | None:
-        return self._index[pos].get(lemma)
+        keys = self._index[pos].get(lemma)
+        return [keys] if isinstance(keys, int) else keys
 
     def lemma_names(self, pos: str, key: int) -> tuple[str, ...]:
         return tuple(t.partition(":")[0] for t in self._synset_lines[pos][key].split(" "))
