@@ -14,8 +14,12 @@
      files (the NIST tokenizer azure uses on non-ASCII text needs them);
    * ``corpora/wordnet`` -- copied from a system WordNet 3.0 (Debian/Ubuntu packages
      ``wordnet-base`` and ``wordnet-sense-index``, which hold the same Princeton files
-     NLTK distributes) plus the ``lexnames`` table NLTK also reads. Without them METEOR
-     is compared with the synonym stage off on both sides.
+     NLTK distributes) plus the ``lexnames`` table NLTK also reads. This copy is for the
+     azure side only: assay uses the WordNet 3.0 data it ships
+     (``src/assay/metrics/text/data/wordnet-3.0.gz``), so the comparison checks the
+     shipped data against NLTK reading Princeton's files. Without a system WordNet the
+     azure side cannot have synonyms, and METEOR is compared with the synonym stage off
+     on both sides (``ASSAY_WORDNET_DIR=none`` for assay).
 
    azure-ai-evaluation calls ``nltk.download`` for punkt, punkt_tab, perluniprops and
    wordnet on every evaluation (it checks for ``.zip`` files, which a data directory
@@ -37,9 +41,9 @@
    * rouge*: a text with non-ASCII letters or digits. rouge-score (vendored by azure)
      keeps only [a-z0-9] after lowercasing, so "café" becomes "caf" and Chinese scores
      0; assay tokenizes every script (identical tokens on ASCII text).
-   * meteor: none, when both sides read the same WordNet 3.0. If assay finds no local
-     WordNet it runs exact+stem only and says so; the azure side is then stubbed the
-     same way, so the values still agree.
+   * meteor: none -- assay's shipped WordNet 3.0 data gives the synonym sets NLTK reads
+     from the WordNet 3.0 files. When the azure side has no WordNet (no system copy to
+     give it), both sides run exact+stem only, so the values still agree.
 
    BLEU and GLEU have no deliberate difference: azure's tokenization (``nltk.word_tokenize``
    for ASCII text, NIST ``international_tokenize`` otherwise) is reproduced exactly.
@@ -456,9 +460,13 @@ def main(argv=None) -> int:
     print(f"offline NLTK data in {NLTK_DATA}: punkt_tab {data['punkt_tab']}; perluniprops {data['perluniprops']}; "
           f"wordnet: {data['wordnet'] or 'none found (METEOR compared without the synonym stage)'}")
 
-    # both sides read the same WordNet files, or neither uses WordNet
+    # assay: its shipped WordNet 3.0 data; azure: NLTK over the system's WordNet 3.0 files.
+    # Without those files azure has no synonyms, and assay is run without them too.
     have_wordnet = bool(data["wordnet"])
-    os.environ["ASSAY_WORDNET_DIR"] = str(NLTK_DATA / "corpora" / "wordnet") if have_wordnet else "none"
+    if have_wordnet:
+        os.environ.pop("ASSAY_WORDNET_DIR", None)
+    else:
+        os.environ["ASSAY_WORDNET_DIR"] = "none"
     ours, our_seconds, info = run_assay(pairs)
     print(f"assay WordNet: {info['wordnet'] or 'none (exact+stem METEOR)'}")
     tmp = Path(tempfile.mkdtemp(prefix="assay-conformance-"))

