@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "azure_columns.json"
 MODEL = "fake-judge"
 #: the judge's answers: a 1-5 score (azure's evaluators, assay's 1-5 judges); a yes/no rating (assay's
-#: yes/no judges, whose prompts ask for ``"rating"``); an intent list (assay's retrieval, ``"intents"``)
+#: yes/no judges, whose prompts ask for ``"rating"``); an intent list (assay's retrieval, ``"intents"``);
+#: the top of the scale for a judge whose prompt names a smaller one (assay's 0-1 judges)
 JUDGE_ANSWER = {"score": 4, "reason": "The answer is supported and addresses the request."}
 RATING_ANSWER = {"rating": "yes", "reason": "The documents hold what the request needs."}
 INTENTS_ANSWER = {"intents": ["the request as asked"]}
@@ -62,6 +64,9 @@ def judge_answer(request_body: bytes) -> dict:
         return INTENTS_ANSWER
     if '\\"rating\\"' in text:
         return RATING_ANSWER
+    top = re.search(r"(?:an integer|a number) from -?[0-9.]+ to ([0-9.]+)", text)  # assay's 0-1 judges
+    if top and float(top.group(1)) < JUDGE_ANSWER["score"]:
+        return {**JUDGE_ANSWER, "score": float(top.group(1))}
     return JUDGE_ANSWER
 
 

@@ -10,6 +10,7 @@ scripted fake endpoint, and its row columns (``outputs.<metric>.*``) and aggrega
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -55,14 +56,15 @@ AGENT_ROWS = [
 
 
 def _answer(req: dict) -> dict:
-    """The fake judge: a yes/no rating or an intent list when the prompt asks for one, else a 1-5 score."""
+    """The fake judge: a yes/no rating or an intent list when the prompt asks for one, else a score."""
     text = json.dumps((req.get("body") or {}).get("messages") or [])
     if '\\"intents\\"' in text:
         content = {"intents": ["the request as asked"]}
     elif '\\"rating\\"' in text:
         content = {"rating": "yes", "reason": "the documents hold it"}
-    else:
-        content = {"score": 4, "reason": "supported and on point"}
+    else:  # the top of the scale the prompt names (assay's judges: "an integer from 0 to 1" ...), else 4
+        top = re.search(r"(?:an integer|a number) from -?[0-9.]+ to ([0-9.]+)", text)
+        content = {"score": float(top.group(1)) if top else 4, "reason": "supported and on point"}
     return {"content": json.dumps(content)}
 
 
@@ -174,3 +176,22 @@ def test_export_cli_layout(tmp_path):
     assert "outputs.rouge2.rouge" in json.loads((tmp_path / "b.jsonl").read_text().splitlines()[0])
     r = runner.invoke(app, ["export", "cols", "-o", str(tmp_path / "c.json"), "--layout", "dbx", "--store", str(db)])
     assert r.exit_code != 0 and "unknown layout 'dbx'; use assay or azure" in str(r.exception)
+
+
+def test_tool_call_accuracy_gets_azures_alias_column():
+    row = {"outputs.tool_call_accuracy.tool_call_accuracy": 4.0,
+           "outputs.tool_call_accuracy.tool_call_accuracy_score": 4.0,
+           "outputs.tool_call_accuracy.tool_call_accuracy_result": "pass"}
+    out = azure_row(row)
+    assert out["outputs.tool_call_accuracy.gpt_tool_call_accuracy"] == 4.0
+    assert set(azure_metrics([out])) == {"tool_call_accuracy.tool_call_accuracy",
+                                         "tool_call_accuracy.gpt_tool_call_accuracy",
+                                         "tool_call_accuracy.tool_call_accuracy_score",
+                                         "tool_call_accuracy.binary_aggregate"}
+    assert "gpt_tool_call_accuracy" in AZURE["tool_call_accuracy"]["rows"]
+
+
+def test_unknown_layout_is_refused():
+    res = assay.evaluate(RAG_ROWS[:1], metrics="f1_score", store=False)
+    with pytest.raises(ValueError, match="unknown layout 'excel'; use assay or azure"):
+        res.to_dict(layout="excel")
