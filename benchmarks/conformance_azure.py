@@ -253,19 +253,23 @@ def make_pairs(n: int, seed: int) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 # the azure side (runs inside the azure venv)
 
-AZURE_RUNNER = textwrap.dedent(r'''
-    import json, math, sys, time, warnings
-    warnings.filterwarnings("ignore")
+#: The first lines of a script run in the azure venv: ``nltk.download`` becomes a stub that records the
+#: call (in ``download_calls``) and never goes online (azure-ai-evaluation calls it on every evaluation).
+OFFLINE_NLTK = textwrap.dedent(r'''
     import nltk
 
     download_calls = []
 
     def offline_download(info_or_id=None, *args, **kwargs):
-        # azure-ai-evaluation calls nltk.download on every evaluation; never go online
         download_calls.append(str(info_or_id))
         return False
 
     nltk.download = offline_download
+''')
+
+AZURE_RUNNER = OFFLINE_NLTK + textwrap.dedent(r'''
+    import json, math, sys, time, warnings
+    warnings.filterwarnings("ignore")
     have_wordnet = sys.argv[3] == "1"
     if not have_wordnet:
         from nltk.corpus import wordnet

@@ -14,6 +14,7 @@ from assay.cli.common import STORE_OPT, fmt, open_store, out, plain, print_json,
 from assay.cli.eval import print_summary
 from assay.cli.judge import print_run_check
 from assay.errors import AssayError
+from assay.results import LAYOUTS
 
 app = typer.Typer()
 
@@ -191,12 +192,16 @@ def delete_cmd(runs: List[str] = typer.Argument(..., help="Runs to delete (id, p
 @app.command("export")
 def export_cmd(run: str = typer.Argument(..., help="Run id, prefix, name or 'last'."),
                output: Path = typer.Option(..., "--output", "-o", help="File to write: .jsonl, .parquet or .json."),
-               fmt: Optional[str] = typer.Option(None, "--format", "-f", help="jsonl, parquet or json (azure-ai-evaluation layout); default: from the file name."),
+               fmt: Optional[str] = typer.Option(None, "--format", "-f", help="jsonl, parquet or json (rows and aggregates); default: from the file name."),
+               layout: Optional[str] = typer.Option(None, "--layout", help="Column names: azure (azure-ai-evaluation's evaluate() names; the default for json) or assay (the rows as stored; the default for jsonl and parquet)."),
                store: Optional[str] = STORE_OPT) -> None:
     """Export a stored run's rows (and, for json, its aggregates)."""
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     if fmt not in ("jsonl", "parquet", "json"):
         raise AssayError(f"export: unknown format {fmt!r}; use jsonl, parquet or json")
+    layout = (layout or ("azure" if fmt == "json" else "assay")).lower()
+    if layout not in LAYOUTS:
+        raise AssayError(f"export: unknown layout {layout!r}; use {' or '.join(LAYOUTS)}")
     res = open_store(store).load_result(text_arg(run))
-    getattr(res, f"to_{fmt}")(output)
+    getattr(res, f"to_{fmt}")(output, layout=layout)
     out.print(f"wrote {safe(output)}", highlight=False)

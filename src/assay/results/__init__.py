@@ -25,6 +25,8 @@ from assay.records import CANONICAL_FIELDS, Record
 from assay.results.summary import RunSummary
 
 ROWS_FILE = "rows.jsonl"
+#: export layouts: the rows as stored, or under azure-ai-evaluation's names (:mod:`assay.results.azure`)
+LAYOUTS = ("assay", "azure")
 SUMMARY_FILE = "summary.json"
 SUFFIXES = ("", "_score", "_passed", "_result", "_reason", "_status", "_threshold", "_properties")
 _OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -229,40 +231,68 @@ class EvalResult:
 
         return pd.DataFrame(self.rows)
 
-    def to_jsonl(self, path: str | Path) -> Path:
+    def _layout_rows(self, layout: str) -> Iterator[dict[str, Any]]:
+        """The rows as stored (``assay``) or under azure-ai-evaluation's column names (``azure``)."""
+        if layout == "azure":
+            from assay.results.azure import azure_rows
+
+            return azure_rows(self.iter_rows())
+        if layout != "assay":
+            raise ValueError(f"unknown layout {layout!r}; use {' or '.join(LAYOUTS)}")
+        return self.iter_rows()
+
+    def to_jsonl(self, path: str | Path, layout: str = "assay") -> Path:
+        """Rows, one JSON object a line; ``layout="azure"``: under azure-ai-evaluation's names."""
         path = Path(path)
+        rows = self._layout_rows(layout)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as fh:
-            for row in self.iter_rows():
+            for row in rows:
                 fh.write(orjson.dumps(row, default=_default, option=_OPTS))
         return path
 
-    def to_parquet(self, path: str | Path) -> Path:
-        """Rows as Parquet; nested values (lists, dicts) are stored as JSON text."""
+    def to_parquet(self, path: str | Path, layout: str = "assay") -> Path:
+        """Rows as Parquet; nested values (lists, dicts) are stored as JSON text.
+        ``layout="azure"``: under azure-ai-evaluation's names."""
         import pandas as pd
 
         path = Path(path)
+        rows = list(self._layout_rows(layout))
         path.parent.mkdir(parents=True, exist_ok=True)
-        df = pd.DataFrame(self.rows)
+        df = pd.DataFrame(rows)
         for col in df.columns:
             if df[col].map(lambda v: isinstance(v, (list, dict))).any():
                 df[col] = df[col].map(lambda v: None if v is None else json.dumps(v, ensure_ascii=False))
         df.to_parquet(path, index=False)
         return path
 
-    def to_dict(self) -> dict[str, Any]:
-        """The azure-ai-evaluation layout: ``{"rows": [...], "metrics": {flat}}`` plus ``run``."""
-        return {"rows": self.rows, "metrics": self.flat_metrics(), "run": self.run}
+    def to_dict(self, layout: str = "azure") -> dict[str, Any]:
+        """``{"rows": [...], "metrics": {...}, "run": {...}}``. ``layout="azure"`` (the default):
+        rows and aggregates under azure-ai-evaluation's names, as its ``evaluate()`` returns them
+        (:meth:`azure`); ``"assay"``: the rows as stored and :meth:`flat_metrics`."""
+        if layout == "azure":
+            return {**self.azure(), "run": self.run}
+        return {"rows": list(self._layout_rows(layout)), "metrics": self.flat_metrics(), "run": self.run}
 
-    def to_json(self, path: str | Path) -> Path:
+    def azure(self) -> dict[str, Any]:
+        """The same results as azure-ai-evaluation's ``evaluate()`` names them: ``{"rows", "metrics"}``
+        (:mod:`assay.results.azure` lists where that differs from the stored rows)."""
+        from assay.results.azure import azure_view
+
+        return azure_view(self)
+
+    def to_json(self, path: str | Path, layout: str = "azure") -> Path:
+        """One JSON document (:meth:`to_dict`), in the azure-ai-evaluation layout by default."""
         path = Path(path)
+        doc = self.to_dict(layout)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(orjson.dumps(self.to_dict(), default=_default,
+        path.write_bytes(orjson.dumps(doc, default=_default,
                                       option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
         return path
 
     def flat_metrics(self) -> dict[str, float | None]:
-        """``{"<metric>.<output>": mean, "<metric>.<output>_pass_rate": ...}`` as Azure prints."""
+        """``{"<metric>.<output>": mean, "<metric>.<output>_pass_rate": ...}`` (assay's own aggregates,
+        the ``metrics`` of ``to_dict(layout="assay")``; the Azure layout's are :meth:`azure`'s)."""
         flat: dict[str, float | None] = {}
         for o, agg in self.metrics.items():
             key = f"{agg['metric']}.{o}"
