@@ -48,7 +48,7 @@ Parameters (every one but ``data`` by keyword):
   its inputs.
 * ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
 * ``mapping``: ``{record field: column}`` for data whose columns have other names; a
-  column that none of the first rows has is an error.
+  column that no row has is an error.
 * ``format``: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"parquet"`` when ``data`` is a path
   whose name does not say (``"-"`` for standard input, ``/dev/stdin``, a FIFO); a stream is
   read once, into a temporary copy, and fingerprinted as it is read.

@@ -168,9 +168,10 @@ def never_why(m: Metric, shapes: Mapping[frozenset[str], int]) -> str:
     with_inputs = [s for s in shapes if all(_met(r, s) for r in m.requires)]
     if not with_inputs:
         return "no row has all of " + ", ".join(" or ".join(r) if isinstance(r, tuple) else r for r in m.requires)
-    gaps = sorted({m.auto_gap(s.__contains__) or "" for s in with_inputs} - {""})
-    return "every row with its inputs " + " or ".join(
-        ("has no " + g[8:]) if g.startswith("without ") else ("has " + g[5:]) for g in gaps)
+    has = [f for f in m.auto_unless if any(f in s for s in with_inputs)]
+    lacks = [f for f in m.auto_requires if any(f not in s for s in with_inputs)]
+    parts = (["has " + " or ".join(has)] if has else []) + (["has no " + " or ".join(lacks)] if lacks else [])
+    return "every row with its inputs " + " or ".join(parts)
 
 
 def describe_plan(summary: Mapping[str, Any]) -> list[str]:
