@@ -249,3 +249,14 @@ def test_a_resumed_run_keeps_the_per_row_plan(tmp_path, monkeypatch):
     statuses = [col(r, "relevance_to_query") for r in resumed.rows]
     assert statuses == ["skipped" if r.get("ground_truth") else "completed" for r in rows]
     assert resumed.run["plan"] == full.run["plan"]
+
+
+def test_bad_rows_are_counted_once_though_the_data_is_read_twice(tmp_path):
+    path = tmp_path / "some_bad.jsonl"
+    path.write_text('{"query": "a?", "response": "a", "ground_truth": "a"}\n'
+                    '{"query": "b?", "response": \n'
+                    '{"query": "c?", "response": "c", "ground_truth": "d"}\n', encoding="utf-8")
+    res = assay.evaluate(str(path), metrics="f1_score", on_bad_row="skip", store=False)
+    assert (res.run["rows_read"], res.run["rows_evaluated"], res.run["rows_skipped"]) == (3, 2, 1)
+    assert [b["line"] for b in res.run["bad_rows"]] == [2]
+    assert res.run["plan"]["rows"] == 2
