@@ -441,8 +441,11 @@ def test_auto_planning_of_the_judges():
     assert {"correctness", "context_sufficiency"} <= dbx and not dbx & {"relevance_to_query", "chunk_relevance"}
     assert "correctness" in names(qr | {"expected_facts"}, "databricks")
     assert "guideline_adherence" in names(qr | {"guidelines"}, "databricks")
-    assert REGISTRY["relevance"].auto_requires == ("contexts",)
-    assert REGISTRY["retrieval"].auto_requires == ("history",)
+    # as azure-ai-evaluation's own tests call them: relevance(query, response) needs no context,
+    # retrieval(query, context) scores single-turn RAG rows (issue 14 item 5)
+    assert "relevance" in names(qr, "azure") and "retrieval" not in names(qr, "azure")
+    assert {"relevance", "retrieval"} <= names(rag, "azure")
+    assert {"relevance", "retrieval"} <= names(rag | {"history"}, "azure")
 
 
 # -- probability scoring (smoke-test judges) ---------------------------------------------------------

@@ -64,6 +64,14 @@ def print_summary(result: Any) -> None:
             out.print(safe(line), highlight=False)
 
 
+def print_plan(plan: dict[str, Any]) -> None:
+    """Before the run: each metric chosen and on how many rows it runs, and what ``auto`` left out."""
+    from assay.engine.plan import describe_plan
+
+    for line in describe_plan(plan):
+        out.print(safe(line), highlight=False, soft_wrap=True)
+
+
 def print_scorers(scorers: dict[str, Any]) -> None:
     """Under the table: each embedded scorer that scored a column with its measured figures, and
     once, the judge metrics skipped for want of a judge."""
@@ -112,7 +120,7 @@ def eval_cmd(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Target and judge calls in flight at once (default: the judge backend's: 32 OpenAI, 16 Azure, 8 other endpoints, 2 in-process; 16 for a target)."),
     judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, or 'embedded' (a small LLM, a smoke test). Default: $ASSAY_JUDGE, else none: judge metrics with a measured embedded scorer use it, the others are skipped."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no plan printed before the run."),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="A name for this run in the store (see `assay runs`)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run over the same data and options."),
     resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
@@ -146,7 +154,8 @@ def eval_cmd(
                           name=text_arg(name), store=store, resume=text_arg(resume_from) or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
                           progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
-                          max_consecutive_failures=max_consecutive_failures)
+                          max_consecutive_failures=max_consecutive_failures,
+                          on_plan=None if quiet else print_plan)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {safe(out_dir)}/", highlight=False)

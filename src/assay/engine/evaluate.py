@@ -42,10 +42,13 @@ Parameters (every one but ``data`` by keyword):
 * ``target``: the application under test, called for each row to fill in its response
   (a callable, sync or async, or an endpoint URL); None scores the responses in ``data``.
 * ``metrics``: metric names, a list or a comma-separated string; ``"auto"`` (the default)
-  runs every metric whose inputs are present.
+  runs every metric that at least one row has the fields for (the whole data set is read
+  once to see), each on the rows whose own fields call for it: a row with ground truth gets
+  correctness, one without it relevance_to_query. A metric named runs on every row that has
+  its inputs.
 * ``thresholds``: ``{metric: pass threshold}``, overriding the metrics' defaults.
 * ``mapping``: ``{record field: column}`` for data whose columns have other names; a
-  column that none of the first rows has is an error.
+  column that no row has is an error.
 * ``format``: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"parquet"`` when ``data`` is a path
   whose name does not say (``"-"`` for standard input, ``/dev/stdin``, a FIFO); a stream is
   read once, into a temporary copy, and fingerprinted as it is read.
@@ -64,6 +67,9 @@ Parameters (every one but ``data`` by keyword):
   default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
   available, and scores inline otherwise; ``workers=1`` always scores inline.
 * ``progress``: called with the number of rows just finished.
+* ``on_plan``: called once, before any row is scored, with the plan (``run["plan"]``: the
+  rows each metric will run on, and why it will not run on the others;
+  :func:`assay.engine.plan.describe_plan` puts it in lines of text).
 * ``name``: a name for the run in the store.
 * ``store``: where the run is saved: a path or SQLAlchemy URL, a Store, or None for the
   default of :func:`assay.store.open_store`; False saves nothing.
@@ -114,6 +120,7 @@ def evaluate(
     max_attempts: int | None = None,
     max_consecutive_failures: int | None = None,
     format: str | None = None,
+    on_plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -123,7 +130,8 @@ def evaluate(
         data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping, out=out,
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
-        max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format))
+        max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format,
+        on_plan=on_plan))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -299,6 +307,7 @@ async def evaluate_async(
     max_attempts: int | None = None,
     max_consecutive_failures: int | None = None,
     format: str | None = None,
+    on_plan: Callable[[dict[str, Any]], None] | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
@@ -320,6 +329,8 @@ async def evaluate_async(
     judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
+    if on_plan is not None:
+        on_plan(p.summary())
     saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
     try:
         runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
@@ -388,4 +399,5 @@ def run_summary(p: Plan, runner: ChunkRunner, saved: StoreRun, judge_model: Any,
         resumed=saved.resumed,
         resumed_rows=saved.done,
         scorers=scorers_of(p.metrics, judge_model, options),
+        plan=p.summary(),
     )

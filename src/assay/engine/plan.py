@@ -1,31 +1,44 @@
 """The first stage of a run: from data and options to a :class:`Plan`.
 
-The data is opened, the first ``PLAN_WINDOW`` rows are read to see which record fields are
-present, ``auto`` expands to the metrics whose inputs are there, and the request is checked
-before anything is scored: a metric the user named whose input is in no row, a threshold for
-a metric not run, an unknown ``on_bad_row`` or ``family``.
+The data is opened and read once from start to end, keeping only, per combination of record
+fields, how many rows have it (and the first ``PLAN_WINDOW`` rows); ``auto`` expands to the
+metrics that at least one row can take; and the request is checked before anything is
+scored: a metric the user named whose input is in no row, a threshold for a metric not run,
+an unknown ``on_bad_row`` or ``family``. The run then reads the data again from the start (a
+file is read again, a stream from its spooled copy, a DataFrame or list again).
+
+Per row, a metric ``auto`` chose runs only where the row's own fields call for it (its
+inputs, its ``auto_requires`` fields, none of its ``auto_unless`` fields); other rows get a
+skip with the reason. A metric the user named runs on every row that has its inputs.
+:meth:`Plan.summary` says how many rows each metric will run on, and :func:`describe_plan`
+puts that in a few lines.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from assay.engine.target import Target
 from assay.errors import AssayError, InputError
 from assay.formats import open_dataset
-from assay.metrics.base import Metric, plan_auto, resolve, threshold_number
+from assay.metrics.base import Metric, auto_candidates, plan_auto_rows, resolve, threshold_number
 from assay.records import CANONICAL_FIELDS, Record
 
-PLAN_WINDOW = 1000   # rows looked at to decide which metrics `auto` runs
+PLAN_WINDOW = 1000   # rows kept from the planning pass (the head; the worker-process decision)
+TARGET_FIELDS = frozenset({"response", "usage"})   # what a target fills in on every row
 
 
 @dataclass
 class Plan:
-    """What a run will do: the data set (``dataset``, its first rows ``head`` and the rest
-    still unread in ``rest``), the target if any, the ``metrics`` chosen, the record fields
-    ``present`` in the head, and the checked per-metric ``thresholds``."""
+    """What a run will do: the data set (``dataset``, its first rows ``head`` and the rest,
+    read again from the start, in ``rest``), the target if any, the ``metrics`` chosen, the
+    record fields ``present`` in at least one row, ``shapes`` (how many rows have each
+    combination of fields, a target's outputs included), ``by_auto`` (the metrics chosen by
+    ``auto`` and not named, which run per row only where the row calls for them) and the
+    checked per-metric ``thresholds``."""
 
     dataset: Any
     head: list[Record]
@@ -37,6 +50,9 @@ class Plan:
     mapping: dict[str, str] | None = None
     family: str | None = None
     on_bad_row: str = "fail"
+    shapes: dict[frozenset[str], int] = field(default_factory=dict)
+    by_auto: frozenset[str] = frozenset()
+    auto: bool = False
 
     @property
     def sync_metrics(self) -> list[Metric]:
@@ -55,6 +71,35 @@ class Plan:
         """Every record, from the ``start``-th on (a resumed run skips those it has)."""
         return islice(chain(self.head, self.rest), start, None)
 
+    @property
+    def rows(self) -> int:
+        """Records in the data (a conversation's turns each counting as one)."""
+        return sum(self.shapes.values())
+
+    def summary(self) -> dict[str, Any]:
+        """The plan as the run summary keeps it (``run["plan"]``): ``rows`` (records in the data),
+        per metric ``{"rows": rows it will run on, "chosen": "auto" | "named", "not_on": {why:
+        rows}}`` (``why``: ``"without contexts"``, ``"with ground_truth"``), and ``left_out``:
+        the metrics ``auto`` could pick (of the family) but no row calls for, by why."""
+        metrics: dict[str, Any] = {}
+        for m in self.metrics:
+            gated = m.name in self.by_auto
+            runs, not_on = 0, Counter()
+            for shape, n in self.shapes.items():
+                why = shape_gap(m, shape, gated)
+                if why is None:
+                    runs += n
+                else:
+                    not_on[why] += n
+            metrics[m.name] = {"rows": runs, "chosen": "auto" if gated else "named", "not_on": dict(not_on)}
+        left_out: dict[str, list[str]] = {}
+        if self.auto:
+            chosen = {m.name for m in self.metrics}
+            for m in auto_candidates(self.family):
+                if m.name not in chosen:
+                    left_out.setdefault(never_why(m, self.shapes), []).append(m.name)
+        return {"rows": self.rows, "metrics": metrics, "left_out": left_out}
+
 
 def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: str | Sequence[str] = "auto",
               thresholds: Mapping[str, float] | None = None, mapping: Mapping[str, str] | None = None,
@@ -71,19 +116,78 @@ def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: s
     names = parse_metric_names(metrics)
     ds = open_dataset(data, mapping=mapping, on_bad_row=on_bad_row, format=format)
     tgt = Target(target) if target is not None else None
-    rest = iter(ds)
-    head = list(islice(rest, PLAN_WINDOW))
+    head, shapes = survey(ds, added=TARGET_FIELDS if tgt is not None else frozenset())
     ds.check_mapping(target=tgt is not None)
     if not head:
         raise InputError("no valid rows to evaluate", source=ds.source)
-    present = fields_present(head)
-    if tgt is not None:
-        present |= {"response", "usage"}
-    chosen = plan(names, present, family)
-    check_columns(chosen, present, ds.source, len(head))
+    present = set().union(*shapes)
+    chosen = plan(names, list(shapes), family)
+    check_columns(chosen, present, ds.source, sum(shapes.values()))
     thr = check_thresholds(thresholds or {}, chosen)
-    return Plan(dataset=ds, head=head, rest=rest, present=present, metrics=chosen, thresholds=thr, target=tgt,
-                mapping=dict(mapping or {}), family=family, on_bad_row=on_bad_row)
+    named = {m.name for m in resolve([n for n in names if n != "auto"])}
+    by_auto = frozenset(m.name for m in chosen if m.name not in named)
+    return Plan(dataset=ds, head=head, rest=islice(iter(ds), len(head), None), present=present, metrics=chosen,
+                thresholds=thr, target=tgt, mapping=dict(mapping or {}), family=family, on_bad_row=on_bad_row,
+                shapes=shapes, by_auto=by_auto, auto="auto" in names)
+
+
+def survey(dataset: Iterable[Record], added: frozenset[str] = frozenset()
+           ) -> tuple[list[Record], dict[frozenset[str], int]]:
+    """Read every record once: the first ``PLAN_WINDOW`` of them, and how many records have each
+    combination of fields (with ``added``, the fields a target fills in). Nothing else is kept,
+    so a file of millions of rows costs a read, not its size in memory."""
+    head: list[Record] = []
+    shapes: Counter[frozenset[str]] = Counter()
+    for r in dataset:
+        if len(head) < PLAN_WINDOW:
+            head.append(r)
+        shapes[frozenset(f for f in CANONICAL_FIELDS if r.has(f)) | added] += 1
+    return head, dict(shapes)
+
+
+def shape_gap(m: Metric, shape: frozenset[str], gated: bool) -> str | None:
+    """Why ``m`` does not run on a row with the fields ``shape`` (None when it does), in a few words."""
+    lacking = [" or ".join(r) if isinstance(r, tuple) else r for r in m.requires if not _met(r, shape)]
+    if lacking:
+        return "without " + ", ".join(lacking)
+    return m.auto_gap(shape.__contains__) if gated else None
+
+
+def _met(req: Any, shape: frozenset[str]) -> bool:
+    return any(f in shape for f in req) if isinstance(req, tuple) else req in shape
+
+
+def never_why(m: Metric, shapes: Mapping[frozenset[str], int]) -> str:
+    """Why ``auto`` chose ``m`` for no row, in a few words: the fields no row has; else that no
+    row has them all; else what every row with its inputs has (or lacks) that rules it out."""
+    present = frozenset().union(*shapes)
+    absent = [" or ".join(r) if isinstance(r, tuple) else r for r in m.requires if not _met(r, present)]
+    absent += [f for f in m.auto_requires if f not in present]
+    if absent:
+        return "no row has " + ", ".join(dict.fromkeys(absent))
+    with_inputs = [s for s in shapes if all(_met(r, s) for r in m.requires)]
+    if not with_inputs:
+        return "no row has all of " + ", ".join(" or ".join(r) if isinstance(r, tuple) else r for r in m.requires)
+    has = [f for f in m.auto_unless if any(f in s for s in with_inputs)]
+    lacks = [f for f in m.auto_requires if any(f not in s for s in with_inputs)]
+    parts = (["has " + " or ".join(has)] if has else []) + (["has no " + " or ".join(lacks)] if lacks else [])
+    return "every row with its inputs " + " or ".join(parts)
+
+
+def describe_plan(summary: Mapping[str, Any]) -> list[str]:
+    """:meth:`Plan.summary` in a few lines of plain text (field and metric names are the data's
+    own words: print them escaped)."""
+    rows = summary.get("rows", 0)
+    lines = [f"plan: {len(summary.get('metrics', {}))} metric(s) over {rows} row(s)"]
+    for name, p in summary.get("metrics", {}).items():
+        line = f"  {name}: {p['rows']} row{'' if p['rows'] == 1 else 's'}"
+        if p.get("not_on"):
+            line += " (" + "; ".join(f"not on {n} row{'' if n == 1 else 's'} {why}"
+                                     for why, n in sorted(p["not_on"].items(), key=lambda kv: -kv[1])) + ")"
+        lines.append(line)
+    for why, names in (summary.get("left_out") or {}).items():
+        lines.append(f"  left out, {why}: {', '.join(names)}")
+    return lines
 
 
 def parse_metric_names(metrics: str | Sequence[str]) -> list[str]:
@@ -96,12 +200,15 @@ def parse_metric_names(metrics: str | Sequence[str]) -> list[str]:
     return names
 
 
-def plan(names: list[str], present: set[str], family: str | None = None) -> list[Metric]:
-    """The metrics to run: ``auto`` expands to those whose inputs are present."""
+def plan(names: list[str], present: set[str] | Sequence[Iterable[str]], family: str | None = None) -> list[Metric]:
+    """The metrics to run: ``auto`` expands to those that at least one row takes. ``present``:
+    the fields of each kind of row (a list of sets), or one set of fields for every row."""
     chosen: list[Metric] = []
     explicit = [n for n in names if n != "auto"]
+    shapes = [present] if isinstance(present, (set, frozenset)) else list(present)
+    present = set().union(*shapes)
     if "auto" in names:
-        chosen.extend(plan_auto(present, family))
+        chosen.extend(plan_auto_rows(shapes, family))
     for m in resolve(explicit):
         if m not in chosen:
             chosen.append(m)
@@ -130,7 +237,7 @@ def check_columns(chosen: list[Metric], present: set[str], source: str, n: int) 
             if not any(a in present for a in alts):
                 field = " or ".join(alts)
                 raise InputError(f"no row has this field, which metric {m.name!r} needs "
-                                 f"(looked at the first {n} rows); map a column to it with --map {alts[0]}=COLUMN",
+                                 f"(looked at all {n} rows); map a column to it with --map {alts[0]}=COLUMN",
                                  source=source, field=field)
 
 

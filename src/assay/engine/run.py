@@ -44,24 +44,28 @@ MAX_CONSECUTIVE_FAILURES = 5   # the circuit breaker's default: requests in a ro
 # -- synchronous metrics, inline or in worker processes -------------------------------------------
 
 def score_rows(metrics: Sequence[Metric], thresholds: Mapping[str, float], ctx: EvalContext,
-               records: Sequence[Record]) -> list[dict[str, dict[str, Score]]]:
-    """Synchronous metrics over some records: ``[{metric: {output: Score}}]`` per record."""
-    return [{m.name: m.score_sync(r, ctx, thresholds.get(m.name)) for m in metrics} for r in records]
+               records: Sequence[Record], by_auto: frozenset[str] = frozenset()) -> list[dict[str, dict[str, Score]]]:
+    """Synchronous metrics over some records: ``[{metric: {output: Score}}]`` per record. The
+    metrics named in ``by_auto`` were chosen by ``auto``: each row gets them only where its
+    fields call for them (:meth:`~assay.metrics.base.Metric.skip_reason`)."""
+    gated = [(m, m.name in by_auto) for m in metrics]
+    return [{m.name: m.score_sync(r, ctx, thresholds.get(m.name), auto) for m, auto in gated} for r in records]
 
 
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(names: list[str], thresholds: dict[str, float], options: dict[str, Any]) -> None:
+def _init_worker(names: list[str], thresholds: dict[str, float], options: dict[str, Any],
+                 by_auto: frozenset[str] = frozenset()) -> None:
     from assay.metrics.base import REGISTRY, load_builtin_metrics
 
     load_builtin_metrics()
     _WORKER.update(metrics=[REGISTRY[n] for n in names], thresholds=thresholds,
-                   ctx=EvalContext(options=options))
+                   ctx=EvalContext(options=options), by_auto=by_auto)
 
 
 def _score_in_worker(records: list[Record]) -> list[dict[str, dict[str, Score]]]:
-    return score_rows(_WORKER["metrics"], _WORKER["thresholds"], _WORKER["ctx"], records)
+    return score_rows(_WORKER["metrics"], _WORKER["thresholds"], _WORKER["ctx"], records, _WORKER["by_auto"])
 
 
 def worker_count(workers: int | None, sync_metrics: list[Metric], head_rows: int) -> int:
@@ -76,11 +80,12 @@ def worker_count(workers: int | None, sync_metrics: list[Metric], head_rows: int
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 
-def make_pool(n: int, metrics: list[Metric], thresholds: dict[str, float], ctx: EvalContext) -> ProcessPoolExecutor:
+def make_pool(n: int, metrics: list[Metric], thresholds: dict[str, float], ctx: EvalContext,
+              by_auto: frozenset[str] = frozenset()) -> ProcessPoolExecutor:
     """``n`` worker processes that score ``metrics`` (forked: they inherit every registered
-    metric, the user's own included)."""
+    metric, the user's own included; ``by_auto``: see :func:`score_rows`)."""
     return ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork"), initializer=_init_worker,
-                               initargs=([m.name for m in metrics], thresholds, dict(ctx.options)))
+                               initargs=([m.name for m in metrics], thresholds, dict(ctx.options), by_auto))
 
 
 def chunks(it: Iterator[Record], size: int) -> Iterator[list[Record]]:
@@ -269,7 +274,7 @@ class ChunkRunner:
 
     async def _score_async(self, m: Metric, r: Record) -> dict[str, Score]:
         async with self.sem:
-            return await m.score(r, self.ctx, self.plan.thresholds.get(m.name))
+            return await m.score(r, self.ctx, self.plan.thresholds.get(m.name), m.name in self.plan.by_auto)
 
     async def score_chunk(self, chunk: list[Record]) -> tuple[list, list]:
         """The chunk's records (a target's reply filled in, or its TargetError) and their scores."""
@@ -281,7 +286,7 @@ class ChunkRunner:
         if self.pool is not None:
             scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
         else:
-            scored = score_rows(plan.sync_metrics, plan.thresholds, self.ctx, ok)
+            scored = score_rows(plan.sync_metrics, plan.thresholds, self.ctx, ok, plan.by_auto)
         it = iter(scored)
         per_row = [{m.name: m.error_all(str(r)) for m in plan.metrics} if isinstance(r, TargetError) else next(it)
                    for r in filled]
@@ -341,7 +346,8 @@ class ChunkRunner:
                 if progress is not None:
                     progress(saved.done)
             if self.n_workers > 1:
-                self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx)
+                self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx,
+                                      self.plan.by_auto)
             for chunk in chunks(self.plan.records(saved.done), CHUNK):
                 pending.append((chunk, asyncio.ensure_future(self.score_chunk(chunk))))
                 if len(pending) >= depth:

@@ -19,7 +19,7 @@ import inspect
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Literal, Mapping, Sequence
 
 from assay.errors import AssayError
 from assay.records import CANONICAL_FIELDS, Record
@@ -100,6 +100,31 @@ class Metric:
                 out.append(req)
         return out
 
+    def auto_gap(self, has: Callable[[str], bool]) -> str | None:
+        """Why ``auto`` does not give this metric to a row (``has(field)``: the row has that
+        field), in a few words (``"without contexts"``, ``"with ground_truth"``), or None when
+        it does: a row lacking one of the ``auto_requires`` fields, or having one of the
+        ``auto_unless`` fields, is left to other metrics. The inputs the metric needs are
+        :meth:`missing`'s business."""
+        lacking = [f for f in self.auto_requires if not has(f)]
+        if lacking:
+            return "without " + " or ".join(lacking)
+        extra = [f for f in self.auto_unless if has(f)]
+        if extra:
+            return "with " + " and ".join(extra)
+        return None
+
+    def auto_skip_reason(self, record: Record) -> str | None:
+        """The skip reason of a row that :meth:`auto_gap` leaves out, or None."""
+        gap = self.auto_gap(record.has)
+        if gap is None:
+            return None
+        if gap.startswith("with "):
+            why = f"it has {gap[5:]}, and auto runs {self.name} only on rows without {' or '.join(self.auto_unless)}"
+        else:
+            why = f"it has no {gap[8:]}, and auto runs {self.name} only on rows with {' and '.join(self.auto_requires)}"
+        return f"not planned for this row: {why} (name the metric to run it on every row that has its inputs)"
+
     # -- scoring -----------------------------------------------------------------------
     def _call_args(self, record: Record, ctx: EvalContext | None) -> tuple[tuple, dict]:
         args = self._getter(record)
@@ -123,12 +148,20 @@ class Metric:
     def error_all(self, reason: str, **props: Any) -> dict[str, Score]:
         return {name: Score.error(reason, **props) for name in self.outputs}
 
-    def score_sync(self, record: Record, ctx: EvalContext | None = None,
-                   threshold: float | None = None) -> dict[str, Score]:
-        """Score one row with a synchronous metric; never raises."""
+    def skip_reason(self, record: Record, auto: bool = False) -> str | None:
+        """Why this row is not scored: an input it needs is missing, or (``auto``: the metric was
+        chosen by ``auto`` planning, not named) ``auto`` does not give it this row; else None."""
         missing = self.missing(record)
         if missing:
-            return self.skip_all(f"missing input: {', '.join(missing)}")
+            return f"missing input: {', '.join(missing)}"
+        return self.auto_skip_reason(record) if auto else None
+
+    def score_sync(self, record: Record, ctx: EvalContext | None = None,
+                   threshold: float | None = None, auto: bool = False) -> dict[str, Score]:
+        """Score one row with a synchronous metric; never raises. ``auto``: see :meth:`skip_reason`."""
+        why = self.skip_reason(record, auto)
+        if why is not None:
+            return self.skip_all(why)
         try:
             args, kw = self._call_args(record, ctx)
             return self.finish(self.fn(*args, **kw), self.threshold if threshold is None else threshold)
@@ -136,13 +169,13 @@ class Metric:
             return self.error_all(f"{type(exc).__name__}: {exc}")
 
     async def score(self, record: Record, ctx: EvalContext | None = None,
-                    threshold: float | None = None) -> dict[str, Score]:
-        """Score one row (sync or async metric); never raises."""
+                    threshold: float | None = None, auto: bool = False) -> dict[str, Score]:
+        """Score one row (sync or async metric); never raises. ``auto``: see :meth:`skip_reason`."""
         if not self.is_async:
-            return self.score_sync(record, ctx, threshold)
-        missing = self.missing(record)
-        if missing:
-            return self.skip_all(f"missing input: {', '.join(missing)}")
+            return self.score_sync(record, ctx, threshold, auto)
+        why = self.skip_reason(record, auto)
+        if why is not None:
+            return self.skip_all(why)
         try:
             args, kw = self._call_args(record, ctx)
             raw = await self.fn(*args, **kw)
@@ -235,25 +268,36 @@ def resolve(names: Iterable[str]) -> list[Metric]:
     return out
 
 
-def plan_auto(present: set[str], family: str | None = None) -> list[Metric]:
-    """Metrics that ``auto`` runs given the fields present in at least one row.
+def fits(m: Metric, fields: Collection[str]) -> bool:
+    """Whether a row with ``fields`` meets every requirement of ``m``."""
+    return all((any(f in fields for f in r) if isinstance(r, tuple) else r in fields) for r in m.requires)
 
-    A metric is chosen when every requirement is met by some present field, every one of
-    its ``auto_requires`` fields is present (Azure: relevance is planned for RAG data, the
-    retrieval score for conversations), and none of its ``auto_unless`` fields is present
-    (Databricks: correctness replaces relevance_to_query once an expected answer exists).
-    """
+
+def auto_candidates(family: str | None = None) -> list[Metric]:
+    """The metrics ``auto`` may pick (of ``family`` when given), in registry order."""
     load_builtin_metrics()
-    chosen = []
-    for m in REGISTRY.values():
-        if not m.auto or (family and family not in m.family):
-            continue
-        ok = all((any(f in present for f in r) if isinstance(r, tuple) else r in present)
-                 for r in m.requires)
-        ok = ok and all(f in present for f in m.auto_requires)
-        if ok and not any(f in present for f in m.auto_unless):
-            chosen.append(m)
-    return chosen
+    return [m for m in REGISTRY.values() if m.auto and (not family or family in m.family)]
+
+
+def plan_auto_rows(shapes: Iterable[Collection[str]], family: str | None = None) -> list[Metric]:
+    """Metrics that ``auto`` runs on rows of these ``shapes`` (each: the fields one row, or one
+    kind of row, has): those that at least one shape takes, i.e. whose requirements it meets,
+    that has every ``auto_requires`` field and none of the ``auto_unless`` fields. The run
+    then gives each row only the chosen metrics its own fields call for (``auto=True`` in
+    :meth:`Metric.score`): with some rows labelled and others not, Databricks' correctness
+    judges the labelled ones and relevance_to_query the others."""
+    shapes = [s if isinstance(s, (set, frozenset)) else set(s) for s in shapes]
+    return [m for m in auto_candidates(family)
+            if any(fits(m, s) and m.auto_gap(s.__contains__) is None for s in shapes)]
+
+
+def plan_auto(present: Collection[str], family: str | None = None) -> list[Metric]:
+    """Metrics that ``auto`` runs on a row with the fields ``present``: every requirement met,
+    every ``auto_requires`` field present (Azure's safety metrics: a query), and none of the
+    ``auto_unless`` fields (Databricks: correctness replaces relevance_to_query once an
+    expected answer exists). For a data set of rows of several shapes, see :func:`plan_auto_rows`.
+    """
+    return plan_auto_rows([present], family)
 
 
 # The modules that register the built-in metrics, imported by name on first use, as plugins

@@ -165,11 +165,12 @@ async def _relevance(judge: Judge, ctx: EvalContext | None, values: Mapping[str,
     return await run_judge(judge, ctx, values, template=tpl)
 
 
-# auto_requires: `auto` runs relevance on RAG rows and the retrieval score on conversations, as
-# azure-ai-evaluation's RAG and conversation evaluator sets do.
+# `auto` runs relevance on every row with a query and a response (it needs no context), and the
+# retrieval score on every row with a query and retrieved documents, single-turn or not, as
+# azure-ai-evaluation's own end-to-end tests call them.
 _declare(Judge("relevance", "relevance", threshold=3, requires=("query", "response"),
                optional=("history", "contexts", "ground_truth"), auto=True, family=AZURE,
-               auto_requires=("contexts",), description="""Does the response address the query? 1–5.
+               description="""Does the response address the query? 1–5.
 
 A single question: the query and the response. A conversation turn (``history`` present):
 against the ground truth when the row has one, else against what the history and the
@@ -201,7 +202,6 @@ def _intent_list(raw: Any) -> list[str]:
 
 @judged(Judge("retrieval", "retrieval_intent", scale="yes/no", reports="1-5", threshold=3, max_tokens=300,
               requires=("query", "contexts"), optional=("history",), auto=True, family=AZURE,
-              auto_requires=("history",),
               description="""Retrieval score: ``1 + 4·f²``, ``f`` = share of the query's intents the documents answer.
 
 One call splits the query into intents; one yes/no call per intent asks whether the

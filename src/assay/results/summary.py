@@ -54,6 +54,9 @@ class RunSummary(BaseModel):
     resumed_rows: int = 0
     # metric -> who scored it (formula, judge, embedded scorer, skipped) and its measured figures
     scorers: dict[str, Any] = {}
+    # the plan: rows in the data, per metric the rows it runs on and why not on the others
+    # (:meth:`assay.engine.plan.Plan.summary`); empty in a summary written before it existed
+    plan: dict[str, Any] = {}
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> "RunSummary":
