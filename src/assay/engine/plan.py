@@ -30,6 +30,8 @@ from assay.records import CANONICAL_FIELDS, Record
 PLAN_WINDOW = 1000   # rows kept from the planning pass (the head; the worker-process decision)
 TARGET_FIELDS = frozenset({"response", "usage"})   # what a target fills in on every row
 
+NO_ROW_HAS = "no row has "   # the start of the reason a metric is left out for want of inputs
+
 
 @dataclass
 class Plan:
@@ -164,10 +166,10 @@ def never_why(m: Metric, shapes: Mapping[frozenset[str], int]) -> str:
     absent = [" or ".join(r) if isinstance(r, tuple) else r for r in m.requires if not _met(r, present)]
     absent += [f for f in m.auto_requires if f not in present]
     if absent:
-        return "no row has " + ", ".join(dict.fromkeys(absent))
+        return NO_ROW_HAS + ", ".join(dict.fromkeys(absent))
     with_inputs = [s for s in shapes if all(_met(r, s) for r in m.requires)]
     if not with_inputs:
-        return "no row has all of " + ", ".join(" or ".join(r) if isinstance(r, tuple) else r for r in m.requires)
+        return NO_ROW_HAS + "all of " + ", ".join(" or ".join(r) if isinstance(r, tuple) else r for r in m.requires)
     has = [f for f in m.auto_unless if any(f in s for s in with_inputs)]
     lacks = [f for f in m.auto_requires if any(f not in s for s in with_inputs)]
     parts = (["has " + " or ".join(has)] if has else []) + (["has no " + " or ".join(lacks)] if lacks else [])
@@ -185,8 +187,14 @@ def describe_plan(summary: Mapping[str, Any]) -> list[str]:
             line += " (" + "; ".join(f"not on {n} row{'' if n == 1 else 's'} {why}"
                                      for why, n in sorted(p["not_on"].items(), key=lambda kv: -kv[1])) + ")"
         lines.append(line)
+    absent = []   # "no row has X" reasons share one line: on plain data they are many (the agent metrics)
     for why, names in (summary.get("left_out") or {}).items():
-        lines.append(f"  left out, {why}: {', '.join(names)}")
+        if why.startswith(NO_ROW_HAS):
+            absent.append(f"{', '.join(names)} ({why[len(NO_ROW_HAS):]})")
+        else:
+            lines.append(f"  left out, {why}: {', '.join(names)}")
+    if absent:
+        lines.append(f"  left out, their inputs are in no row: {'; '.join(absent)}")
     return lines
 
 
