@@ -162,9 +162,9 @@ def test_auto_plans_the_agent_judges_for_agent_rows_only():
     assert {"tool_call_accuracy", "intent_resolution", "task_adherence", "response_completeness"} <= agent
     plain = {m.name for m in plan_auto({f for f in CANONICAL_FIELDS if QA_ROW.has(f)})}
     assert not plain & {"tool_call_accuracy", "intent_resolution", "task_adherence", "response_completeness"}
-    # tool calls without the agent's steps (Azure's standalone tool_calls column): only the call judge
+    # tool calls without the agent's steps (Azure's standalone tool_calls column, MLflow TOOL spans): still agent data
     calls_only = {m.name for m in plan_auto({"query", "response", "tool_calls", "tool_definitions"})}
-    assert "tool_call_accuracy" in calls_only and "intent_resolution" not in calls_only
+    assert {"tool_call_accuracy", "intent_resolution", "task_adherence"} <= calls_only
     assert "tool_call_accuracy" in {m.name for m in plan_auto({"query", "tool_calls"}, family="databricks")}
     assert "task_adherence" not in {m.name for m in plan_auto({"query", "response", "steps"}, family="databricks")}
 

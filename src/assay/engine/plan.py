@@ -164,14 +164,15 @@ def never_why(m: Metric, shapes: Mapping[frozenset[str], int]) -> str:
     row has them all; else what every row with its inputs has (or lacks) that rules it out."""
     present = frozenset().union(*shapes)
     absent = [" or ".join(r) if isinstance(r, tuple) else r for r in m.requires if not _met(r, present)]
-    absent += [f for f in m.auto_requires if f not in present]
+    absent += [" or ".join(r) if isinstance(r, tuple) else r for r in m.auto_requires if not _met(r, present)]
     if absent:
         return NO_ROW_HAS + ", ".join(dict.fromkeys(absent))
     with_inputs = [s for s in shapes if all(_met(r, s) for r in m.requires)]
     if not with_inputs:
         return NO_ROW_HAS + "all of " + ", ".join(" or ".join(r) if isinstance(r, tuple) else r for r in m.requires)
     has = [f for f in m.auto_unless if any(f in s for s in with_inputs)]
-    lacks = [f for f in m.auto_requires if any(f not in s for s in with_inputs)]
+    lacks = [" or ".join(r) if isinstance(r, tuple) else r for r in m.auto_requires
+             if any(not _met(r, s) for s in with_inputs)]
     parts = (["has " + " or ".join(has)] if has else []) + (["has no " + " or ".join(lacks)] if lacks else [])
     return "every row with its inputs " + " or ".join(parts)
 

@@ -48,7 +48,7 @@ class Judge:
     family: tuple[str, ...] = AZURE_AND_DATABRICKS
     auto: bool = False
     auto_unless: tuple[str, ...] = ()
-    auto_requires: tuple[str, ...] = ()
+    auto_requires: tuple[Any, ...] = ()   # a field, or a tuple of which one is enough
     outputs: tuple[str, ...] = ()
     description: str = ""
     defect_threshold: float | None = None

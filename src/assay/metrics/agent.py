@@ -22,8 +22,8 @@ Names, scales and output keys are those of azure-ai-evaluation's evaluators of t
   conveys. Needs ``response`` and ``ground_truth``.
 
 ``auto`` plans them only for agent data: ``tool_call_accuracy`` when the row has tool calls,
-the other three only when it has the agent's ``steps`` (a plain question/answer row is not
-judged as an agent). No embedded scorer was measured for them, so without a judge model they
+the other three when it has the agent's ``steps`` or its tool calls (a plain question/answer
+row is not judged as an agent). No embedded scorer was measured for them, so without a judge model they
 are skipped with :data:`~assay.judges.scorers.NEEDS_JUDGE`.
 """
 
@@ -38,6 +38,7 @@ AZURE = ("azure",)
 AGENT_FIELDS = ("history", "steps", "tool_definitions")
 
 AGENT_JUDGES: dict[str, Judge] = {}
+AGENT_ROW = ("steps", "tool_calls")   # auto gives the agent judges to rows with either
 
 
 def _declare(judge: Judge) -> Judge:
@@ -54,14 +55,14 @@ The judge sees the conversation, the user's request, the tool definitions and ev
 the agent made (``name(arguments)``, with its result or error when the data has it)."""))
 
 _declare(Judge("intent_resolution", "agent_intent_resolution", threshold=3, requires=("query", "response"),
-               optional=AGENT_FIELDS, auto=True, family=AZURE, auto_requires=("steps",),
+               optional=AGENT_FIELDS, auto=True, family=AZURE, auto_requires=(AGENT_ROW,),
                description="""Did the agent identify what the user wanted and resolve it? 1–5 (agent rows).
 
 The judge sees the conversation, the request, the tools offered, the agent's steps
 (messages, tool calls, tool results) and its final answer."""))
 
 _declare(Judge("task_adherence", "agent_task_adherence", scale="0-1", threshold=0.5, requires=("query", "response"),
-               optional=AGENT_FIELDS, auto=True, family=AZURE, auto_requires=("steps",),
+               optional=AGENT_FIELDS, auto=True, family=AZURE, auto_requires=(AGENT_ROW,),
                description="""Did the agent keep to its instructions, the user's constraints and its tools? 0 or 1 (agent rows).
 
 1 = no material failure, 0 = at least one (the reason names it), as azure-ai-evaluation's
@@ -69,8 +70,8 @@ evaluator answers. The instructions are the system message at the start of ``his
 
 _declare(Judge("response_completeness", "agent_response_completeness", threshold=3,
                requires=("response", "ground_truth"), optional=("query",), auto=True, family=AZURE,
-               auto_requires=("steps",),
+               auto_requires=(AGENT_ROW,),
                description="""How much of the expected answer does the response convey? 1–5 (agent rows in ``auto``).
 
 Coverage only: extra information is neither rewarded nor penalised. ``auto`` plans it for
-agent rows (with ``steps``); name it to run it on any row with a ground truth."""))
+agent rows (with ``steps`` or ``tool_calls``); name it to run it on any row with a ground truth."""))

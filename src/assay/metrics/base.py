@@ -57,7 +57,7 @@ class Metric:
     auto: bool = False
     family: tuple[str, ...] = ("azure", "databricks")
     auto_unless: tuple[str, ...] = ()
-    auto_requires: tuple[str, ...] = ()
+    auto_requires: tuple[Requirement, ...] = ()
     outputs: tuple[str, ...] = ()
     description: str = ""
     # safety metrics: a row is a defect at score >= defect_threshold (< when defect_below);
@@ -106,7 +106,8 @@ class Metric:
         it does: a row lacking one of the ``auto_requires`` fields, or having one of the
         ``auto_unless`` fields, is left to other metrics. The inputs the metric needs are
         :meth:`missing`'s business."""
-        lacking = [f for f in self.auto_requires if not has(f)]
+        lacking = [" or ".join(r) if isinstance(r, tuple) else r for r in self.auto_requires
+                   if not (any(has(f) for f in r) if isinstance(r, tuple) else has(r))]
         if lacking:
             return "without " + " or ".join(lacking)
         extra = [f for f in self.auto_unless if has(f)]
@@ -122,7 +123,8 @@ class Metric:
         if gap.startswith("with "):
             why = f"it has {gap[5:]}, and auto runs {self.name} only on rows without {' or '.join(self.auto_unless)}"
         else:
-            why = f"it has no {gap[8:]}, and auto runs {self.name} only on rows with {' and '.join(self.auto_requires)}"
+            wanted = " and ".join(" or ".join(r) if isinstance(r, tuple) else r for r in self.auto_requires)
+            why = f"it has no {gap[8:]}, and auto runs {self.name} only on rows with {wanted}"
         return f"not planned for this row: {why} (name the metric to run it on every row that has its inputs)"
 
     # -- scoring -----------------------------------------------------------------------
@@ -206,7 +208,7 @@ def metric(
     family: Sequence[str] = ("azure", "databricks"),
     requires: Sequence[Requirement] | None = None,
     auto_unless: Sequence[str] = (),
-    auto_requires: Sequence[str] = (),
+    auto_requires: Sequence[Requirement] = (),
     outputs: Sequence[str] = (),
     defect_threshold: float | None = None,
     defect_levels: Sequence[float] = (),
