@@ -98,6 +98,19 @@ def test_row_page_html_shows_the_turn_escaped(server: str, agent_run: dict[str, 
     assert hostile.count('badge fail">missed</span>') == 1 and 'badge pass">met</span>' in hostile
 
 
+def test_report_shows_the_worst_agent_rows_as_transcripts(agent_run: dict[str, Any]) -> None:
+    from assay.ui.report import render_report
+
+    st = Store(agent_run["path"])
+    try:
+        html = render_report(st, agent_run["run"], worst=5)
+    finally:
+        st.close()
+    assert_escaped(html)
+    assert 'id="agent-turn"' in html and 'class="tool-error"' in html
+    assert "payment service unavailable" in html and "12 ladders &lt;script&gt;" in html
+
+
 def test_agent_view_pairs_calls_results_errors_and_expectations() -> None:
     """Without steps (Azure's standalone tool_calls column), the calls are the transcript."""
     inputs = {"inputs.query": "Weather in Oslo?", "inputs.response": "Snowing.",
