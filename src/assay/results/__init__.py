@@ -31,7 +31,7 @@ SUMMARY_FILE = "summary.json"
 SUFFIXES = ("", "_score", "_passed", "_result", "_reason", "_status", "_threshold", "_properties")
 _OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
-_NESTED = ("history", "contexts", "usage")
+_NESTED = ("history", "steps", "contexts", "usage")
 
 
 #: record field -> its ``inputs.*`` column where azure-ai-evaluation's name differs (``context``)

@@ -20,6 +20,8 @@ from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
 from assay.bench.perf_compare import point_label
+from assay.judges.prompt import call_parts
+from assay.metrics.tool_use import arguments_of, call_label, match_calls
 from assay.results import input_field
 
 HERE = Path(__file__).resolve().parent
@@ -118,8 +120,188 @@ def field(inputs: dict[str, Any], name: str) -> Any:
 
 
 def other_inputs(inputs: dict[str, Any]) -> list[tuple[str, Any]]:
-    shown = {"inputs." + f for f in (*TEXT_FIELDS, "history", "contexts", "context", "id")}
+    shown = {"inputs." + f for f in (*TEXT_FIELDS, *AGENT_FIELDS, "history", "contexts", "context", "id")}
     return [(k[len("inputs."):] if k.startswith("inputs.") else k, v) for k, v in inputs.items() if k not in shown]
+
+
+# -- an agent's turn as a transcript ----------------------------------------------------------------
+#: the agent fields a row page shows as a transcript (not as JSON blocks)
+AGENT_FIELDS = ("steps", "tool_calls", "tool_definitions", "expected_tool_calls")
+#: characters of a long text shown before its "show all"
+PREVIEW_CHARS = 1500
+
+
+def message_text(content: Any) -> str | None:
+    """A message's content as text: a string as it is; a list of content parts as their ``text``
+    (other parts as JSON); anything else as JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") if isinstance(p, dict) and isinstance(p.get("text"), str) else as_json(p)
+                 for p in content]
+        return "\n".join(parts)
+    return as_json(content)
+
+
+def value_text(v: Any) -> str | None:
+    """A tool's arguments, result or error as shown: text as it is, anything else as indented JSON."""
+    if v is None:
+        return None
+    return v if isinstance(v, str) else as_json(v)
+
+
+def json_pretty(text: str) -> str:
+    """Text that is a JSON object or array, indented; any other text as it is."""
+    t = text.strip()
+    if t[:1] in ("{", "[") and t[-1:] in ("}", "]"):
+        try:
+            return as_json(orjson.loads(t))
+        except orjson.JSONDecodeError:
+            pass
+    return text
+
+
+def _call_item(call: Any, n: int, known: dict[str, Any] | None) -> dict[str, Any]:
+    cid, name, _ = call_parts(call)
+    source = known if known is not None else (call if isinstance(call, dict) else {})
+    args = arguments_of(call)
+    item = {"kind": "call", "n": n, "id": cid, "name": name,
+            "arguments": None if args in (None, "", {}) else value_text(args),
+            "result": None, "error": None, "expected": [], "unexpected": False}
+    if source.get("error") not in (None, ""):
+        item["error"] = value_text(source["error"])
+    if "result" in source and source["result"] is not None:
+        item["result"] = value_text(source["result"])
+    return item
+
+
+def _transcript(messages: list[Any], known: list[dict[str, Any]], final: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The items of ``messages`` in order (assistant text, each tool call with its result or
+    error, tool results no call claims, other messages) and the call items. A call's result is
+    the tool message answering its id (else the next unanswered tool message without an id,
+    else the ``result`` of the matching ``known`` call); its error is the known call's ``error``.
+    ``final``: the last message, when it is an assistant answer without calls, is the final answer."""
+    by_id = {str(c["tool_call_id"]): c for c in known if isinstance(c, dict) and c.get("tool_call_id") is not None}
+    msgs = [m for m in messages if isinstance(m, dict)]
+    used: set[int] = set()
+    items: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    last = len(msgs) - 1
+    for i, m in enumerate(msgs):
+        role = str(m.get("role") or "?")
+        text = message_text(m.get("content"))
+        if role == "tool":
+            if i not in used:
+                items.append({"kind": "result", "id": m.get("tool_call_id"), "text": json_pretty(text or "")})
+            continue
+        tool_calls = [c for c in (m.get("tool_calls") or ()) if c is not None] if role == "assistant" else []
+        if final and i == last and role == "assistant" and not tool_calls:
+            items.append({"kind": "final", "text": text or ""})
+            continue
+        if text:
+            items.append({"kind": "message", "role": role, "text": text})
+        for c in tool_calls:
+            cid = call_parts(c)[0]
+            ordinal = len(calls)
+            k = by_id.get(cid) if cid is not None else (
+                known[ordinal] if ordinal < len(known) and call_parts(known[ordinal])[1] == call_parts(c)[1] else None)
+            item = _call_item(c, ordinal + 1, k)
+            for j in range(i + 1, len(msgs)):
+                r = msgs[j]
+                if j in used or r.get("role") != "tool":
+                    continue
+                rid = r.get("tool_call_id")
+                if (cid is not None and rid is not None and str(rid) == cid) or (cid is None and rid is None):
+                    used.add(j)
+                    item["result"] = json_pretty(message_text(r.get("content")) or "")
+                    break
+            calls.append(item)
+            items.append(item)
+    return items, calls
+
+
+def agent_view(inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """What a row page shows of an agent's turn, or None when the row has no agent data:
+    ``history`` (the system message and earlier turns, as transcript items), ``query``,
+    ``steps`` (the agent's messages: text, each tool call with pretty-printed arguments and its
+    result or error, and the final answer), ``definitions``, ``expected`` (each expected call,
+    met or missed, paired with the calls made by the rule of :mod:`assay.metrics.tool_use`) and
+    ``extra`` (calls made that no expectation asked for). Values stay text: the template escapes them."""
+    steps = field(inputs, "steps")
+    known = field(inputs, "tool_calls")
+    defs = field(inputs, "tool_definitions")
+    expected = field(inputs, "expected_tool_calls")
+    if not (steps or known or defs or expected):
+        return None
+    known = [c for c in known if isinstance(c, dict)] if isinstance(known, list) else []
+    response = field(inputs, "response")
+    if isinstance(steps, list) and steps:
+        items, calls = _transcript(steps, known, final=True)
+        if response and not any(it["kind"] == "final" for it in items):
+            items.append({"kind": "final", "text": message_text(response) or ""})
+    else:
+        calls = [_call_item(c, n, c) for n, c in enumerate(known, 1)]
+        items = list(calls)
+        if response is not None:
+            items.append({"kind": "final", "text": message_text(response) or ""})
+    history = field(inputs, "history")
+    hist_items = _transcript(history, [], final=False)[0] if isinstance(history, list) else []
+    view: dict[str, Any] = {"history": hist_items, "query": message_text(field(inputs, "query")),
+                            "steps": items, "n_calls": len(calls), "expected": [], "extra": [],
+                            "definitions": []}
+    for d in defs if isinstance(defs, list) else ():
+        if isinstance(d, dict):
+            view["definitions"].append({"name": str(d.get("name") or "(unnamed tool)"),
+                                        "description": message_text(d.get("description")),
+                                        "parameters": value_text(d.get("parameters"))})
+        else:
+            view["definitions"].append({"name": value_text(d), "description": None, "parameters": None})
+    if isinstance(expected, list) and expected:
+        expected = [e for e in expected if isinstance(e, dict)]
+        made = known or [{"name": c["name"], "tool_call_id": c["id"], "arguments": arguments_of_item(c)} for c in calls]
+        pairs = match_calls(made, expected)
+        by_id = {c["id"]: c for c in calls if c["id"] is not None}
+        matched: set[int] = set()
+        for i, e in enumerate(expected):
+            item = None
+            if i in pairs:
+                j = pairs[i]
+                cid = call_parts(made[j])[0]
+                item = by_id.get(cid) if cid is not None else (calls[j] if j < len(calls) else None)
+                if item is not None:
+                    item["expected"].append(i + 1)
+                    matched.add(item["n"])
+            args = e.get("arguments")
+            view["expected"].append({"n": i + 1, "name": str(e.get("name") or "(unnamed tool)"),
+                                     "arguments": None if args in (None, "", {}) else value_text(args),
+                                     "label": call_label(e), "met": i in pairs,
+                                     "by": item["n"] if item is not None else None})
+        used_made = set(pairs.values())
+        for c in calls:
+            if c["n"] not in matched:
+                c["unexpected"] = True
+        view["extra"] = [call_label(c) for j, c in enumerate(made) if j not in used_made]
+    return view
+
+
+def arguments_of_item(item: dict[str, Any]) -> Any:
+    """A call item's arguments back as an object (for matching) when they are JSON."""
+    text = item.get("arguments")
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def long_text(text: Any, limit: int = PREVIEW_CHARS) -> tuple[str, str | None]:
+    """``(preview, full)``: the text itself and None when short; else its first ``limit``
+    characters and the whole text (revealed by a ``<details>``, no script)."""
+    s = "" if text is None else text if isinstance(text, str) else as_json(text)
+    if len(s) <= limit:
+        return s, None
+    return s[:limit] + "…", s
 
 
 def rate_line(agg: dict[str, Any] | None) -> tuple[str, str] | None:
@@ -174,7 +356,7 @@ def environment() -> Environment:
                        duration=duration, result_class=result_class, result_label=result_label,
                        perf=perf, perf_signed=perf_signed, perf_unit=perf_unit, rate=rate, point_label=point_label)
     env.globals.update(safe_href=safe_href, field=field, other_inputs=other_inputs, rate_line=rate_line,
-                       TEXT_FIELDS=TEXT_FIELDS)
+                       TEXT_FIELDS=TEXT_FIELDS, agent_view=agent_view, long_text=long_text)
     return env
 
 
