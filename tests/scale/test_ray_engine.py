@@ -16,7 +16,8 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'assay[ray]', in the dev extra)")
 
 import assay  # noqa: E402
-from assay.metrics.base import REGISTRY  # noqa: E402
+from assay.engine.run import CHUNK  # noqa: E402
+from assay.errors import RunIncomplete  # noqa: E402
 from assay.scale import ray_engine  # noqa: E402
 from assay.store import Store  # noqa: E402
 
@@ -187,6 +188,34 @@ def test_an_actor_killed_by_ray_is_restarted_and_its_chunks_retried(fake, monkey
     assert [r["inputs.id"] for r in res.rows] == [f"r{i}" for i in range(N)]
     local = assay.evaluate(rows(), metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
     assert res.metrics == local.metrics
+
+
+def test_a_judge_that_stops_answering_stops_the_ray_run_which_resumes_on_ray(fake, tmp_path):
+    """The circuit breaker trips on a worker: the run stops with the whole chunks before it
+    stored, says which model, and resumes (on Ray) without judging the stored rows again."""
+    def down_from_1200(req: dict) -> dict:
+        text = json.dumps(req.get("body") or {})
+        n = int(text.split("account ")[1].split("?")[0])
+        return {"close": True} if n >= 1200 else judge_by_row(req)
+
+    fake.default = down_from_1200
+    st = Store(str(tmp_path / "runs.db"))
+    kw = dict(metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=st, name="flaky", engine="ray",
+              max_attempts=1)
+    with pytest.raises(RunIncomplete) as ei:
+        assay.evaluate(rows(), **kw)
+    assert f"requests in a row to the judge {fake.base_url}#m timed out or could not connect" in str(ei.value)
+    run = st.get_run("flaky")
+    assert run["status"] == "interrupted" and run["rows_done"] == 2 * CHUNK == 1024    # the two whole chunks before row 1200
+
+    fake.requests.clear()
+    fake.default = judge_by_row
+    res = assay.evaluate(rows(), resume=True, **kw)
+    assert res.run["run_id"] == run["id"] and res.run["resumed_rows"] == 2 * CHUNK
+    assert len(fake.chat_requests) == N - 2 * CHUNK              # the stored rows are not judged again
+    local = assay.evaluate(rows(), metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
+    assert res.metrics == local.metrics
+    assert st.get_run(run["id"])["status"] == "completed"
 
 
 def test_the_cli_runs_on_ray_and_saves_the_run(tmp_path):

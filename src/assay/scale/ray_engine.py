@@ -107,7 +107,8 @@ class ChunkWorker:
         load_builtin_metrics()
         self.judge, _ = resolve_judge(judge, scoring.metrics, concurrency, timeout=timeout, max_attempts=max_attempts)
         share_cluster_limits(self.judge, limits)
-        for _, lim in breaker_limiters(self.judge, scoring.target):
+        self.breakers = breaker_limiters(self.judge, scoring.target)
+        for _, lim in self.breakers:
             lim.arm_breaker(breaker)
         self.scorer = ChunkScorer(scoring, EvalContext(judge=self.judge, options=options),
                                   concurrency=concurrency, n_workers=1)
@@ -122,12 +123,14 @@ class ChunkWorker:
 
     async def score(self, chunk: list[Record]) -> tuple[Any, Any, dict[str, int], Any]:
         """``(filled, per_row, judge counts since the last chunk, circuit)``: ``circuit`` is
-        ``(failures, last error)`` when the judge's circuit breaker opened (then no rows)."""
+        ``(failures, last error, its kind, "judge" or "target")`` when the circuit breaker of
+        the judge's or the target's limiter opened (then there are no rows)."""
         filled = per_row = circuit = None
         try:
             filled, per_row = await self.scorer.score(chunk)
         except CircuitOpen as exc:       # a BaseException: it would take the worker down with it
-            circuit = (exc.failures, str(exc.last), getattr(exc.last, "kind", "server"))
+            who = next((what.split()[0] for what, lim in self.breakers if lim.tripped is not None), "judge")
+            circuit = (exc.failures, str(exc.last), getattr(exc.last, "kind", "connection"), who)
         now = self.counts()
         delta = {k: v - self.seen.get(k, 0) for k, v in now.items()}
         self.seen = now
@@ -228,8 +231,12 @@ class RayScorer:
         if circuit is not None:
             from assay.models.base import ModelCallError
 
-            failures, last, kind = circuit
-            raise CircuitOpen(failures, ModelCallError(last, kind=kind))
+            failures, last, kind, who = circuit
+            exc = CircuitOpen(failures, ModelCallError(last, kind=kind))
+            for what, lim in breaker_limiters(self.runner.ctx.judge, self.runner.plan.target):
+                if what.split()[0] == who:
+                    lim.tripped = exc          # so that the run's message names it, as locally
+            raise exc
         return filled, per_row
 
     def add_counts(self, delta: dict[str, int]) -> None:
