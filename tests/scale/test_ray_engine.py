@@ -250,3 +250,24 @@ def test_without_ray_the_cli_says_how_to_install_it(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "runs.db").exists() or Store(str(tmp_path / "runs.db")).list_runs() == []
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"engine": "spark"}, "unknown engine 'spark': use one of local, ray"),
+    ({"ray_address": "ray://head:10001"}, "ray_address (--ray-address) needs engine='ray'"),
+])
+def test_a_wrong_engine_is_refused_before_the_run_is_opened(kw, says, tmp_path):
+    db = tmp_path / "runs.db"
+    with pytest.raises(assay.AssayError) as ei:
+        assay.evaluate(rows(3), metrics="f1_score", store=str(db), **kw)
+    assert says in str(ei.value)
+    assert not db.exists() or Store(str(db)).list_runs() == []
+
+
+def test_a_judge_with_a_limiter_of_its_own_is_refused_on_ray(fake):
+    from assay.models import LimitedModel, Limiter, OpenAICompat
+
+    lm = LimitedModel(OpenAICompat.endpoint(fake.base_url, "m"), Limiter(4))
+    with pytest.raises(assay.AssayError, match="pass the spec string"):
+        assay.evaluate(rows(3), metrics="coherence", judge=lm, store=False, engine="ray")
+    assert fake.chat_requests == []
