@@ -271,3 +271,25 @@ def test_a_judge_with_a_limiter_of_its_own_is_refused_on_ray(fake):
     with pytest.raises(assay.AssayError, match="pass the spec string"):
         assay.evaluate(rows(3), metrics="coherence", judge=lm, store=False, engine="ray")
     assert fake.chat_requests == []
+
+
+def support_bot(query: str) -> str:
+    """The application under test: answers from the account number; refuses account 77s."""
+    n = int(query.split("account ")[1].rstrip("?"))
+    if n % 100 == 77:
+        raise RuntimeError("the bot is down for this account")
+    return f"Open settings, choose security, then reset password {n % 5}."
+
+
+def test_a_target_is_called_on_the_workers_with_the_same_result(fake):
+    fake.default = judge_by_row
+    kw = dict(target=support_bot, metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
+    on_ray = assay.evaluate(rows(1200), engine="ray", **kw)
+    local = assay.evaluate(rows(1200), **kw)
+    assert on_ray.run["target_errors"] == local.run["target_errors"] == 12
+    assert on_ray.metrics == local.metrics
+    def same(rows_):      # the target's latency is all that differs
+        return [{k: v for k, v in r.items() if k != "inputs.usage"} for r in comparable(rows_)]
+
+    assert same(on_ray.rows) == same(local.rows)
+    assert [r["inputs.response"] for r in on_ray.rows[:3]] == [support_bot(f"... account {i}?") for i in range(3)]
