@@ -293,3 +293,12 @@ def test_a_target_is_called_on_the_workers_with_the_same_result(fake):
 
     assert same(on_ray.rows) == same(local.rows)
     assert [r["inputs.response"] for r in on_ray.rows[:3]] == [support_bot(f"... account {i}?") for i in range(3)]
+
+
+def test_the_judge_of_assay_judge_in_the_driver_is_the_workers_judge(fake, monkeypatch):
+    fake.default = judge_by_row
+    monkeypatch.setenv("ASSAY_JUDGE", f"{fake.base_url}#m")      # set after the workers' Ray started
+    res = assay.evaluate(rows(600), metrics="coherence", store=False, engine="ray")
+    assert res.run["judge_source"] == "$ASSAY_JUDGE"
+    assert res.metrics["coherence"]["evaluated"] == 600 - 6 and res.metrics["coherence"]["errored"] == 6
+    assert len(fake.chat_requests) == 600 == res.run["judge_usage"]["calls"]

@@ -48,15 +48,13 @@ def import_ray() -> Any:
 
 
 def judge_for_workers(judge: Any) -> Any:
-    """What each actor resolves its judge from: a spec string as given; with none, the driver's
-    ``$ASSAY_JUDGE`` (so that every actor has the driver's judge, whatever its own environment
-    says); a ChatModel object that can be pickled as it is. A :class:`LimitedModel` (a judge
+    """What each actor resolves its judge from: a spec string as given; None (each actor then
+    resolves as the driver did, from the driver's ``$ASSAY_JUDGE``, which :meth:`RayScorer.worker_env`
+    passes on, whatever the worker's own environment says); a ChatModel object that can be pickled. A :class:`LimitedModel` (a judge
     with a limiter of its own) cannot be shared out: an :class:`AssayError` says what to pass."""
     from assay.models.limits import LimitedModel
 
-    if judge is None:
-        return os.environ.get(JUDGE_ENV, "").strip() or None
-    if isinstance(judge, str):
+    if judge is None or isinstance(judge, str):
         return judge
     if isinstance(judge, LimitedModel):
         raise AssayError("engine 'ray' resolves the judge on every worker from its spec, but this judge is a "
