@@ -9,6 +9,7 @@ The public API; everything else is implementation::
 
 from assay.version import __version__  # noqa: E402
 from assay.engine.evaluate import evaluate, evaluate_async  # noqa: E402
+from assay import scale  # noqa: E402  (registers engine="ray"; Ray is imported only when a run asks for it)
 from assay.results import EvalResult  # noqa: E402
 from assay.errors import AssayError, InputError  # noqa: E402
 from assay.formats import open_dataset as load  # noqa: E402
@@ -19,5 +20,5 @@ from assay.records import Document, Message, Record, Usage  # noqa: E402
 __all__ = [
     "evaluate", "evaluate_async", "EvalResult", "AssayError", "InputError", "load",
     "metric", "judge", "guidelines_judge", "Metric", "Score", "EvalContext", "REGISTRY", "Record", "Message",
-    "Document", "Usage",
+    "Document", "Usage", "scale",
 ]

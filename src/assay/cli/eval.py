@@ -136,6 +136,8 @@ def eval_cmd(
     max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
     summary_md: Optional[Path] = typer.Option(None, "--summary-md", help="Write a Markdown summary (aggregates, gates, worst rows) here; appended when it is $GITHUB_STEP_SUMMARY."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
+    engine: str = typer.Option("local", "--engine", help="Where rows are scored: local (this machine) or ray (a pool of Ray workers; needs pip install 'assay[ray]'). Same rows, store and result either way."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join (ray://HOST:10001, auto); default: a local Ray on every core.", metavar="ADDR"),
     mlflow: Optional[str] = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
@@ -155,7 +157,7 @@ def eval_cmd(
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
                           progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
                           max_consecutive_failures=max_consecutive_failures,
-                          on_plan=None if quiet else print_plan)
+                          on_plan=None if quiet else print_plan, engine=engine, ray_address=ray_address)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {safe(out_dir)}/", highlight=False)

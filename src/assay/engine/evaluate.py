@@ -30,8 +30,8 @@ from assay.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["JUDGE_ENV", "NO_JUDGE_SOURCE", "PLAN_WINDOW", "call_limits", "evaluate", "evaluate_async", "plan",
-           "resolve_judge", "run_sync", "scorers_of"]
+__all__ = ["ENGINES", "JUDGE_ENV", "NO_JUDGE_SOURCE", "PLAN_WINDOW", "call_limits", "evaluate", "evaluate_async", "plan",
+           "register_engine", "resolve_judge", "run_sync", "scorers_of"]
 
 
 PARAMETERS = """
@@ -85,6 +85,12 @@ Parameters (every one but ``data`` by keyword):
   stops: the chunks already scored stay stored, the run is left ``interrupted`` with the reason
   (resume it with ``resume=True``), and :class:`~assay.errors.RunIncomplete` is raised
   (default 5; 0 turns the breaker off).
+* ``engine``: where the chunks are scored: ``"local"`` (the default: this process, with worker
+  processes for the synchronous metrics) or ``"ray"`` (a pool of Ray actors, each with the
+  metrics and its own judge; needs ``pip install 'assay[ray]'``; see docs/scale.md). The rows,
+  the aggregates, the store and resume are the same whichever scores them.
+* ``ray_address``: with ``engine="ray"``, the cluster to join (``ray://HOST:10001``, ``auto``);
+  default: the Ray already started in this process, else a local one on every core.
 
 Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
 ``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
@@ -121,6 +127,8 @@ def evaluate(
     max_consecutive_failures: int | None = None,
     format: str | None = None,
     on_plan: Callable[[dict[str, Any]], None] | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -131,7 +139,7 @@ def evaluate(
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
         max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format,
-        on_plan=on_plan))
+        on_plan=on_plan, engine=engine, ray_address=ray_address))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -155,6 +163,31 @@ def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+# Engines other than the local one, by name: each a function of the run's settings (``address``,
+# ``judge`` as given, ``concurrency``, ``timeout``, ``max_attempts``) that checks them and gives the
+# chunk scorer factory for :class:`~assay.engine.run.ChunkRunner`. A layer above the engine
+# registers them (``assay.scale`` registers ``"ray"`` when ``assay`` is imported).
+ENGINES: dict[str, Callable[..., Callable[[ChunkRunner], Any]]] = {}
+
+
+def register_engine(name: str, make: Callable[..., Callable[[ChunkRunner], Any]]) -> None:
+    """Make ``engine=name`` score chunks with the scorer factory ``make(**settings)`` gives."""
+    ENGINES[name] = make
+
+
+def engine_scorer(engine: str, **settings: Any) -> Callable[[ChunkRunner], Any] | None:
+    """The chunk scorer factory of ``engine`` (None for the local engine's own), or an
+    :class:`AssayError` naming the engines there are; checked before the run is opened."""
+    name = str(engine or "local").strip().lower()
+    if name == "local":
+        if settings.get("address"):
+            raise AssayError("ray_address (--ray-address) needs engine='ray' (--engine ray)")
+        return None
+    if name not in ENGINES:
+        raise AssayError(f"unknown engine {engine!r}: use one of {', '.join(['local', *sorted(ENGINES)])}")
+    return ENGINES[name](**settings)
 
 
 JUDGE_ENV = "ASSAY_JUDGE"
@@ -308,9 +341,13 @@ async def evaluate_async(
     max_consecutive_failures: int | None = None,
     format: str | None = None,
     on_plan: Callable[[dict[str, Any]], None] | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
+    scorer = engine_scorer(engine, address=ray_address, judge=judge, concurrency=concurrency, timeout=timeout,
+                           max_attempts=max_attempts)
     from assay.models.limits import LimitedModel
 
     if isinstance(judge, LimitedModel) and (timeout is not None or max_attempts is not None):
@@ -334,7 +371,8 @@ async def evaluate_async(
     saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
     try:
         runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
-                             max_consecutive_failures=breaker, usage=lambda: judge_usage(judge_model, judge_before, options))
+                             max_consecutive_failures=breaker, usage=lambda: judge_usage(judge_model, judge_before, options),
+                             scorer=scorer)
         await runner.run(progress)
 
         run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name,

@@ -240,63 +240,132 @@ def accumulators(metrics: list[Metric], options: Mapping[str, Any]) -> dict[tupl
             for m in metrics for o in m.outputs}
 
 
+@dataclass
+class Scoring:
+    """What scoring a chunk needs: a :class:`~assay.engine.plan.Plan` without its data (the
+    metrics, their thresholds, those chosen by ``auto``, and the target). Picklable, so that
+    another engine can send it to its workers (:mod:`assay.scale`)."""
+
+    metrics: list[Metric]
+    thresholds: dict[str, float]
+    by_auto: frozenset[str] = frozenset()
+    target: Any = None
+
+    @classmethod
+    def of(cls, plan: Plan) -> "Scoring":
+        return cls(list(plan.metrics), dict(plan.thresholds), frozenset(plan.by_auto), plan.target)
+
+    @property
+    def sync_metrics(self) -> list[Metric]:
+        return [m for m in self.metrics if not m.is_async]
+
+    @property
+    def async_metrics(self) -> list[Metric]:
+        return [m for m in self.metrics if m.is_async]
+
+
+class ChunkScorer:
+    """Scores chunks of records where the run is: the target's calls and the async metrics
+    (judges) under one limit on calls in flight, the synchronous metrics inline or in ``n_workers``
+    worker processes. :meth:`score` gives ``(filled, per_row)``: each record (a target's reply
+    filled in, or its :class:`TargetError`) and its ``{metric: {output: Score}}``.
+
+    The same object scores a chunk on a Ray worker (:mod:`assay.scale.ray_engine`), so a chunk
+    is scored by the same code whatever the engine. ``depth``: chunks scored ahead of the one
+    being consumed."""
+
+    def __init__(self, scoring: Scoring, ctx: EvalContext, *, concurrency: int | None = None, n_workers: int = 1):
+        self.scoring, self.ctx, self.n_workers = scoring, ctx, n_workers
+        # One limit on target and judge calls in flight: the one given, else the judge backend's
+        # default, and at least 16 for targets.
+        judge_limit = getattr(getattr(ctx.judge, "limiter", None), "concurrency", 0)
+        self.sem = asyncio.Semaphore(concurrency or max(16, judge_limit))
+        self.pool: ProcessPoolExecutor | None = None
+        self.depth = max(2, n_workers + 1)
+
+    def start(self) -> None:
+        """Start the worker processes (when more than one)."""
+        if self.n_workers > 1 and self.pool is None:
+            s = self.scoring
+            self.pool = make_pool(self.n_workers, s.sync_metrics, s.thresholds, self.ctx, s.by_auto)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+    async def _call_target(self, r: Record) -> Record | TargetError:
+        async with self.sem:
+            try:
+                return await self.scoring.target.call(r)
+            except TargetError as exc:
+                return exc
+
+    async def _score_async(self, m: Metric, r: Record) -> dict[str, Score]:
+        async with self.sem:
+            return await m.score(r, self.ctx, self.scoring.thresholds.get(m.name), m.name in self.scoring.by_auto)
+
+    async def score(self, chunk: list[Record]) -> tuple[list, list]:
+        """The chunk's records (a target's reply filled in, or its TargetError) and their scores."""
+        s = self.scoring
+        filled: list[Record | TargetError] = list(chunk)
+        if s.target is not None:
+            filled = await gather_all(self._call_target(r) for r in chunk)
+        ok = [r for r in filled if not isinstance(r, TargetError)]
+        if self.pool is not None:
+            scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
+        else:
+            scored = score_rows(s.sync_metrics, s.thresholds, self.ctx, ok, s.by_auto)
+        it = iter(scored)
+        per_row = [{m.name: m.error_all(str(r)) for m in s.metrics} if isinstance(r, TargetError) else next(it)
+                   for r in filled]
+        if s.async_metrics:
+            jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
+                    for m in s.async_metrics]
+            results = await gather_all(self._score_async(m, filled[i]) for i, m in jobs)  # type: ignore[arg-type]
+            for (i, m), res in zip(jobs, results):
+                per_row[i][m.name] = res
+        return filled, per_row
+
+
+def local_scorer(runner: "ChunkRunner") -> ChunkScorer:
+    """The local engine's chunk scorer: in this process, with worker processes for the
+    synchronous metrics of a large run (:func:`worker_count`)."""
+    return ChunkScorer(Scoring.of(runner.plan), runner.ctx, concurrency=runner.concurrency,
+                       n_workers=runner.n_workers)
+
+
 class ChunkRunner:
     """Scores a plan's records chunk by chunk and hands every row to the sink and the aggregates.
 
     Chunks are scored ahead (in worker processes, or while target and judge calls wait) and
     consumed in input order, so rows are written in the order they were read. A row's target
     error or metric error is recorded as such, never as a fail.
+
+    ``scorer``: where chunks are scored, a function of this runner giving an object with
+    ``depth`` (chunks scored ahead), ``start()``, ``async score(chunk) -> (filled, per_row)``
+    and ``close()``; default :func:`local_scorer`. Whatever scores them, the chunks are written,
+    tallied and committed here, in input order, so the rows, the aggregates and resume are the
+    same.
     """
 
     def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
                  out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None,
                  max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
-                 usage: Callable[[], Any] | None = None):
+                 usage: Callable[[], Any] | None = None, scorer: Callable[["ChunkRunner"], Any] | None = None):
         self.plan, self.ctx, self.accs, self.saved = plan, ctx, accs, saved
+        self.concurrency = concurrency
         self.max_consecutive_failures = max_consecutive_failures
         self.usage = usage          # this session's judge usage so far (recorded with the heartbeats)
         self.beat: Any = None
-        # One limit on target and judge calls in flight: the one given, else the judge backend's
-        # default, and at least 16 for targets.
-        judge_limit = getattr(getattr(ctx.judge, "limiter", None), "concurrency", 0)
-        self.sem = asyncio.Semaphore(concurrency or max(16, judge_limit))
         self.sink = RowSink(out, plan.layout, store=saved.store, run_id=saved.run_id)
         self.counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
         self.n_workers = worker_count(workers, plan.sync_metrics, len(plan.head))
-        self.pool: ProcessPoolExecutor | None = None
-
-    async def _call_target(self, r: Record) -> Record | TargetError:
-        async with self.sem:
-            try:
-                return await self.plan.target.call(r)  # type: ignore[union-attr]
-            except TargetError as exc:
-                return exc
-
-    async def _score_async(self, m: Metric, r: Record) -> dict[str, Score]:
-        async with self.sem:
-            return await m.score(r, self.ctx, self.plan.thresholds.get(m.name), m.name in self.plan.by_auto)
+        self.scorer = (scorer or local_scorer)(self)
 
     async def score_chunk(self, chunk: list[Record]) -> tuple[list, list]:
         """The chunk's records (a target's reply filled in, or its TargetError) and their scores."""
-        plan = self.plan
-        filled: list[Record | TargetError] = list(chunk)
-        if plan.target is not None:
-            filled = await gather_all(self._call_target(r) for r in chunk)
-        ok = [r for r in filled if not isinstance(r, TargetError)]
-        if self.pool is not None:
-            scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
-        else:
-            scored = score_rows(plan.sync_metrics, plan.thresholds, self.ctx, ok, plan.by_auto)
-        it = iter(scored)
-        per_row = [{m.name: m.error_all(str(r)) for m in plan.metrics} if isinstance(r, TargetError) else next(it)
-                   for r in filled]
-        if plan.async_metrics:
-            jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
-                    for m in plan.async_metrics]
-            results = await gather_all(self._score_async(m, filled[i]) for i, m in jobs)  # type: ignore[arg-type]
-            for (i, m), res in zip(jobs, results):
-                per_row[i][m.name] = res
-        return filled, per_row
+        return await self.scorer.score(chunk)
 
     def tally(self, scores: dict[str, dict[str, Score]], conv: str | None, target_error: bool) -> None:
         had_error = False
@@ -332,7 +401,7 @@ class ChunkRunner:
         """Score every record not yet stored. The store records an unfinished run's status
         (``interrupted`` or ``failed``, with the error) before the exception goes on."""
         saved = self.saved
-        depth = max(2, self.n_workers + 1)
+        depth = self.scorer.depth
         pending: deque[tuple[list[Record], asyncio.Future]] = deque()
         status, error = "failed", None
         breakers = breaker_limiters(self.ctx.judge, self.plan.target)
@@ -345,9 +414,7 @@ class ChunkRunner:
                 self.replay_stored()
                 if progress is not None:
                     progress(saved.done)
-            if self.n_workers > 1:
-                self.pool = make_pool(self.n_workers, self.plan.sync_metrics, self.plan.thresholds, self.ctx,
-                                      self.plan.by_auto)
+            self.scorer.start()
             for chunk in chunks(self.plan.records(saved.done), CHUNK):
                 pending.append((chunk, asyncio.ensure_future(self.score_chunk(chunk))))
                 if len(pending) >= depth:
@@ -377,8 +444,7 @@ class ChunkRunner:
             finally:
                 for (_, lim), n in zip(breakers, before):
                     lim.arm_breaker(n)
-                if self.pool is not None:
-                    self.pool.shutdown(wait=False, cancel_futures=True)
+                self.scorer.close()
                 if self.beat is not None:
                     self.beat.stop()
                 if saved.store is not None and status != "completed":

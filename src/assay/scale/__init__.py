@@ -1,0 +1,14 @@
+"""Scale-out engines: the same evaluation scored on a cluster.
+
+``assay.evaluate(..., engine="ray")`` and ``assay eval --engine ray`` score the chunks of a run
+on a pool of Ray actors (:mod:`assay.scale.ray_engine`); the plan, the store, the aggregates and
+resume stay with the local engine (:class:`assay.engine.run.ChunkRunner`). Importing this
+package registers the engine; Ray itself is imported only when a run asks for it.
+"""
+
+from assay.engine.evaluate import register_engine
+from assay.scale.ray_engine import make_ray_scorer
+
+register_engine("ray", make_ray_scorer)
+
+__all__ = ["make_ray_scorer"]

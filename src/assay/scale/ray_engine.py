@@ -1,0 +1,259 @@
+"""The Ray engine: a run's chunks scored on a pool of Ray actors.
+
+Everything but the scoring stays where the local engine has it (:class:`~assay.engine.run.ChunkRunner`
+in the driver): the plan, the rows read in order, the store's transactions, the aggregates,
+resume and the run summary. Only where a chunk is scored changes: each chunk goes to one of
+``n`` actors (:class:`ChunkWorker`), which holds the metrics, resolves the judge once from its
+spec (an embedded or local model is loaded once per actor, not per chunk) and scores the chunk
+with the local engine's own :class:`~assay.engine.run.ChunkScorer`. The driver keeps ``2 * n``
+chunks in flight and consumes them in input order, so the rows, the aggregates and the store are
+the same as the local engine's on the same input.
+
+A killed actor is restarted by Ray and its chunks are tried again (``max_restarts`` /
+``max_task_retries``); a chunk is written only when its result comes back, so nothing is lost
+or written twice, and the judge's call cache (:mod:`assay.models.cache`, on this machine's disk)
+answers the calls the killed actor had already made. A metric that raises on a row is an
+errored row, as locally; it never stops the run.
+
+Each actor reports its judge's counts (calls, cache hits, tokens) with every chunk; they are
+added to the driver's judge, so the run's usage and cost are the whole cluster's (less the
+calls of a chunk whose actor was killed before it answered).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from assay.engine.evaluate import JUDGE_ENV, resolve_judge
+from assay.engine.run import ChunkRunner, ChunkScorer, Scoring, breaker_limiters
+from assay.errors import AssayError
+from assay.metrics.base import EvalContext
+from assay.models.limits import CallStats, CircuitOpen
+from assay.records import Record
+
+RAY_MISSING = "engine 'ray' needs Ray, which is not installed: pip install 'assay[ray]'"
+MAX_RESTARTS = 4        # times Ray restarts a killed actor
+MAX_TASK_RETRIES = 4    # times a chunk is tried again on a restarted actor
+STAT_FIELDS = tuple(dict.fromkeys(CallStats.FIELDS + CallStats.EMBED_FIELDS))
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an :class:`AssayError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise AssayError(RAY_MISSING) from None
+    return ray
+
+
+def judge_for_workers(judge: Any) -> Any:
+    """What each actor resolves its judge from: a spec string as given; None (each actor then
+    resolves as the driver did, from the driver's ``$ASSAY_JUDGE``, which :meth:`RayScorer.worker_env`
+    passes on, whatever the worker's own environment says); a ChatModel object that can be pickled. A :class:`LimitedModel` (a judge
+    with a limiter of its own) cannot be shared out: an :class:`AssayError` says what to pass."""
+    from assay.models.limits import LimitedModel
+
+    if judge is None or isinstance(judge, str):
+        return judge
+    if isinstance(judge, LimitedModel):
+        raise AssayError("engine 'ray' resolves the judge on every worker from its spec, but this judge is a "
+                         "LimitedModel with a limiter of its own: pass the spec string (openai:MODEL, "
+                         "http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded) and concurrency=, timeout=, "
+                         "max_attempts=")
+    from ray import cloudpickle
+
+    try:
+        cloudpickle.dumps(judge)
+    except Exception as exc:
+        raise AssayError(f"engine 'ray' sends the judge to every worker, but {type(judge).__name__} cannot be "
+                         f"pickled ({exc}): pass its spec string instead") from None
+    return judge
+
+
+def make_ray_scorer(*, address: str | None = None, judge: Any = None, concurrency: int | None = None,
+                    timeout: float | None = None, max_attempts: int | None = None,
+                    actors: int | None = None) -> Callable[[ChunkRunner], "RayScorer"]:
+    """The chunk scorer factory for ``engine="ray"``, checked before the run starts: Ray is
+    installed and the judge can be sent to the workers. ``actors``: how many (default: one per
+    CPU of the cluster)."""
+    ray = import_ray()
+    spec = judge_for_workers(judge)
+    if actors is not None and actors < 1:
+        raise AssayError(f"actors must be at least 1, got {actors}")
+
+    def factory(runner: ChunkRunner) -> RayScorer:
+        return RayScorer(runner, ray, address=address, judge=spec, concurrency=concurrency, timeout=timeout,
+                         max_attempts=max_attempts, actors=actors)
+
+    return factory
+
+
+# -- on a worker ----------------------------------------------------------------------------------
+
+class ChunkWorker:
+    """One Ray actor of the pool (made remote by :class:`RayScorer`): the run's metrics, its
+    judge (resolved once here), and the local engine's :class:`ChunkScorer`."""
+
+    def __init__(self, scoring: Scoring, options: dict[str, Any], judge: Any, concurrency: int | None,
+                 timeout: float | None, max_attempts: int | None, breaker: int | None,
+                 env: dict[str, str], limits: Any = None):
+        for k, v in env.items():
+            os.environ[k] = v
+        from assay.metrics.base import load_builtin_metrics
+
+        load_builtin_metrics()
+        self.judge, _ = resolve_judge(judge, scoring.metrics, concurrency, timeout=timeout, max_attempts=max_attempts)
+        share_cluster_limits(self.judge, limits)
+        self.breakers = breaker_limiters(self.judge, scoring.target)
+        for _, lim in self.breakers:
+            lim.arm_breaker(breaker)
+        self.scorer = ChunkScorer(scoring, EvalContext(judge=self.judge, options=options),
+                                  concurrency=concurrency, n_workers=1)
+        self.seen = self.counts()
+
+    def counts(self) -> dict[str, int]:
+        stats = getattr(self.judge, "stats", None)
+        return {k: int(getattr(stats, k, 0) or 0) for k in STAT_FIELDS} if stats is not None else {}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    async def score(self, chunk: list[Record]) -> tuple[Any, Any, dict[str, int], Any]:
+        """``(filled, per_row, judge counts since the last chunk, circuit)``: ``circuit`` is
+        ``(failures, last error, its kind, "judge" or "target")`` when the circuit breaker of
+        the judge's or the target's limiter opened (then there are no rows)."""
+        filled = per_row = circuit = None
+        try:
+            filled, per_row = await self.scorer.score(chunk)
+        except CircuitOpen as exc:       # a BaseException: it would take the worker down with it
+            who = next((what.split()[0] for what, lim in self.breakers if lim.tripped is not None), "judge")
+            circuit = (exc.failures, str(exc.last), getattr(exc.last, "kind", "connection"), who)
+        now = self.counts()
+        delta = {k: v - self.seen.get(k, 0) for k, v in now.items()}
+        self.seen = now
+        return filled, per_row, delta, circuit
+
+
+def share_cluster_limits(judge: Any, limits: Any) -> None:
+    """HOOK (issue 16 item 2, ``assay.scale.limiter``): attach the cluster-wide limiter's
+    handle to this worker's judge limiter, so that concurrency, requests and tokens per minute
+    and a 429's pause hold for the whole cluster. Skipped when there is no handle or the
+    limiter module is not there."""
+    if limits is None or judge is None:
+        return
+    try:
+        from assay.scale.limiter import ClusterLimits  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    limiter = getattr(judge, "limiter", None)
+    if limiter is not None and callable(getattr(limiter, "share", None)):
+        limiter.share(ClusterLimits(limits))
+
+
+def start_cluster_limits(judge: Any, name: str) -> Any:
+    """HOOK (issue 16 item 2): start the cluster-wide limiter for the driver's judge, with its
+    limits, and give the handle every worker shares (:func:`share_cluster_limits`); None when
+    there is no judge or ``assay.scale.limiter`` is not there."""
+    limiter = getattr(judge, "limiter", None)
+    if limiter is None:
+        return None
+    try:
+        from assay.scale.limiter import start_cluster_limiter  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return start_cluster_limiter(name, concurrency=limiter.concurrency, rpm=getattr(limiter, "rpm", None),
+                                 tpm=getattr(limiter, "tpm", None))
+
+
+# -- in the driver --------------------------------------------------------------------------------
+
+class RayScorer:
+    """The :class:`~assay.engine.run.ChunkRunner`'s scorer on Ray: a pool of :class:`ChunkWorker`
+    actors, chunks sent to them in turn, ``2 * actors`` chunks in flight. Starts Ray on this
+    machine (every core) unless it is started already or ``address`` names a cluster; a Ray
+    started here is shut down at the end."""
+
+    def __init__(self, runner: ChunkRunner, ray: Any, *, address: str | None, judge: Any,
+                 concurrency: int | None, timeout: float | None, max_attempts: int | None,
+                 actors: int | None):
+        self.runner, self.ray, self.address = runner, ray, address
+        self.judge, self.concurrency, self.timeout, self.max_attempts = judge, concurrency, timeout, max_attempts
+        self.n = actors
+        self.actors: list[Any] = []
+        self.started_ray = False
+        self.turn = 0
+        self.depth = 2 * (actors or 1)
+
+    def worker_env(self) -> dict[str, str]:
+        """The driver's ``ASSAY_*`` settings for the workers; on this machine, the driver's call
+        cache (its absolute path), so every worker reads and fills the same one."""
+        env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_")}
+        env[JUDGE_ENV] = os.environ.get(JUDGE_ENV, "")
+        if self.address is None:
+            cache = getattr(self.runner.ctx.judge, "cache", None)
+            path = getattr(cache, "path", None)
+            if path is not None:
+                env["ASSAY_CACHE"] = str(os.path.abspath(path))
+            elif self.runner.ctx.judge is not None:
+                env["ASSAY_CACHE"] = "off"
+        else:
+            env.pop("ASSAY_CACHE", None)     # another machine's path means nothing there
+        return env
+
+    def start(self) -> None:
+        ray = self.ray
+        if not ray.is_initialized():
+            if self.address is None:
+                ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+            else:
+                ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
+            self.started_ray = True
+        if self.n is None:
+            self.n = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.depth = 2 * self.n
+        runner = self.runner
+        limits = start_cluster_limits(runner.ctx.judge, f"assay-limits-{runner.saved.run_id or os.getpid()}")
+        worker = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
+        scoring = Scoring.of(runner.plan)
+        env = self.worker_env()
+        self.actors = [worker.remote(scoring, dict(runner.ctx.options), self.judge, self.concurrency, self.timeout,
+                                     self.max_attempts, runner.max_consecutive_failures, env, limits)
+                       for _ in range(self.n)]
+
+    async def score(self, chunk: list[Record]) -> tuple[list, list]:
+        actor = self.actors[self.turn % len(self.actors)]
+        self.turn += 1
+        filled, per_row, delta, circuit = await actor.score.remote(chunk)
+        self.add_counts(delta)
+        if circuit is not None:
+            from assay.models.base import ModelCallError
+
+            failures, last, kind, who = circuit
+            exc = CircuitOpen(failures, ModelCallError(last, kind=kind))
+            for what, lim in breaker_limiters(self.runner.ctx.judge, self.runner.plan.target):
+                if what.split()[0] == who:
+                    lim.tripped = exc          # so that the run's message names it, as locally
+            raise exc
+        return filled, per_row
+
+    def add_counts(self, delta: dict[str, int]) -> None:
+        """A worker's judge counts, added to the driver's judge: the run's usage is the cluster's."""
+        stats = getattr(self.runner.ctx.judge, "stats", None)
+        if stats is None:
+            return
+        for k, v in delta.items():
+            if hasattr(stats, k):
+                setattr(stats, k, getattr(stats, k) + v)
+
+    def close(self) -> None:
+        ray = self.ray
+        for a in self.actors:
+            try:
+                ray.kill(a)
+            except Exception:   # gone already
+                pass
+        self.actors = []
+        if self.started_ray:
+            ray.shutdown()
+            self.started_ray = False

@@ -1,0 +1,304 @@
+"""The Ray engine (issue 16): the same evaluation on a local Ray cluster gives the same rows,
+aggregates and stored run as the local engine; a metric or judge that fails on a row is an
+errored row and the run goes on; a worker killed mid-run loses and duplicates no row; the CLI's
+``--engine ray`` saves its run, and without Ray says how to install it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'assay[ray]', in the dev extra)")
+
+import assay  # noqa: E402
+from assay.engine.run import CHUNK  # noqa: E402
+from assay.errors import RunIncomplete  # noqa: E402
+from assay.scale import ray_engine  # noqa: E402
+from assay.store import Store  # noqa: E402
+
+SRC = str(Path(assay.__file__).resolve().parents[1])
+N = 2500                      # rows per run: five chunks and a part
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    # metrics defined in this module travel to the workers by value (it is not importable there)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv("ASSAY_CACHE", "off")       # every judgment is a request to the fake endpoint
+    for k in ("ASSAY_JUDGE", "ASSAY_JUDGE_TIMEOUT", "ASSAY_JUDGE_MAX_ATTEMPTS"):
+        monkeypatch.delenv(k, raising=False)
+
+
+def rows(n: int = N) -> list[dict]:
+    """Support-desk rows: some answers match the reference, some do not; a few carry no reference."""
+    out = []
+    for i in range(n):
+        row = {"id": f"r{i}", "query": f"How do I reset the password of account {i}?",
+               "response": f"Open settings, choose security, then reset password {i % 9}."}
+        if i % 11:
+            row["ground_truth"] = f"Open settings, choose security, then reset password {i % 7}."
+        out.append(row)
+    return out
+
+
+def judge_by_row(req: dict) -> dict:
+    """The fake judge's answer depends on the row it is shown: scores 1-5, so that the
+    aggregates are not all one number; rows whose account number ends in 13 are refused (400)."""
+    text = json.dumps(req.get("body") or {})
+    n = int(text.split("account ")[1].split("?")[0]) if "account " in text else 0
+    if n % 100 == 13:
+        return {"status": 400, "json": {"error": {"message": "refused by the fake judge", "type": "bad_request"}}}
+    return {"content": json.dumps({"score": n % 5 + 1, "reason": f"row {n}"})}
+
+
+def comparable(rows_: list[dict]) -> list[dict]:
+    """Rows without what differs from one call to the next (a judge call's latency)."""
+    out = []
+    for r in rows_:
+        r = dict(r)
+        for k, v in r.items():
+            if isinstance(v, dict) and "latency_s" in v:
+                r[k] = {kk: vv for kk, vv in v.items() if kk != "latency_s"}
+        out.append(r)
+    return out
+
+
+def stored(store: Store, run_id: str) -> list[tuple]:
+    """The run's rows as the store has them: position, row id, inputs, and every score."""
+    return [(row.idx, row.row_id, row.inputs, {m: {o: (s.value, s.status, s.passed, s.reason) for o, s in outs.items()}
+                                               for m, outs in row.scores.items()})
+            for row in store.iter_scored(run_id)]
+
+
+METRICS = "f1_score,exact_match,rougeL,coherence"
+
+
+def test_the_ray_run_equals_the_local_run(fake, tmp_path):
+    fake.default = judge_by_row
+    db = tmp_path / "runs.db"
+    kw = dict(metrics=METRICS, judge=f"{fake.base_url}#m", store=str(db))
+    local = assay.evaluate(rows(), name="local", **kw)
+    calls_local = len(fake.chat_requests)
+    on_ray = assay.evaluate(rows(), name="ray", engine="ray", **kw)
+
+    assert len(on_ray.rows) == N
+    assert comparable(on_ray.rows) == comparable(local.rows)
+    assert on_ray.metrics == local.metrics
+    assert on_ray.metrics["coherence"]["errored"] == 25                # the refused rows, recorded per row
+    assert 1 < on_ray.metrics["coherence"]["mean"] < 5
+    # the workers' judge calls are counted in the run's usage, as the local engine's are
+    assert on_ray.run["judge_usage"]["calls"] == local.run["judge_usage"]["calls"] == calls_local
+    assert len(fake.chat_requests) == 2 * calls_local
+    st = Store(str(db))
+    a, b = st.get_run(local.run["run_id"]), st.get_run(on_ray.run["run_id"])
+    assert a["status"] == b["status"] == "completed"
+    rows_ray = stored(st, on_ray.run["run_id"])
+    assert [rid for _, rid, _, _ in rows_ray] == [f"r{i}" for i in range(N)]
+    assert rows_ray == stored(st, local.run["run_id"])
+
+
+@assay.metric("explodes_on_some_rows", requires=["response"])
+def explodes_on_some_rows(response: str) -> float:
+    """A metric that raises on rows whose answer ends in 'password 4.'."""
+    if response.endswith("password 4."):
+        raise ValueError("this metric cannot score such answers")
+    return 1.0
+
+
+def test_a_metric_that_raises_is_an_errored_row_and_the_run_finishes(fake):
+    fake.default = judge_by_row
+    n = 1000
+    res = assay.evaluate(rows(n), metrics="explodes_on_some_rows,coherence", judge=f"{fake.base_url}#m",
+                         store=False, engine="ray")
+    agg = res.metrics["explodes_on_some_rows"]
+    bad = sum(1 for i in range(n) if i % 9 == 4)
+    assert agg["errored"] == bad and agg["evaluated"] == n - bad
+    errored = [r for r in res.rows if r["outputs.explodes_on_some_rows.explodes_on_some_rows_status"] == "error"]
+    assert len(errored) == bad
+    assert "cannot score such answers" in errored[0]["outputs.explodes_on_some_rows.explodes_on_some_rows_reason"]
+    assert res.metrics["coherence"]["errored"] == sum(1 for i in range(n) if i % 100 == 13)
+
+
+FLAG_ENV = "ASSAY_TEST_KILL_FLAG"
+
+
+@assay.metric("dies_once", requires=["query"])
+def dies_once(query: str) -> float:
+    """Scores 1.0, but the first worker that sees account 1700 dies on the spot (a file marks that
+    it happened, so that the chunk's retry goes through)."""
+    flag = Path(os.environ[FLAG_ENV])
+    if "account 1700?" in query and not flag.exists():
+        flag.write_text(str(os.getpid()))
+        os._exit(1)
+    return 1.0
+
+
+def test_a_worker_that_dies_mid_run_loses_and_duplicates_no_row(fake, tmp_path, monkeypatch):
+    fake.default = judge_by_row
+    flag = tmp_path / "died"
+    monkeypatch.setenv(FLAG_ENV, str(flag))          # ASSAY_* settings travel to the workers
+    db = tmp_path / "runs.db"
+    res = assay.evaluate(rows(), metrics="dies_once,f1_score,coherence", judge=f"{fake.base_url}#m",
+                         store=str(db), engine="ray")
+    assert flag.exists()                                # a worker did die, mid-chunk
+    assert int(flag.read_text()) != os.getpid()
+    assert [r["inputs.id"] for r in res.rows] == [f"r{i}" for i in range(N)]
+    assert res.metrics["dies_once"]["evaluated"] == N and res.metrics["dies_once"]["mean"] == 1.0
+    st = Store(str(db))
+    kept = stored(st, res.run["run_id"])
+    assert [(i, rid) for i, rid, _, _ in kept] == [(i, f"r{i}") for i in range(N)]   # every row once, in order
+    assert st.get_run(res.run["run_id"])["status"] == "completed"
+    local = assay.evaluate(rows(), metrics="dies_once,f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
+    assert res.metrics == local.metrics
+
+
+def test_an_actor_killed_by_ray_is_restarted_and_its_chunks_retried(fake, monkeypatch):
+    fake.default = judge_by_row
+    scorers: list = []
+    start = ray_engine.RayScorer.start
+
+    def keep(self):
+        start(self)
+        scorers.append(self)
+
+    monkeypatch.setattr(ray_engine.RayScorer, "start", keep)
+    killed: list = []
+
+    def progress(n: int) -> None:
+        if not killed:                   # after the first chunk: chunks are in flight on both actors
+            victim = scorers[0].actors[0]
+            killed.append(ray.get(victim.pid.remote()))
+            ray.kill(victim, no_restart=False)
+
+    res = assay.evaluate(rows(), metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False,
+                         engine="ray", progress=progress)
+    assert killed
+    assert [r["inputs.id"] for r in res.rows] == [f"r{i}" for i in range(N)]
+    local = assay.evaluate(rows(), metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
+    assert res.metrics == local.metrics
+
+
+def test_a_judge_that_stops_answering_stops_the_ray_run_which_resumes_on_ray(fake, tmp_path):
+    """The circuit breaker trips on a worker: the run stops with the whole chunks before it
+    stored, says which model, and resumes (on Ray) without judging the stored rows again."""
+    def down_from_1200(req: dict) -> dict:
+        text = json.dumps(req.get("body") or {})
+        n = int(text.split("account ")[1].split("?")[0])
+        return {"close": True} if n >= 1200 else judge_by_row(req)
+
+    fake.default = down_from_1200
+    st = Store(str(tmp_path / "runs.db"))
+    kw = dict(metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=st, name="flaky", engine="ray",
+              max_attempts=1)
+    with pytest.raises(RunIncomplete) as ei:
+        assay.evaluate(rows(), **kw)
+    assert f"requests in a row to the judge {fake.base_url}#m timed out or could not connect" in str(ei.value)
+    run = st.get_run("flaky")
+    assert run["status"] == "interrupted" and run["rows_done"] == 2 * CHUNK == 1024    # the two whole chunks before row 1200
+
+    fake.requests.clear()
+    fake.default = judge_by_row
+    res = assay.evaluate(rows(), resume=True, **kw)
+    assert res.run["run_id"] == run["id"] and res.run["resumed_rows"] == 2 * CHUNK
+    assert len(fake.chat_requests) == N - 2 * CHUNK              # the stored rows are not judged again
+    local = assay.evaluate(rows(), metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
+    assert res.metrics == local.metrics
+    assert st.get_run(run["id"])["status"] == "completed"
+
+
+def test_the_cli_runs_on_ray_and_saves_the_run(tmp_path):
+    data = tmp_path / "support.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows(600)))
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "PYTHONPATH": SRC, "ASSAY_CACHE": "off"}
+    env.pop("RAY_ADDRESS", None)
+    p = subprocess.run([sys.executable, "-m", "assay", "eval", str(data), "--metrics", "f1_score,exact_match",
+                        "--engine", "ray", "--store", str(db), "--name", "nightly", "-q"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    st = Store(str(db))
+    run = st.get_run("nightly")
+    assert run["status"] == "completed" and int(run["rows_done"]) == 600
+    local = assay.evaluate(rows(600), metrics="f1_score,exact_match", store=str(tmp_path / "local.db"))
+    assert stored(st, run["id"]) == stored(Store(str(tmp_path / "local.db")), local.run["run_id"])
+
+
+def test_without_ray_the_cli_says_how_to_install_it(tmp_path):
+    fake_ray = tmp_path / "noray" / "ray"
+    fake_ray.mkdir(parents=True)
+    (fake_ray / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"query": "q", "response": "a", "ground_truth": "a"}) + "\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake_ray.parent), SRC])}
+    p = subprocess.run([sys.executable, "-m", "assay", "eval", str(data), "--metrics", "f1_score",
+                        "--engine", "ray", "--store", str(tmp_path / "runs.db")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2
+    assert "pip install 'assay[ray]'" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "runs.db").exists() or Store(str(tmp_path / "runs.db")).list_runs() == []
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"engine": "spark"}, "unknown engine 'spark': use one of local, ray"),
+    ({"ray_address": "ray://head:10001"}, "ray_address (--ray-address) needs engine='ray'"),
+])
+def test_a_wrong_engine_is_refused_before_the_run_is_opened(kw, says, tmp_path):
+    db = tmp_path / "runs.db"
+    with pytest.raises(assay.AssayError) as ei:
+        assay.evaluate(rows(3), metrics="f1_score", store=str(db), **kw)
+    assert says in str(ei.value)
+    assert not db.exists() or Store(str(db)).list_runs() == []
+
+
+def test_a_judge_with_a_limiter_of_its_own_is_refused_on_ray(fake):
+    from assay.models import LimitedModel, Limiter, OpenAICompat
+
+    lm = LimitedModel(OpenAICompat.endpoint(fake.base_url, "m"), Limiter(4))
+    with pytest.raises(assay.AssayError, match="pass the spec string"):
+        assay.evaluate(rows(3), metrics="coherence", judge=lm, store=False, engine="ray")
+    assert fake.chat_requests == []
+
+
+def support_bot(query: str) -> str:
+    """The application under test: answers from the account number; refuses account 77s."""
+    n = int(query.split("account ")[1].rstrip("?"))
+    if n % 100 == 77:
+        raise RuntimeError("the bot is down for this account")
+    return f"Open settings, choose security, then reset password {n % 5}."
+
+
+def test_a_target_is_called_on_the_workers_with_the_same_result(fake):
+    fake.default = judge_by_row
+    kw = dict(target=support_bot, metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=False)
+    on_ray = assay.evaluate(rows(1200), engine="ray", **kw)
+    local = assay.evaluate(rows(1200), **kw)
+    assert on_ray.run["target_errors"] == local.run["target_errors"] == 12
+    assert on_ray.metrics == local.metrics
+    def same(rows_):      # the target's latency is all that differs
+        return [{k: v for k, v in r.items() if k != "inputs.usage"} for r in comparable(rows_)]
+
+    assert same(on_ray.rows) == same(local.rows)
+    assert [r["inputs.response"] for r in on_ray.rows[:3]] == [support_bot(f"... account {i}?") for i in range(3)]
+
+
+def test_the_judge_of_assay_judge_in_the_driver_is_the_workers_judge(fake, monkeypatch):
+    fake.default = judge_by_row
+    monkeypatch.setenv("ASSAY_JUDGE", f"{fake.base_url}#m")      # set after the workers' Ray started
+    res = assay.evaluate(rows(600), metrics="coherence", store=False, engine="ray")
+    assert res.run["judge_source"] == "$ASSAY_JUDGE"
+    assert res.metrics["coherence"]["evaluated"] == 600 - 6 and res.metrics["coherence"]["errored"] == 6
+    assert len(fake.chat_requests) == 600 == res.run["judge_usage"]["calls"]
