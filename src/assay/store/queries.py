@@ -262,6 +262,8 @@ def _search(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, packed: b
     if found is not None:
         return found
     hits = T.find(conn, run, q.search or "")
+    if hits and not T.one_word(q.search or ""):
+        hits = _verify(conn, store, run_id, hits, q.search or "")
     if hits and not packed and q.filter_output and q.filter_result:
         f = _S.alias("f")
         keep = {i for (i,) in conn.execute(select(f.c.idx).where(f.c.run_id == run_id, f.c.output == q.filter_output,
@@ -284,6 +286,29 @@ def _search(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, packed: b
         while len(_SEARCH_CACHE) > 256:
             _SEARCH_CACHE.popitem(last=False)
     return found
+
+
+def _verify(conn: Any, store: Store, run_id: str, hits: list[int], text: str) -> list[int]:
+    """The rows found by the index whose inputs (as stored, JSON) or reasons hold the search
+    as it is typed (case aside): the index matches words, whatever is between them."""
+    needle = text.lower()
+    packed = store.is_packed(run_id)
+    keep: set[int] = set()
+    for lo in range(0, len(hits), 900):
+        part = hits[lo:lo + 900]
+        if packed:
+            got = conn.execute(select(_R.c.idx, _R.c.inputs, _R.c.reasons)
+                               .where(_R.c.run_id == run_id, _R.c.idx.in_(part)))
+            keep.update(i for i, inp, rs in got if needle in inp.lower() or (rs and needle in rs.lower()))
+            continue
+        for i, inp in conn.execute(select(_R.c.idx, _R.c.inputs).where(_R.c.run_id == run_id, _R.c.idx.in_(part))):
+            if needle in inp.lower():
+                keep.add(i)
+        for i, why in conn.execute(select(_S.c.idx, _S.c.reason).where(_S.c.run_id == run_id, _S.c.idx.in_(part),
+                                                                      _S.c.reason.is_not(None))):
+            if needle in why.lower():
+                keep.add(i)
+    return [i for i in hits if i in keep]
 
 
 def _page(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, offset: int,
