@@ -200,3 +200,33 @@ def test_the_search_text_is_never_query_syntax():
     assert T.sqlite_match("zebra%") == '"zebra"'
     assert T.pg_tsquery("x & !y | z:*") == "x <-> y <-> z"
     assert T.sqlite_match("?!") is None and T.pg_tsquery("--") is None
+
+
+def test_a_resumed_runs_columns_are_made_from_its_parts_and_rows(tmp_path, monkeypatch):
+    """Parts completed before a run was killed are kept; the rest come from the rows; the
+    finished columns are those of a run that was never stopped."""
+    from assay.engine import run as engine_run
+    from assay.store import store as store_mod
+
+    monkeypatch.setattr(engine_run, "CHUNK", 10)
+    monkeypatch.setattr(store_mod, "PART_ROWS", 8)
+    data = rows()[:40]
+    st = Store(str(tmp_path / "r.db"))
+    whole = st.columns(assay.evaluate(data, metrics=METRICS, store=st, name="whole").run["run_id"])
+    rid = assay.evaluate(data, metrics=METRICS, store=st, name="cut").run["run_id"]
+    with st.engine.begin() as conn:    # as if killed after 20 rows: parts 0 and 1 were complete
+        conn.exec_driver_sql("DELETE FROM rows WHERE run_id = ? AND idx >= 20", (rid,))
+        conn.exec_driver_sql("DELETE FROM run_column_parts WHERE run_id = ? AND part >= 2", (rid,))
+        conn.exec_driver_sql("UPDATE runs SET status = 'interrupted', rows_done = 20 WHERE id = ?", (rid,))
+    assert st.columns(rid) == {}
+    st.close()
+    st = Store(str(tmp_path / "r.db"))
+    res = assay.evaluate(data, metrics=METRICS, store=st, name="cut", resume=True)
+    assert res.run["resumed_rows"] == 20
+    got = st.columns(rid)
+    assert sorted(got) == sorted(whole) and len(got["row_id"]) == 40
+    for k, v in whole.items():
+        assert (got[k] == v if k == "row_id" else (got[k].tobytes() == v.tobytes())), k
+    assert set(whole) >= {"score:search_judge", "result:search_judge", "result:f1_score"}
+    assert sorted(set(whole["result:search_judge"].tolist())) == [1, 2, 3]     # pass, fail, error
+    st.close()

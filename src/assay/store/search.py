@@ -47,7 +47,11 @@ def _strings(v: Any, out: list[str]) -> None:
 def row_doc(inputs: Any, reasons: Iterable[str | None]) -> str:
     """The text a row is found by: its inputs' strings and numbers, then its reasons."""
     out: list[str] = []
-    _strings(inputs, out)
+    for v in inputs.values() if type(inputs) is dict else (inputs,):
+        if type(v) is str:
+            out.append(v)
+        else:
+            _strings(v, out)
     out.extend(r for r in reasons if r)
     return "\n".join(out)
 

@@ -102,6 +102,10 @@ class Store:
         per metric output; for tests of stores written by older versions)."""
         self.row_format = row_format
         self._formats: dict[str, tuple[int | None, int | None]] = {}   # run id -> (row_format, seq)
+        # a run being written (row form 2): its outputs, and the columns of its parts not yet
+        # complete, written with the chunk that completes them (see _Part)
+        self._outputs: dict[str, list[str]] = {}
+        self._parts: dict[str, dict[int, _Part]] = {}
         self.url = _engine_url(url)
         self.display_url = _safe_url(self.url)
         try:
@@ -178,6 +182,7 @@ class Store:
             self._add_session(conn, run_id, session, now, 0)
         self._owned[run_id] = session
         self._formats[run_id] = (fmt, seq)
+        self._outputs[run_id] = _layout_outputs(config)
         return run_id
 
     def reopen_run(self, run_id: str) -> None:
@@ -218,6 +223,8 @@ class Store:
                                  status="stale" if row["status"] == "running" else row["status"]))
             self._add_session(conn, run_id, session, now, int(row["rows_done"] or 0))
         self._owned[run_id] = session
+        self._parts.pop(run_id, None)
+        self._outputs[run_id] = _layout_outputs(load_json(row["config"]) or {})
 
     def owns(self, run_id: str) -> bool:
         """Whether a session of this Store started or resumed ``run_id`` and has not ended it."""
@@ -295,7 +302,18 @@ class Store:
         docs = []
         index = self._insert_text is not None and self.has_text_index() and (seq is not None or
                                                                              self.engine.dialect.name != "sqlite")
+        outputs = self._outputs.get(run_id) if fmt == 2 else None
+        parts = self._parts.setdefault(run_id, {}) if outputs is not None else None
+        size = PART_ROWS
+        part: _Part | None = None
         for r in batch:
+            if parts is not None:
+                if part is None or not part.lo <= r.idx < part.lo + size:
+                    k = r.idx // size
+                    part = parts.get(k)
+                    if part is None:
+                        part = parts[k] = _Part(k * size, size, outputs)   # type: ignore[arg-type]
+                part.add(r)
             if fmt == 2:
                 packed = []
                 reasons = []
@@ -331,6 +349,7 @@ class Store:
             if index:
                 docs.append((r.idx, T.row_doc(r.inputs, reasons)))
         done = batch[-1].idx + 1
+        full = [k for k, p in (parts or {}).items() if p.n == p.size]
         try:
             with self.engine.begin() as conn:
                 # the owner is checked first: a session that lost the run writes nothing
@@ -340,17 +359,24 @@ class Store:
                 if got.rowcount != 1:
                     raise _NotOwner()
                 conn.exec_driver_sql(self._insert_rows, row_params)
+                if full:
+                    conn.execute(insert(S.run_column_parts), [b for k in full for b in parts[k].blobs(run_id, k)])  # type: ignore[index]
                 if score_params:
                     conn.exec_driver_sql(self._insert_scores, score_params)
                 if docs:
                     conn.exec_driver_sql(self._insert_text, T.index_params(self.engine.dialect.name, run_id,
                                                                            seq or 0, docs))
-        except _NotOwner:
-            raise self._lost(run_id) from None
-        except SQLAlchemyError as exc:
+        except BaseException as exc:
+            self._parts.pop(run_id, None)   # the parts not written are made again from the rows
+            if isinstance(exc, _NotOwner):
+                raise self._lost(run_id) from None
+            if not isinstance(exc, SQLAlchemyError):
+                raise
             raise AssayError(f"cannot write run {run_id} to the store at {self.display_url}: "
                              f"{getattr(exc, 'orig', exc)} (the rows up to {batch[0].idx} are saved; "
                              "fix the cause and run again with --resume)") from None
+        for k in full:
+            parts.pop(k, None)   # type: ignore[union-attr]
 
     def finish_run(self, run_id: str, status: str, *, aggregates: Any = None, summary: Any = None,
                    usage: Any = None, error: str | None = None) -> None:
@@ -420,17 +446,31 @@ class Store:
 
     def _write_packed_columns(self, conn: Any, run_id: str, outputs: list[str], done: int) -> None:
         """:meth:`_write_columns` for a run whose rows keep their scores: also each output's
-        result as int8 codes (:data:`RESULT_CODES`), which the dashboard filters by."""
-        conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
+        result as int8 codes (:data:`RESULT_CODES`), which the dashboard filters by. The parts
+        completed while the run was written are there already (when they have the same
+        outputs); the last one comes from memory, others (a resumed run's) from the rows."""
+        t = S.run_column_parts
+        names = {f"{k}:{o}" for o in outputs for k in ("score", "result")} | {"row_id"}
+        have = {}
+        for part, name in conn.execute(select(t.c.part, t.c.name).where(t.c.run_id == run_id)):
+            have.setdefault(part, set()).add(name)
+        if any(got != names for got in have.values()):
+            conn.execute(delete(t).where(t.c.run_id == run_id))
+            have = {}
+        mem = self._parts.pop(run_id, {})
         for part, lo in enumerate(range(0, max(done, 1), PART_ROWS)):
+            if part in have:
+                continue
             hi = min(lo + PART_ROWS, done)
+            acc = mem.get(part)
+            if acc is not None and acc.n == hi - lo and acc.size == PART_ROWS and acc.outputs == outputs:
+                conn.execute(insert(t), acc.blobs(run_id, part, hi - lo))
+                continue
             cols = packed_columns(outputs, hi - lo, (
                 (i - lo, rid, sc) for b_lo in range(lo, hi, COLUMN_BATCH)
                 for i, rid, sc in self._raw(conn, "SELECT idx, row_id, scores FROM rows WHERE run_id = ? "
                                                   "AND idx >= ? AND idx < ?", (run_id, b_lo, min(b_lo + COLUMN_BATCH, hi)))))
-            blobs = [{"run_id": run_id, "name": name, "part": part,
-                      "data": orjson.dumps(v) if name == "row_id" else v.tobytes()} for name, v in cols.items()]
-            conn.execute(insert(S.run_column_parts), blobs)
+            conn.execute(insert(t), _blobs(run_id, part, cols))
 
     def row_scores(self, conn: Any, run_id: str, idxs: Sequence[int]) -> dict[int, list[tuple[str, str, Score]]]:
         """The scores of the run's rows at ``idxs``: ``{idx: [(metric, output, Score)]}``, in
@@ -472,6 +512,9 @@ class Store:
         empty for a run that did not finish."""
         t = S.run_column_parts
         with self.engine.connect() as conn:
+            status = conn.execute(select(S.runs.c.status).where(S.runs.c.id == run_id)).scalar()
+            if status != "completed":   # the parts of a run being written are not all there
+                return {}
             parts = conn.execute(select(t.c.name, t.c.data).where(t.c.run_id == run_id)
                                  .order_by(t.c.name, t.c.part)).all()
             if not parts:   # a run finished before version 5: one blob per column
@@ -833,6 +876,62 @@ def packed_columns(outputs: list[str], n: int, got: Iterator[tuple[int, Any, str
         cols[f"result:{o}"] = results[j]
     cols["row_id"] = ids
     return cols
+
+
+class _Part:
+    """The columns of one part (``size`` rows from ``lo``) of a run being written, gathered
+    as its rows are written, so that a finished run's columns need not be read back."""
+
+    __slots__ = ("lo", "size", "outputs", "n", "ids", "at", "score", "code", "which")
+
+    def __init__(self, lo: int, size: int, outputs: list[str]):
+        self.lo, self.size, self.outputs, self.n = lo, size, outputs, 0
+        self.which = {o: j for j, o in enumerate(outputs)}
+        self.ids: list[str | None] = [None] * size
+        self.at: list[int] = []
+        self.score: list[float] = []
+        self.code: list[int] = []
+
+    def add(self, r: StoredRow) -> None:
+        i = r.idx - self.lo
+        self.n += 1
+        self.ids[i] = r.row_id
+        which = self.which
+        for outs in r.scores.values():
+            for o, s in outs.items():
+                j = which.get(o)
+                if j is None:
+                    continue
+                x = s.score
+                self.at.append(j * self.size + i)
+                self.score.append(x if x is not None else math.nan)
+                self.code.append(result_code(s.result, s.status))
+
+    def blobs(self, run_id: str, part: int, n: int | None = None) -> list[dict[str, Any]]:
+        n = self.size if n is None else n
+        k = len(self.outputs)
+        scores = np.full(k * self.size, np.nan)
+        codes = np.zeros(k * self.size, dtype=np.int8)
+        at = np.asarray(self.at, dtype=np.int64)
+        scores[at] = np.asarray(self.score, dtype=np.float64)
+        codes[at] = np.asarray(self.code, dtype=np.int8)
+        scores, codes = scores.reshape(k, self.size)[:, :n], codes.reshape(k, self.size)[:, :n]
+        cols: dict[str, Any] = {}
+        for j, o in enumerate(self.outputs):
+            cols[f"score:{o}"] = np.ascontiguousarray(scores[j])
+            cols[f"result:{o}"] = np.ascontiguousarray(codes[j])
+        cols["row_id"] = self.ids[:n]
+        return _blobs(run_id, part, cols)
+
+
+def _blobs(run_id: str, part: int, cols: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"run_id": run_id, "name": name, "part": part,
+             "data": orjson.dumps(v) if name == "row_id" else v.tobytes()} for name, v in cols.items()]
+
+
+def _layout_outputs(config: Mapping[str, Any]) -> list[str]:
+    """The metric outputs of a run's configured layout, in order."""
+    return [o for _, outs in config.get("layout") or [] for o in outs]
 
 
 def raw_rows(conn: Any, sql: str, params: Sequence[Any], *, fetch: bool = True) -> list[tuple]:
