@@ -8,7 +8,10 @@
    ``bench_judge`` that returns a 1-5 score with a one-sentence reason, like a judge) twice,
    side by side: with ``store=False`` and with the run saved into a SQLite store. Prints both
    wall times and what the store adds. The saved runs are ``baseline`` and ``candidate``.
-3. Times every dashboard page and API call on those runs through FastAPI's TestClient
+3. Times the first search of a run (nothing cached) for a rare word, a common word and a
+   word of the reasons, side by side: through the full-text index (what the dashboard and the
+   API do) and through the substring scan (``LIKE``) the store used before version 6.
+4. Times every dashboard page and API call on those runs through FastAPI's TestClient
    (in process, no network), in milliseconds: the first call (nothing cached by the app:
    searches, histograms and comparisons of finished runs are kept in memory once computed),
    then the median and the worst of ``--repeat`` more calls, and prints a table.
@@ -71,7 +74,7 @@ def timed_eval(rows: list[dict], store, name: str | None) -> float:
     return time.perf_counter() - t0
 
 
-def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, float, int]]:
+def bench_pages(store_path: str, repeat: int, rows: int) -> list[tuple[str, float, float, float, int]]:
     from fastapi.testclient import TestClient
 
     from assay.store import Store
@@ -86,13 +89,13 @@ def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, f
         ("runs list, filtered", "/?name=base&status=completed"),
         ("run page", f"/runs/{base}"),
         ("run page, sorted by score (desc)", f"/runs/{base}?sort=bench_judge&dir=desc"),
-        ("run page, sorted by score (asc), page 1000", f"/runs/{base}?sort=f1_score&dir=asc&page=1000"),
+        ("run page, sorted by score (asc), page 1000", f"/runs/{base}?sort=f1_score&dir=asc&page={max(1, rows // 100)}"),
         ("run page, filter f1_score=fail", f"/runs/{base}?fo=f1_score&fr=fail"),
         ("run page, filter + sort", f"/runs/{base}?fo=exact_match&fr=pass&sort=bench_judge&dir=asc"),
-        ("run page, search (rare word)", f"/runs/{base}?q=question%2099999%3A"),
+        ("run page, search (rare word)", f"/runs/{base}?q=question%20{rows - 1}%3A"),
         ("run page, search (common word)", f"/runs/{base}?q=falcon"),
         ("run page, search in reasons", f"/runs/{base}?q=misses%20part"),
-        ("row page", f"/runs/{base}/rows/54321"),
+        ("row page", f"/runs/{base}/rows/{rows * 54 // 100}"),
         ("compare page", f"/compare?runs={base}&runs={cand}"),
         ("trend page", "/trend?output=f1_score"),
         ("API runs", "/api/runs"),
@@ -100,7 +103,7 @@ def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, f
         ("API rows, sorted", f"/api/runs/{base}/rows?sort=f1_score&dir=desc&page=7"),
         ("API rows, filter + search", f"/api/runs/{base}/rows?fo=bench_judge&fr=fail&q=falcon"),
         ("API histograms", f"/api/runs/{base}/histograms"),
-        ("API row", f"/api/runs/{base}/rows/99999"),
+        ("API row", f"/api/runs/{base}/rows/{rows - 1}"),
         ("API compare", f"/api/compare?runs={base}&runs={cand}"),
         ("API worse rows", f"/api/compare/worse?base={base}&other={cand}&output=f1_score"),
         ("API trend", "/api/trend?output=bench_judge"),
@@ -117,6 +120,37 @@ def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, f
             r = client.get(url)
             times.append((time.perf_counter() - t0) * 1000)
         out.append((label, first, statistics.median(times), max(times), len(r.content)))
+    st.close()
+    return out
+
+
+SEARCHES = [("rare word (one row)", "question 99999:"), ("common word (a third of the rows)", "falcon"),
+            ("words of the reasons", "misses part")]
+
+
+def bench_search(store_path: str, rows: int) -> list[tuple[str, float, float, int, int]]:
+    """First search (caches cleared) of run ``baseline``: full-text index vs the LIKE scan."""
+    from assay.store import Store
+    from assay.store import queries as Q
+    from assay.store import search as T
+
+    st = Store(store_path)
+    run = st.get_run("baseline")
+    out = []
+    real = T.find
+    for label, text in SEARCHES:
+        text = text.replace("99999", str(rows - 1))
+        timing = []
+        for use_index in (True, False):
+            Q._SEARCH_CACHE.clear()
+            T.find = real if use_index else (lambda *a, **k: None)   # type: ignore[assignment]
+            try:
+                t0 = time.perf_counter()
+                got = Q.query_rows(st, run, Q.RowQuery(search=text))
+                timing.append(((time.perf_counter() - t0) * 1000, got["total"]))
+            finally:
+                T.find = real
+        out.append((label, timing[0][0], timing[1][0], timing[0][1], timing[1][1]))
     st.close()
     return out
 
@@ -153,7 +187,14 @@ def main() -> None:
         print(f"| both | {off_t:.2f} s | {on_t:.2f} s | {100 * (on_t - off_t) / off_t:+.1f}% |")
         print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")
 
-    pages = bench_pages(db, args.repeat)
+    found = bench_search(db, args.rows)
+    print(f"\n| first search ({args.rows:,}-row run, nothing cached) | full-text index ms | LIKE scan ms "
+          "| matches (index / scan) |")
+    print("| --- | --- | --- | --- |")
+    for label, fts, like, n_fts, n_like in found:
+        print(f"| {label} | {fts:.1f} | {like:.1f} | {n_fts:,} / {n_like:,} |")
+
+    pages = bench_pages(db, args.repeat, args.rows)
     print(f"\n| page or API call ({args.rows:,}-row run) | first call ms | then: median ms | worst ms | bytes |")
     print("| --- | --- | --- | --- | --- |")
     for label, first, med, worst, size in pages:

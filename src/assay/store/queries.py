@@ -262,7 +262,7 @@ def _search(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, packed: b
     if found is not None:
         return found
     hits = T.find(conn, run, q.search or "")
-    if hits and not T.one_word(q.search or ""):
+    if hits and not T.plain_words(q.search or ""):
         hits = _verify(conn, store, run_id, hits, q.search or "")
     if hits and not packed and q.filter_output and q.filter_result:
         f = _S.alias("f")
@@ -290,7 +290,8 @@ def _search(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, packed: b
 
 def _verify(conn: Any, store: Store, run_id: str, hits: list[int], text: str) -> list[int]:
     """The rows found by the index whose inputs (as stored, JSON) or reasons hold the search
-    as it is typed (case aside): the index matches words, whatever is between them."""
+    as it is typed (case aside): the index matches words, whatever is between them, and a
+    search with punctuation means it."""
     needle = text.lower()
     packed = store.is_packed(run_id)
     keep: set[int] = set()

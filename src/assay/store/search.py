@@ -8,10 +8,11 @@ index. The text itself is not kept a second time.
 
 A search's words are looked up as a phrase (in that order, next to each other), the last one
 as a prefix when the search does not end with a space or punctuation (``"question 99"`` finds
-``question 991``); when the search is more than one word, the rows found are then checked for
-the search as typed (case aside: ``"zebra%"`` does not find ``zebra_%word``), as the scan
-does. A one-word search finds rows with a word that starts with it (``"falc"`` finds
-``falcon``, not ``gyrfalcon``). The search text is never read as query syntax: only its words
+``question 991``), whatever separates the words in the text (``"misses part"`` finds
+``misses, part``). A search with other characters than letters, digits and single spaces is
+then checked for as typed (case aside: ``"zebra%"`` does not find ``zebra_%word``;
+``"question 7:"`` needs the colon), as the scan does. A word is found at the start of a word
+(``"falc"`` finds ``falcon``; ``"alcon"`` finds it only by the scan, when the index finds no row). The search text is never read as query syntax: only its words
 are used, each quoted. What the index cannot find falls back to the substring scan (``LIKE``) over the
 inputs and reasons: a search with no letters or digits (``"?!"``), a search that the index
 finds in no row (a piece inside a word: ``"alcon"`` in ``falcon``), and runs on a database
@@ -60,9 +61,13 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def one_word(text: str) -> bool:
-    """Whether the search is a single word (the index's answer is then exact)."""
-    return _WORD.fullmatch(text.strip()) is not None
+_PLAIN = re.compile(r"[^\W_]+( [^\W_]+)*")
+
+
+def plain_words(text: str) -> bool:
+    """Whether the search is words separated by single spaces (the index's answer is then
+    taken as it is: words, whatever separates them in the text)."""
+    return _PLAIN.fullmatch(text.strip()) is not None
 
 
 def sqlite_match(text: str) -> str | None:
