@@ -269,10 +269,13 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
     with pytest.raises(AssayError, match=r"cannot write run \w+ to the store .*--resume"):
         assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", workers=1)
     run = st.get_run("w")
-    assert run["status"] == "failed" and run["rows_done"] == 10
+    # the first write saved a prefix of whole chunks (one or more: a writer that fell behind
+    # writes the chunks waiting together); nothing after the failed one was written
+    done = run["rows_done"]
+    assert run["status"] == "failed" and done % 10 == 0 and 10 <= done < 40 and st.count_rows(run["id"]) == done
     monkeypatch.undo()
     again = assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", resume=True, workers=1)
-    assert again.run["resumed_rows"] == 10 and st.count_rows(run["id"]) == 40
+    assert again.run["resumed_rows"] == done and st.count_rows(run["id"]) == 40
 
 
 def test_a_finished_runs_columns_are_written_a_batch_at_a_time(store, monkeypatch):

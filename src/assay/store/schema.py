@@ -258,7 +258,7 @@ def create_text_index(conn: Connection) -> None:
     name = conn.dialect.name
     if name == "sqlite":
         try:
-            conn.exec_driver_sql("CREATE VIRTUAL TABLE IF NOT EXISTS row_text USING fts5(doc, content='')")
+            conn.exec_driver_sql("CREATE VIRTUAL TABLE IF NOT EXISTS row_text USING fts5(doc, content='', columnsize=0)")
             # merge segments less often while runs are written (a commit per chunk of rows):
             # about a third less work to index, a search reads a few more segments
             conn.exec_driver_sql("INSERT INTO row_text (row_text, rank) VALUES ('automerge', 16)")

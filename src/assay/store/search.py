@@ -22,7 +22,7 @@ without the index.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import orjson
 
@@ -124,8 +124,6 @@ def index_params(dialect: str, run_id: str, seq: int, docs: Iterable[tuple[int, 
 
 def _old_docs(conn: Any, run_id: str, lo: int, hi: int, row_format: int | None) -> list[tuple[int, str]]:
     """The index text of rows ``[lo, hi)`` of a run as stored (either row form)."""
-    from assay.store.store import raw_rows
-
     if row_format == 2:
         got = raw_rows(conn, "SELECT idx, inputs, reasons FROM rows WHERE run_id = ? AND idx >= ? AND idx < ?",
                        (run_id, lo, hi))
@@ -139,8 +137,6 @@ def _old_docs(conn: Any, run_id: str, lo: int, hi: int, row_format: int | None) 
 
 
 def _batches(conn: Any, run_id: str, row_format: int | None) -> Iterator[list[tuple[int, str]]]:
-    from assay.store.store import raw_rows
-
     top = raw_rows(conn, "SELECT MAX(idx) FROM rows WHERE run_id = ?", (run_id,))[0][0]
     for lo in range(0, (top if top is not None else -1) + 1, _OLD_BATCH):
         docs = _old_docs(conn, run_id, lo, lo + _OLD_BATCH, row_format)
@@ -150,8 +146,6 @@ def _batches(conn: Any, run_id: str, row_format: int | None) -> Iterator[list[tu
 
 def index_old_rows(conn: Any) -> None:
     """Index every stored run's rows (a store migrated to version 6): each run gets its number."""
-    from assay.store.store import raw_rows
-
     dialect = conn.dialect.name
     if not has_index(conn):
         return
@@ -166,8 +160,6 @@ def index_old_rows(conn: Any) -> None:
 def delete_text(conn: Any, run_id: str, seq: int | None, row_format: int | None) -> None:
     """Remove a run's rows from the index (before its rows are deleted: a contentless FTS5
     table deletes a row given the text it indexed)."""
-    from assay.store.store import raw_rows
-
     if not has_index(conn):
         return
     if conn.dialect.name == "postgresql":
@@ -180,6 +172,19 @@ def delete_text(conn: Any, run_id: str, seq: int | None, row_format: int | None)
                              index_params("sqlite", run_id, seq, docs))
 
 
+def raw_rows(conn: Any, sql: str, params: Sequence[Any], *, fetch: bool = True) -> list[tuple]:
+    """A query through the driver on a SQLAlchemy connection, ``?`` marking parameters."""
+    mark = raw_mark(conn)
+    if mark != "?":
+        sql = sql.replace("%", "%%").replace("?", mark)
+    cur = conn.connection.driver_connection.cursor()
+    try:
+        cur.execute(sql, tuple(params))
+        return cur.fetchall() if fetch else []
+    finally:
+        cur.close()
+
+
 def raw_mark(conn: Any) -> str:
     return {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle, "?")
 
@@ -187,8 +192,6 @@ def raw_mark(conn: Any) -> str:
 def find(conn: Any, run: dict[str, Any], text: str) -> list[int] | None:
     """Row positions of ``run`` whose text has the search's words, in order, or None when the index cannot answer (no words, no index, a run not indexed):
     then the caller scans."""
-    from assay.store.store import raw_rows
-
     dialect = conn.dialect.name
     if dialect == "sqlite":
         q = sqlite_match(text)

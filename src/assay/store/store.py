@@ -34,6 +34,7 @@ from assay.metrics.base import Score
 from assay.results import StoredRow
 from assay.store import schema as S
 from assay.store import search as T
+from assay.store.search import raw_rows
 from assay.store.sessions import describe_owner, is_stale, this_host
 
 DEFAULT_PATH = Path(".assay") / "assay.db"
@@ -306,33 +307,53 @@ class Store:
         parts = self._parts.setdefault(run_id, {}) if outputs is not None else None
         size = PART_ROWS
         part: _Part | None = None
+        nan = math.nan
         for r in batch:
-            if parts is not None:
-                if part is None or not part.lo <= r.idx < part.lo + size:
-                    k = r.idx // size
-                    part = parts.get(k)
-                    if part is None:
-                        part = parts[k] = _Part(k * size, size, outputs)   # type: ignore[arg-type]
-                part.add(r)
             if fmt == 2:
+                i = r.idx
+                if parts is not None:
+                    if part is None or not part.lo <= i < part.lo + size:
+                        k = i // size
+                        part = parts.get(k)
+                        if part is None:
+                            part = parts[k] = _Part(k * size, size, outputs)   # type: ignore[arg-type]
+                    pi = i - part.lo
+                    part.n += 1
+                    part.ids[pi] = r.row_id
+                    which, at, col_score, col_code = part.which, part.at, part.score, part.code
+                else:
+                    which = {}
                 packed = []
                 reasons = []
                 any_reason = False
                 for m, outs in r.scores.items():
                     for o, s in outs.items():
                         v = s.value
-                        value = None if v is None else (repr(float(v)) if type(v) is float and v == v and v not in _INF
-                                                        else _dump_value(v))
-                        packed.append((m, o, value, _finite(s.score), s.passed, s.result, s.status, s.threshold,
+                        if v is None:
+                            value = None
+                        elif type(v) is float and v == v and v not in _INF:
+                            value = repr(v)
+                        else:
+                            value = _dump_value(v)
+                        sc = s.score
+                        if sc is not None:
+                            sc = None if sc != sc else float(sc)   # NaN: none (the value keeps it)
+                        packed.append((m, o, value, sc, s.passed, s.result, s.status, s.threshold,
                                        s.properties or None))
-                        reasons.append(s.reason)
-                        any_reason = any_reason or s.reason is not None
-                inputs = _dumps(r.inputs)
-                row_params.append((run_id, r.idx, r.row_id, r.conversation_id, r.target_error, inputs,
+                        why = s.reason
+                        reasons.append(why)
+                        if why is not None:
+                            any_reason = True
+                        j = which.get(o)
+                        if j is not None:
+                            at.append(j * size + pi)
+                            col_score.append(nan if sc is None else sc)
+                            col_code.append(result_code(s.result, s.status))
+                row_params.append((run_id, i, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs),
                                    orjson.dumps(packed, option=_DUMP, default=_default).decode(),
                                    orjson.dumps(reasons).decode() if any_reason else None))
                 if index:
-                    docs.append((r.idx, T.row_doc(r.inputs, reasons)))
+                    docs.append((i, T.row_doc(r.inputs, reasons)))
                 continue
             row_params.append((run_id, r.idx, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs),
                                None, None))
@@ -880,7 +901,9 @@ def packed_columns(outputs: list[str], n: int, got: Iterator[tuple[int, Any, str
 
 class _Part:
     """The columns of one part (``size`` rows from ``lo``) of a run being written, gathered
-    as its rows are written, so that a finished run's columns need not be read back."""
+    as its rows are written (:meth:`Store.write_rows`), so that a finished run's columns need
+    not be read back: ``at`` = output position * size + row position, with its score and
+    result code."""
 
     __slots__ = ("lo", "size", "outputs", "n", "ids", "at", "score", "code", "which")
 
@@ -891,21 +914,6 @@ class _Part:
         self.at: list[int] = []
         self.score: list[float] = []
         self.code: list[int] = []
-
-    def add(self, r: StoredRow) -> None:
-        i = r.idx - self.lo
-        self.n += 1
-        self.ids[i] = r.row_id
-        which = self.which
-        for outs in r.scores.values():
-            for o, s in outs.items():
-                j = which.get(o)
-                if j is None:
-                    continue
-                x = s.score
-                self.at.append(j * self.size + i)
-                self.score.append(x if x is not None else math.nan)
-                self.code.append(result_code(s.result, s.status))
 
     def blobs(self, run_id: str, part: int, n: int | None = None) -> list[dict[str, Any]]:
         n = self.size if n is None else n
@@ -932,19 +940,6 @@ def _blobs(run_id: str, part: int, cols: Mapping[str, Any]) -> list[dict[str, An
 def _layout_outputs(config: Mapping[str, Any]) -> list[str]:
     """The metric outputs of a run's configured layout, in order."""
     return [o for _, outs in config.get("layout") or [] for o in outs]
-
-
-def raw_rows(conn: Any, sql: str, params: Sequence[Any], *, fetch: bool = True) -> list[tuple]:
-    """A query through the driver on a SQLAlchemy connection, ``?`` marking parameters."""
-    mark = T.raw_mark(conn)
-    if mark != "?":
-        sql = sql.replace("%", "%%").replace("?", mark)
-    cur = conn.connection.driver_connection.cursor()
-    try:
-        cur.execute(sql, tuple(params))
-        return cur.fetchall() if fetch else []
-    finally:
-        cur.close()
 
 
 def _param_mark(engine: Engine) -> str:
