@@ -70,10 +70,19 @@ def make_rows(n: int, variant: bool = False) -> list[dict]:
 METRICS = ["f1_score", "exact_match", "bench_judge"]
 
 
-def timed_eval(rows: list[dict], store, name: str | None) -> float:
-    t0 = time.perf_counter()
-    assay.evaluate(rows, metrics=METRICS, store=store, name=name)
-    return time.perf_counter() - t0
+def timed_eval(rows: list[dict], store, name: str | None, index: bool = True) -> float:
+    """Seconds to evaluate ``rows``; ``index=False``: the store writes no full-text index."""
+    from assay.store import Store
+
+    real = Store.has_text_index
+    if not index:
+        Store.has_text_index = lambda self: False   # type: ignore[method-assign]
+    try:
+        t0 = time.perf_counter()
+        assay.evaluate(rows, metrics=METRICS, store=store, name=name)
+        return time.perf_counter() - t0
+    finally:
+        Store.has_text_index = real   # type: ignore[method-assign]
 
 
 def bench_pages(store_path: str, repeat: int, rows: int) -> list[tuple[str, float, float, float, int]]:
@@ -164,6 +173,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="Evaluations of each data set with the store off and on "
                                                          "(alternating; the best of each is kept).")
     ap.add_argument("--keep", help="Keep the store in this folder (and reuse it when its runs are there).")
+    ap.add_argument("--no-index-too", action="store_true",
+                    help="Also evaluate with the store on but no full-text index (what the index costs).")
     ap.add_argument("--pages-only", action="store_true", help="Only time the pages (needs --keep with a store).")
     args = ap.parse_args()
 
@@ -177,9 +188,13 @@ def main() -> None:
         results = []
         for label, variant, name in (("data A", False, "baseline"), ("data B", True, "candidate")):
             rows = make_rows(args.rows, variant)
-            offs, ons = [], []
+            offs, ons, bare = [], [], []
             for k in range(max(1, args.runs)):
                 offs.append(timed_eval(rows, False, None))
+                if args.no_index_too:
+                    bare.append(timed_eval(rows, db + ".bare", None, index=False))
+                    for f in Path(db).parent.glob(Path(db).name + ".bare*"):
+                        f.unlink()
                 if k < args.runs - 1:
                     ons.append(timed_eval(rows, db + f".{k}", name))   # a store of its own, as the first
                     for f in Path(db).parent.glob(Path(db).name + f".{k}*"):
@@ -187,18 +202,20 @@ def main() -> None:
                 else:
                     ons.append(timed_eval(rows, db, name))
             off, on = min(offs), min(ons)
-            results.append((label, off, on))
-            print(f"    off: {', '.join(f'{x:.2f}' for x in offs)} s; on: {', '.join(f'{x:.2f}' for x in ons)} s",
-                  flush=True)
+            results.append((label, off, on, min(bare) if bare else None))
+            print(f"    off: {', '.join(f'{x:.2f}' for x in offs)} s; on: {', '.join(f'{x:.2f}' for x in ons)} s"
+                  + (f"; on without the index: {', '.join(f'{x:.2f}' for x in bare)} s" if bare else ""), flush=True)
             print(f"  {label}: store off {off:.2f} s, store on {on:.2f} s, "
                   f"store adds {100 * (on - off) / off:+.1f}%", flush=True)
         off_t = sum(r[1] for r in results)
         on_t = sum(r[2] for r in results)
-        print(f"\n| evaluation of {args.rows:,} rows | store off | store on | the store adds |")
-        print("| --- | --- | --- | --- |")
-        for label, off, on in results:
-            print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |")
-        print(f"| both | {off_t:.2f} s | {on_t:.2f} s | {100 * (on_t - off_t) / off_t:+.1f}% |")
+        extra = args.no_index_too
+        print(f"\n| evaluation of {args.rows:,} rows | store off | store on | the store adds |"
+              + (" store on, no search index | it adds |" if extra else ""))
+        print("| --- | --- | --- | --- |" + (" --- | --- |" if extra else ""))
+        for label, off, on, nb in results + [("both", off_t, on_t, sum(r[3] for r in results) if extra else None)]:
+            print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |"
+                  + (f" {nb:.2f} s | {100 * (nb - off) / off:+.1f}% |" if extra else ""))
         print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")
 
     found = bench_search(db, args.rows)
