@@ -4,6 +4,7 @@ SQLite (FTS5) and on a real PostgreSQL server (tsvector + GIN), against the scan
 from __future__ import annotations
 
 import sqlite3
+import uuid
 
 import pytest
 
@@ -229,4 +230,25 @@ def test_a_resumed_runs_columns_are_made_from_its_parts_and_rows(tmp_path, monke
         assert (got[k] == v if k == "row_id" else (got[k].tobytes() == v.tobytes())), k
     assert set(whole) >= {"score:search_judge", "result:search_judge", "result:f1_score"}
     assert sorted(set(whole["result:search_judge"].tolist())) == [1, 2, 3]     # pass, fail, error
+    st.close()
+
+
+def test_a_version_5_postgres_store_is_indexed_when_opened(postgres_url):
+    """The same upgrade on PostgreSQL: the rows already stored are indexed by tsvector."""
+    st = Store(postgres_url, row_format=1)
+    name = f"pg5-{uuid.uuid4().hex[:8]}"
+    data = rows()
+    data[9]["response"] = f"the {name[4:]}zz marker"
+    assay.evaluate(data, metrics=METRICS, store=st, name=name)
+    with st.engine.begin() as conn:      # as assay with schema version 5 left it
+        conn.exec_driver_sql("DROP TABLE row_text")
+        for table, col in (("runs", "row_format"), ("runs", "seq"), ("rows", "scores"), ("rows", "reasons")):
+            conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {col}")
+        conn.exec_driver_sql("DELETE FROM assay_meta WHERE key = 'text_seq'")
+        conn.exec_driver_sql("UPDATE assay_meta SET value = '5' WHERE key = 'schema_version'")
+    st.close()
+    st = Store(postgres_url)
+    assert st.schema_version() == 6
+    assert indexed(st, name, name[4:] + "zz") == [9] and search(st, name, name[4:] + "zz marker") == [9]
+    assert search(st, name, "judge answered nothing") == [31]
     st.close()
