@@ -281,7 +281,8 @@ def _search(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, packed: b
         scan = [i for (i,) in conn.execute(select(_R.c.idx).where(_R.c.run_id == run_id, *conds)
                                            .order_by(_R.c.idx).limit(SEARCH_COUNT_CAP + 1))]
         found = (len(scan), np.asarray(scan, dtype=np.int64) if len(scan) <= SEARCH_KEEP else None)
-    if run.get("status") != "running":
+    # kept for a finished run when small (a common word's every match is asked of the index again)
+    if run.get("status") != "running" and (found[1] is None or len(found[1]) <= SEARCH_KEEP):
         _SEARCH_CACHE[key] = found
         while len(_SEARCH_CACHE) > 256:
             _SEARCH_CACHE.popitem(last=False)
