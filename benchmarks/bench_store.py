@@ -1,14 +1,19 @@
 """What the store costs an evaluation, and how fast the dashboard answers on a 100,000-row run.
 
-    python benchmarks/bench_store.py [--rows 100000] [--repeat 5] [--keep DIR]
+    python benchmarks/bench_store.py [--rows 100000] [--repeat 5] [--runs 3] [--keep DIR]
 
 1. Writes ``--rows`` deterministic RAG rows (query, response, ground truth, two context
    documents, a row id) and a variant of them in which every tenth response changed.
 2. Evaluates each with three metric outputs (``f1_score``, ``exact_match`` and a code metric
    ``bench_judge`` that returns a 1-5 score with a one-sentence reason, like a judge) twice,
-   side by side: with ``store=False`` and with the run saved into a SQLite store. Prints both
-   wall times and what the store adds. The saved runs are ``baseline`` and ``candidate``.
-3. Times every dashboard page and API call on those runs through FastAPI's TestClient
+   side by side: with ``store=False`` and with the run saved into a SQLite store, ``--runs``
+   times each, alternating (the best of each is kept: on a shared machine the other load only
+   ever adds time). Prints both wall times and what the store adds. The saved runs are
+   ``baseline`` and ``candidate`` (the last ones).
+3. Times the first search of a run (nothing cached) for a rare word, a common word and a
+   word of the reasons, side by side: through the full-text index (what the dashboard and the
+   API do) and through the substring scan (``LIKE``) the store used before version 6.
+4. Times every dashboard page and API call on those runs through FastAPI's TestClient
    (in process, no network), in milliseconds: the first call (nothing cached by the app:
    searches, histograms and comparisons of finished runs are kept in memory once computed),
    then the median and the worst of ``--repeat`` more calls, and prints a table.
@@ -65,13 +70,22 @@ def make_rows(n: int, variant: bool = False) -> list[dict]:
 METRICS = ["f1_score", "exact_match", "bench_judge"]
 
 
-def timed_eval(rows: list[dict], store, name: str | None) -> float:
-    t0 = time.perf_counter()
-    assay.evaluate(rows, metrics=METRICS, store=store, name=name)
-    return time.perf_counter() - t0
+def timed_eval(rows: list[dict], store, name: str | None, index: bool = True) -> float:
+    """Seconds to evaluate ``rows``; ``index=False``: the store writes no full-text index."""
+    from assay.store import Store
+
+    real = Store.has_text_index
+    if not index:
+        Store.has_text_index = lambda self: False   # type: ignore[method-assign]
+    try:
+        t0 = time.perf_counter()
+        assay.evaluate(rows, metrics=METRICS, store=store, name=name)
+        return time.perf_counter() - t0
+    finally:
+        Store.has_text_index = real   # type: ignore[method-assign]
 
 
-def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, float, int]]:
+def bench_pages(store_path: str, repeat: int, rows: int) -> list[tuple[str, float, float, float, int]]:
     from fastapi.testclient import TestClient
 
     from assay.store import Store
@@ -86,13 +100,13 @@ def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, f
         ("runs list, filtered", "/?name=base&status=completed"),
         ("run page", f"/runs/{base}"),
         ("run page, sorted by score (desc)", f"/runs/{base}?sort=bench_judge&dir=desc"),
-        ("run page, sorted by score (asc), page 1000", f"/runs/{base}?sort=f1_score&dir=asc&page=1000"),
+        ("run page, sorted by score (asc), page 1000", f"/runs/{base}?sort=f1_score&dir=asc&page={max(1, rows // 100)}"),
         ("run page, filter f1_score=fail", f"/runs/{base}?fo=f1_score&fr=fail"),
         ("run page, filter + sort", f"/runs/{base}?fo=exact_match&fr=pass&sort=bench_judge&dir=asc"),
-        ("run page, search (rare word)", f"/runs/{base}?q=question%2099999%3A"),
+        ("run page, search (rare word)", f"/runs/{base}?q=question%20{rows - 1}%3A"),
         ("run page, search (common word)", f"/runs/{base}?q=falcon"),
         ("run page, search in reasons", f"/runs/{base}?q=misses%20part"),
-        ("row page", f"/runs/{base}/rows/54321"),
+        ("row page", f"/runs/{base}/rows/{rows * 54 // 100}"),
         ("compare page", f"/compare?runs={base}&runs={cand}"),
         ("trend page", "/trend?output=f1_score"),
         ("API runs", "/api/runs"),
@@ -100,7 +114,7 @@ def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, f
         ("API rows, sorted", f"/api/runs/{base}/rows?sort=f1_score&dir=desc&page=7"),
         ("API rows, filter + search", f"/api/runs/{base}/rows?fo=bench_judge&fr=fail&q=falcon"),
         ("API histograms", f"/api/runs/{base}/histograms"),
-        ("API row", f"/api/runs/{base}/rows/99999"),
+        ("API row", f"/api/runs/{base}/rows/{rows - 1}"),
         ("API compare", f"/api/compare?runs={base}&runs={cand}"),
         ("API worse rows", f"/api/compare/worse?base={base}&other={cand}&output=f1_score"),
         ("API trend", "/api/trend?output=bench_judge"),
@@ -121,11 +135,46 @@ def bench_pages(store_path: str, repeat: int) -> list[tuple[str, float, float, f
     return out
 
 
+SEARCHES = [("rare word (one row)", "question 99999:"), ("common word (a third of the rows)", "falcon"),
+            ("words of the reasons", "misses part")]
+
+
+def bench_search(store_path: str, rows: int) -> list[tuple[str, float, float, int, int]]:
+    """First search (caches cleared) of run ``baseline``: full-text index vs the LIKE scan."""
+    from assay.store import Store
+    from assay.store import queries as Q
+    from assay.store import search as T
+
+    st = Store(store_path)
+    run = st.get_run("baseline")
+    out = []
+    real = T.find
+    for label, text in SEARCHES:
+        text = text.replace("99999", str(rows - 1))
+        timing = []
+        for use_index in (True, False):
+            Q._SEARCH_CACHE.clear()
+            T.find = real if use_index else (lambda *a, **k: None)   # type: ignore[assignment]
+            try:
+                t0 = time.perf_counter()
+                got = Q.query_rows(st, run, Q.RowQuery(search=text))
+                timing.append(((time.perf_counter() - t0) * 1000, got["total"]))
+            finally:
+                T.find = real
+        out.append((label, timing[0][0], timing[1][0], timing[0][1], timing[1][1]))
+    st.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=3, help="Evaluations of each data set with the store off and on "
+                                                         "(alternating; the best of each is kept).")
     ap.add_argument("--keep", help="Keep the store in this folder (and reuse it when its runs are there).")
+    ap.add_argument("--no-index-too", action="store_true",
+                    help="Also evaluate with the store on but no full-text index (what the index costs).")
     ap.add_argument("--pages-only", action="store_true", help="Only time the pages (needs --keep with a store).")
     args = ap.parse_args()
 
@@ -139,21 +188,44 @@ def main() -> None:
         results = []
         for label, variant, name in (("data A", False, "baseline"), ("data B", True, "candidate")):
             rows = make_rows(args.rows, variant)
-            off = timed_eval(rows, False, None)
-            on = timed_eval(rows, db, name)
-            results.append((label, off, on))
+            offs, ons, bare = [], [], []
+            for k in range(max(1, args.runs)):
+                offs.append(timed_eval(rows, False, None))
+                if args.no_index_too:
+                    bare.append(timed_eval(rows, db + ".bare", None, index=False))
+                    for f in Path(db).parent.glob(Path(db).name + ".bare*"):
+                        f.unlink()
+                if k < args.runs - 1:
+                    ons.append(timed_eval(rows, db + f".{k}", name))   # a store of its own, as the first
+                    for f in Path(db).parent.glob(Path(db).name + f".{k}*"):
+                        f.unlink()
+                else:
+                    ons.append(timed_eval(rows, db, name))
+            off, on = min(offs), min(ons)
+            results.append((label, off, on, min(bare) if bare else None))
+            print(f"    off: {', '.join(f'{x:.2f}' for x in offs)} s; on: {', '.join(f'{x:.2f}' for x in ons)} s"
+                  + (f"; on without the index: {', '.join(f'{x:.2f}' for x in bare)} s" if bare else ""), flush=True)
             print(f"  {label}: store off {off:.2f} s, store on {on:.2f} s, "
                   f"store adds {100 * (on - off) / off:+.1f}%", flush=True)
         off_t = sum(r[1] for r in results)
         on_t = sum(r[2] for r in results)
-        print(f"\n| evaluation of {args.rows:,} rows | store off | store on | the store adds |")
-        print("| --- | --- | --- | --- |")
-        for label, off, on in results:
-            print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |")
-        print(f"| both | {off_t:.2f} s | {on_t:.2f} s | {100 * (on_t - off_t) / off_t:+.1f}% |")
+        extra = args.no_index_too
+        print(f"\n| evaluation of {args.rows:,} rows | store off | store on | the store adds |"
+              + (" store on, no search index | it adds |" if extra else ""))
+        print("| --- | --- | --- | --- |" + (" --- | --- |" if extra else ""))
+        for label, off, on, nb in results + [("both", off_t, on_t, sum(r[3] for r in results) if extra else None)]:
+            print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |"
+                  + (f" {nb:.2f} s | {100 * (nb - off) / off:+.1f}% |" if extra else ""))
         print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")
 
-    pages = bench_pages(db, args.repeat)
+    found = bench_search(db, args.rows)
+    print(f"\n| first search ({args.rows:,}-row run, nothing cached) | full-text index ms | LIKE scan ms "
+          "| matches (index / scan) |")
+    print("| --- | --- | --- | --- |")
+    for label, fts, like, n_fts, n_like in found:
+        print(f"| {label} | {fts:.1f} | {like:.1f} | {n_fts:,} / {n_like:,} |")
+
+    pages = bench_pages(db, args.repeat, args.rows)
     print(f"\n| page or API call ({args.rows:,}-row run) | first call ms | then: median ms | worst ms | bytes |")
     print("| --- | --- | --- | --- | --- |")
     for label, first, med, worst, size in pages:

@@ -23,6 +23,7 @@ from assay.errors import AssayError
 from assay.metrics.base import Score
 from assay.store import Store, StoredRow
 from assay.store import schema as S
+from old_stores import BEFORE_V6
 from assay.store.sessions import PID_GRACE_S, STALE_AFTER_S, is_stale, sum_usage, this_host
 
 N_ROWS = 1300      # the killed run's rows
@@ -346,7 +347,7 @@ def test_a_version_4_store_gets_sessions_and_its_running_runs_read_as_stale(tmp_
     import sqlite3
 
     path = tmp_path / "v4.db"
-    st = Store(str(path))
+    st = Store(str(path), row_format=1)
     done = assay.evaluate(ROWS[:5], metrics="test_ownership_stops", store=st, name="old-done").run["run_id"]
     left = st.start_run(name="old-left", source="t", fingerprint=None, config={}, config_hash="h",
                         metrics=["m"], judge=None)
@@ -359,10 +360,10 @@ def test_a_version_4_store_gets_sessions_and_its_running_runs_read_as_stale(tmp_
         ALTER TABLE runs DROP COLUMN owner_host; ALTER TABLE runs DROP COLUMN heartbeat_at;
         UPDATE runs SET usage = '{{"calls": 7, "prompt_tokens": 700, "cost_usd": null}}' WHERE id = '{done}';
         UPDATE runs SET updated_at = updated_at - 3600 WHERE id = '{left}';
-        UPDATE assay_meta SET value = '4' WHERE key = 'schema_version';""")
+        UPDATE assay_meta SET value = '4' WHERE key = 'schema_version';""" + BEFORE_V6)
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 5
+    assert st.schema_version() == S.SCHEMA_VERSION == 6
     assert [s["usage"] for s in st.sessions(done)] == [{"calls": 7, "prompt_tokens": 700, "cost_usd": None}]
     cols = st.columns(done)                        # columns kept whole by version 4 still read
     assert len(cols["row_id"]) == 5 and len(cols["score:test_ownership_stops"]) == 5

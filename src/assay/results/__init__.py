@@ -13,6 +13,8 @@ summary (:class:`~assay.results.summary.RunSummary`) is written beside them as `
 from __future__ import annotations
 
 import json
+import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +105,9 @@ class StoredRow:
     scores: dict[str, dict[str, Score]]
 
 
+WRITE_BEHIND = 8   # chunks the store writer may be behind the scoring before scoring waits
+
+
 class RowSink:
     """Where scored rows go: kept in memory, or streamed to ``<out>/rows.jsonl``; and,
     when the run is saved, committed to the store chunk by chunk (:meth:`commit`)."""
@@ -116,10 +121,15 @@ class RowSink:
         self.store = store
         self.run_id = run_id
         self._pending: list[Any] = []
-        # Store writes run on one background thread (the database works outside the GIL),
-        # one batch at a time and in order, overlapping the scoring of the next chunk.
+        # Store writes run on one background thread, in order, overlapping the scoring of the
+        # next chunks: scoring waits only when the writer is WRITE_BEHIND chunks behind, and a
+        # writer that fell behind writes every chunk waiting in one transaction. After a
+        # failed write nothing more is written (the store keeps a prefix of the rows).
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="assay-store") if store is not None else None
-        self._writing: Future | None = None
+        self._writing: deque[Future] = deque()
+        self._queue: list[Any] = []
+        self._lock = threading.Lock()
+        self._failed = False
         if self.out is None:
             self.rows = []
         else:
@@ -152,15 +162,29 @@ class RowSink:
         if self._fh is not None:
             self._fh.flush()
         if self._pending:
-            self._wait()
-            self._writing = self._writer.submit(self.store.write_rows, self.run_id, self._pending)  # type: ignore[union-attr]
+            with self._lock:
+                self._queue.extend(self._pending)
             self._pending = []
+            self._writing.append(self._writer.submit(self._drain))  # type: ignore[union-attr]
+            while self._writing and (len(self._writing) > WRITE_BEHIND or self._writing[0].done()):
+                self._writing.popleft().result()     # a failed write is raised here
+
+    def _drain(self) -> None:
+        """On the writer thread: write every row waiting, in one transaction."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        if not batch or self._failed:
+            return
+        try:
+            self.store.write_rows(self.run_id, batch)
+        except BaseException:
+            self._failed = True
+            raise
 
     def _wait(self) -> None:
-        """Wait for the batch being written; its error, if any, is raised here."""
-        if self._writing is not None:
-            w, self._writing = self._writing, None
-            w.result()
+        """Wait for the writes under way; the first error, if any, is raised here."""
+        while self._writing:
+            self._writing.popleft().result()
 
     def close(self) -> None:
         """Finish the writes under way; the file is closed and the store is up to date."""

@@ -17,12 +17,12 @@ from typing import Any, Sequence
 
 import numpy as np
 import orjson
-from sqlalchemy import and_, select
+from sqlalchemy import select
 
 from assay.stats import confidence_interval
 from assay.errors import AssayError
 from assay.store import schema as S
-from assay.store.store import Store, load_value
+from assay.store.store import Store
 
 
 class _RunData:
@@ -32,6 +32,9 @@ class _RunData:
     def __init__(self, store: Store, run: dict[str, Any]):
         self.store, self.run = store, run
         self.cols = store.columns(run["id"])
+        if not self.cols and store.is_packed(run["id"]):   # a run still going keeps its scores in its rows
+            self.cols = store.live_columns(run["id"], [o for _, outs in (run.get("config") or {}).get("layout") or []
+                                                       for o in outs])
         self._keys: np.ndarray | None = None
 
     def scores(self, output: str) -> tuple[np.ndarray, np.ndarray]:
@@ -166,14 +169,15 @@ def worse_rows(store: Store, base_ref: str, other_ref: str, output: str, limit: 
 
 
 def _rows_at(store: Store, run_id: str, output: str, idxs: list[int]) -> dict[int, dict[str, Any]]:
-    q = (select(S.rows.c.idx, S.rows.c.row_id, S.rows.c.inputs, S.scores.c.value, S.scores.c.score,
-                S.scores.c.result, S.scores.c.reason, S.scores.c.status)
-         .join(S.scores, and_(S.scores.c.run_id == S.rows.c.run_id, S.scores.c.idx == S.rows.c.idx))
-         .where(S.rows.c.run_id == run_id, S.scores.c.output == output, S.rows.c.idx.in_(idxs)))
     out: dict[int, dict[str, Any]] = {}
     with store.engine.connect() as conn:
-        for idx, row_id, inputs, value, score, result, reason, status in conn.execute(q):
+        scores = store.row_scores(conn, run_id, idxs)
+        for idx, row_id, inputs in conn.execute(select(S.rows.c.idx, S.rows.c.row_id, S.rows.c.inputs)
+                                                .where(S.rows.c.run_id == run_id, S.rows.c.idx.in_(idxs))):
+            sc = next((s for _, o, s in scores.get(idx, ()) if o == output), None)
+            if sc is None:
+                continue
             out[idx] = {"row_id": row_id, "inputs": orjson.loads(inputs),
-                        "score": {"value": load_value(value), "score": score, "result": result,
-                                  "reason": reason, "status": status}}
+                        "score": {"value": sc.value, "score": sc.score, "result": sc.result,
+                                  "reason": sc.reason, "status": sc.status}}
     return out

@@ -5,8 +5,11 @@ Everything a page shows of a large run is computed in SQL and paged there, so a 
 
 - :func:`query_rows`: one page of a run's rows, sorted by any metric output's score (rows
   without a score last, in either direction), filtered by a metric output's result
-  (``pass`` / ``fail`` / ``error`` / ``skipped``) and by a text search (``LIKE`` over the row's
-  inputs and over every score's reason), with the total count of matching rows.
+  (``pass`` / ``fail`` / ``error`` / ``skipped``) and by a text search (the full-text index of
+  the row's inputs and reasons, :mod:`assay.store.search`; a ``LIKE`` scan where the index
+  cannot answer), with the total count of matching rows. A run written since store version 6
+  keeps its scores with its rows: it is sorted and filtered from its score and result columns
+  (numpy, a few milliseconds over 100,000 rows).
 - :func:`histograms`: each output's score distribution: one bar per value when an output
   has few distinct values (judge scales, pass/fail), else equal-width bins.
 - :func:`trend`: an output's mean (and 95% interval, pass and defect rates) across runs over
@@ -26,13 +29,15 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import orjson
 from sqlalchemy import and_, func, or_, select
 
 from assay.errors import AssayError
 from assay.store import schema as S
+from assay.store import search as T
 from assay.store.sessions import shown_status
-from assay.store.store import Store, load_json, load_value
+from assay.store.store import RESULT_CODES, Store, load_json
 
 RESULTS = ("pass", "fail", "error", "skipped")
 MAX_PER_PAGE = 500
@@ -196,8 +201,11 @@ def _row_conditions(store: Store, run_id: str, q: RowQuery, row_idx: Any) -> lis
             r = _R          # the outer query reads rows: test its inputs directly
         else:
             r = _R.alias("r")
-        in_reasons = select(g.c.idx).where(g.c.run_id == run_id, g.c.idx == r.c.idx,
-                                           _like(store, g.c.reason, pat)).exists()
+        if store.is_packed(run_id):
+            in_reasons = _like(store, r.c.reasons, pat)
+        else:
+            in_reasons = select(g.c.idx).where(g.c.run_id == run_id, g.c.idx == r.c.idx,
+                                               _like(store, g.c.reason, pat)).exists()
         match = or_(_like(store, r.c.inputs, pat), in_reasons)
         if r is _R:
             conds.append(match)
@@ -221,56 +229,170 @@ def query_rows(store: Store, run: dict[str, Any], q: RowQuery) -> dict[str, Any]
     row_id, conversation_id, target_error, inputs, scores: {output: {metric, value, score,
     passed, result, reason, status}}}]}``.
 
-    With a text search the count stops at ``SEARCH_COUNT_CAP`` (``total_capped`` is then
-    true): a search is a scan, and a page of it stops as soon as the page is full."""
+    A text search is answered by the full-text index (every match, counted exactly); where it
+    cannot answer (:mod:`assay.store.search`) by a scan whose count stops at
+    ``SEARCH_COUNT_CAP`` (``total_capped`` is then true)."""
     run_id = run["id"]
     q.checked({o["output"]: o["metric"] for o in run_outputs(run)})
     offset = (q.page - 1) * q.per_page
-    capped = False
-    only: list[int] | None = None    # every matching row, when a search found few
+    packed = store.is_packed(run_id)
     with store.engine.connect() as conn:
-        if q.search:
-            key = (store.url, run_id, run.get("updated_at"), run.get("rows_done"), q.search,
-                   q.filter_output, q.filter_result)
-            found = _SEARCH_CACHE.get(key) if run.get("status") != "running" else None
-            if found is None:
-                # One scan finds the matches (up to the cap); few matches are kept whole, so
-                # the next pages of a rare word read no more than their rows.
-                conds = _row_conditions(store, run_id, q, _R.c.idx)
-                hits = [i for (i,) in conn.execute(select(_R.c.idx).where(_R.c.run_id == run_id, *conds)
-                                                   .order_by(_R.c.idx).limit(SEARCH_COUNT_CAP + 1))]
-                found = (len(hits), hits if len(hits) <= SEARCH_KEEP else None)
-                _SEARCH_CACHE[key] = found
-                while len(_SEARCH_CACHE) > 256:
-                    _SEARCH_CACHE.popitem(last=False)
-            total, only = found
-            if total > SEARCH_COUNT_CAP:
-                total, capped = SEARCH_COUNT_CAP, True
-        elif q.filter_output and q.filter_result:
-            f = _S.alias("f")
-            total = conn.execute(select(func.count()).select_from(f).where(
-                f.c.run_id == run_id, f.c.output == q.filter_output,
-                _result_condition(f, q.filter_result))).scalar_one()
+        found = _search(conn, store, run, q, packed) if q.search else None
+        if packed and (q.sort or q.filter_output and q.filter_result):
+            idxs, total = _packed_page(store, run, q, offset, None if found is None else found[1])
+            capped = found is not None and found[0] > SEARCH_COUNT_CAP and found[1] is None
         else:
-            total = conn.execute(select(func.count()).select_from(_R).where(_R.c.run_id == run_id)).scalar_one()
-        if q.sort:
-            idxs = _sorted_page(conn, store, run_id, q, offset, total, only)
-        elif only is not None:
-            idxs = only[offset:offset + q.per_page]
-        elif q.filter_output and q.filter_result and not q.search:
-            f = _S.alias("f")
-            idxs = [i for (i,) in conn.execute(
-                select(f.c.idx).where(f.c.run_id == run_id, f.c.output == q.filter_output,
-                                      _result_condition(f, q.filter_result))
-                .order_by(_tiebreak(store, f)).limit(q.per_page).offset(offset))]
-        else:
-            sel = (select(_R.c.idx).where(_R.c.run_id == run_id, *_row_conditions(store, run_id, q, _R.c.idx))
-                   .order_by(_R.c.idx).limit(q.per_page).offset(offset))
-            idxs = [i for (i,) in conn.execute(sel)]
-        rows = _load_rows(conn, run_id, idxs)
+            idxs, total, capped = _page(conn, store, run, q, offset, found)
+        rows = _load_rows(conn, store, run_id, idxs)
     pages = max(1, math.ceil(total / q.per_page))
     return {"total": total, "total_capped": capped, "page": q.page, "pages": pages, "per_page": q.per_page,
             "rows": rows}
+
+
+def _search(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, packed: bool) -> tuple[int, Any]:
+    """``(number of matches, their positions in order or None)`` of the run's rows for the
+    search (and, on a run written before version 6, the result filter), kept for a finished run.
+
+    The full-text index gives every match; where it cannot answer (no words, no index) or
+    finds nothing, one scan finds the matches up to the cap (and keeps them when few)."""
+    run_id = run["id"]
+    filt = None if packed else (q.filter_output, q.filter_result)
+    key = (store.url, run_id, run.get("updated_at"), run.get("rows_done"), q.search, filt)
+    found = _SEARCH_CACHE.get(key) if run.get("status") != "running" else None
+    if found is not None:
+        return found
+    hits = T.find(conn, run, q.search or "")
+    if hits and not T.plain_words(q.search or ""):
+        hits = _verify(conn, store, run_id, hits, q.search or "")
+    if hits and not packed and q.filter_output and q.filter_result:
+        f = _S.alias("f")
+        keep = {i for (i,) in conn.execute(select(f.c.idx).where(f.c.run_id == run_id, f.c.output == q.filter_output,
+                                                                 _result_condition(f, q.filter_result)))}
+        hits = [i for i in hits if i in keep]
+        if not hits:
+            found = (0, np.zeros(0, dtype=np.int64))
+    if found is None and hits and (packed or len(hits) <= SEARCH_KEEP):
+        found = (len(hits), np.asarray(hits, dtype=np.int64))
+    if found is None:
+        # A scan: up to the cap; few matches are kept whole, so the next pages of a rare
+        # word read no more than their rows.
+        sq = q if not packed else RowQuery(search=q.search)
+        conds = _row_conditions(store, run_id, sq, _R.c.idx)
+        scan = [i for (i,) in conn.execute(select(_R.c.idx).where(_R.c.run_id == run_id, *conds)
+                                           .order_by(_R.c.idx).limit(SEARCH_COUNT_CAP + 1))]
+        found = (len(scan), np.asarray(scan, dtype=np.int64) if len(scan) <= SEARCH_KEEP else None)
+    # kept for a finished run when small (a common word's every match is asked of the index again)
+    if run.get("status") != "running" and (found[1] is None or len(found[1]) <= SEARCH_KEEP):
+        _SEARCH_CACHE[key] = found
+        while len(_SEARCH_CACHE) > 256:
+            _SEARCH_CACHE.popitem(last=False)
+    return found
+
+
+def _verify(conn: Any, store: Store, run_id: str, hits: list[int], text: str) -> list[int]:
+    """The rows found by the index whose inputs (as stored, JSON) or reasons hold the search
+    as it is typed (case aside): the index matches words, whatever is between them, and a
+    search with punctuation means it."""
+    needle = text.lower()
+    packed = store.is_packed(run_id)
+    keep: set[int] = set()
+    for lo in range(0, len(hits), 900):
+        part = hits[lo:lo + 900]
+        if packed:
+            got = conn.execute(select(_R.c.idx, _R.c.inputs, _R.c.reasons)
+                               .where(_R.c.run_id == run_id, _R.c.idx.in_(part)))
+            keep.update(i for i, inp, rs in got if needle in inp.lower() or (rs and needle in rs.lower()))
+            continue
+        for i, inp in conn.execute(select(_R.c.idx, _R.c.inputs).where(_R.c.run_id == run_id, _R.c.idx.in_(part))):
+            if needle in inp.lower():
+                keep.add(i)
+        for i, why in conn.execute(select(_S.c.idx, _S.c.reason).where(_S.c.run_id == run_id, _S.c.idx.in_(part),
+                                                                      _S.c.reason.is_not(None))):
+            if needle in why.lower():
+                keep.add(i)
+    return [i for i in hits if i in keep]
+
+
+def _page(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, offset: int,
+          found: tuple[int, Any] | None) -> tuple[list[int], int, bool]:
+    """A page by SQL: a run written before version 6, or any run without sort and filter."""
+    run_id = run["id"]
+    capped = False
+    only: list[int] | None = None    # every matching row, when a search found few
+    if found is not None:
+        total = found[0]
+        only = None if found[1] is None else [int(i) for i in found[1]]
+        if total > SEARCH_COUNT_CAP and only is None:
+            total, capped = SEARCH_COUNT_CAP, True
+    elif q.filter_output and q.filter_result:
+        f = _S.alias("f")
+        total = conn.execute(select(func.count()).select_from(f).where(
+            f.c.run_id == run_id, f.c.output == q.filter_output,
+            _result_condition(f, q.filter_result))).scalar_one()
+    else:
+        total = conn.execute(select(func.count()).select_from(_R).where(_R.c.run_id == run_id)).scalar_one()
+    if q.sort:
+        idxs = _sorted_page(conn, store, run_id, q, offset, total, only)
+    elif only is not None:
+        idxs = only[offset:offset + q.per_page]
+    elif q.filter_output and q.filter_result and not q.search:
+        f = _S.alias("f")
+        idxs = [i for (i,) in conn.execute(
+            select(f.c.idx).where(f.c.run_id == run_id, f.c.output == q.filter_output,
+                                  _result_condition(f, q.filter_result))
+            .order_by(_tiebreak(store, f)).limit(q.per_page).offset(offset))]
+    else:
+        sel = (select(_R.c.idx).where(_R.c.run_id == run_id, *_row_conditions(store, run_id, q, _R.c.idx))
+               .order_by(_R.c.idx).limit(q.per_page).offset(offset))
+        idxs = [i for (i,) in conn.execute(sel)]
+    return idxs, total, capped
+
+
+_COLS_CACHE: "OrderedDict[tuple, dict[str, Any]]" = OrderedDict()
+
+
+def _columns(store: Store, run: dict[str, Any]) -> dict[str, Any]:
+    """A run's score and result columns (written since version 6): those kept when it finished
+    (read once, then from memory), else read from its rows."""
+    key = (store.url, run["id"], run.get("updated_at"), run.get("rows_done"))
+    hit = _COLS_CACHE.get(key) if run.get("status") != "running" else None
+    if hit is not None:
+        return hit
+    cols = store.columns(run["id"]) if run.get("status") == "completed" else {}
+    if not any(k.startswith("result:") for k in cols):
+        cols = store.live_columns(run["id"], output_names(run))
+    if run.get("status") != "running":
+        _COLS_CACHE[key] = cols
+        while len(_COLS_CACHE) > 8:
+            _COLS_CACHE.popitem(last=False)
+    return cols
+
+
+def _packed_page(store: Store, run: dict[str, Any], q: RowQuery, offset: int,
+                 hits: Any) -> tuple[list[int], int]:
+    """A sorted and/or filtered page of a run written since version 6, from its columns: the
+    same order as :func:`_sorted_page` (equal scores in input order, reversed when descending;
+    rows without a score last, in input order)."""
+    cols = _columns(store, run)
+    n = len(cols["row_id"])
+    mask = np.ones(n, dtype=bool)
+    if hits is not None:
+        m = np.zeros(n, dtype=bool)
+        h = np.asarray(hits, dtype=np.int64)
+        m[h[h < n]] = True
+        mask &= m
+    if q.filter_output and q.filter_result:
+        mask &= cols[f"result:{q.filter_output}"] == RESULT_CODES[q.filter_result]
+    sel = np.nonzero(mask)[0]
+    if q.sort:
+        s = cols[f"score:{q.sort}"][sel]
+        has = ~np.isnan(s)
+        a, sa = sel[has], s[has]
+        order = np.lexsort((a, sa))
+        if q.desc:
+            order = order[::-1]
+        sel = np.concatenate([a[order], sel[~has]])
+    return [int(i) for i in sel[offset:offset + q.per_page]], int(len(sel))
 
 
 def _sorted_page(conn: Any, store: Store, run_id: str, q: RowQuery, offset: int, total: int,
@@ -302,7 +424,7 @@ def _sorted_page(conn: Any, store: Store, run_id: str, q: RowQuery, offset: int,
     return out
 
 
-def _load_rows(conn: Any, run_id: str, idxs: list[int]) -> list[dict[str, Any]]:
+def _load_rows(conn: Any, store: Store, run_id: str, idxs: list[int]) -> list[dict[str, Any]]:
     if not idxs:
         return []
     by_idx: dict[int, dict[str, Any]] = {}
@@ -310,15 +432,18 @@ def _load_rows(conn: Any, run_id: str, idxs: list[int]) -> list[dict[str, Any]]:
                           .where(_R.c.run_id == run_id, _R.c.idx.in_(idxs))):
         by_idx[r.idx] = {"idx": r.idx, "row_id": r.row_id, "conversation_id": r.conversation_id,
                          "target_error": bool(r.target_error), "inputs": orjson.loads(r.inputs), "scores": {}}
-    for s in conn.execute(select(_S.c.idx, _S.c.metric, _S.c.output, _S.c.value, _S.c.score, _S.c.passed,
-                                 _S.c.result, _S.c.reason, _S.c.status)
-                          .where(_S.c.run_id == run_id, _S.c.idx.in_(idxs))):
-        row = by_idx.get(s.idx)
+    for i, scores in store.row_scores(conn, run_id, idxs).items():
+        row = by_idx.get(i)
         if row is not None:
-            row["scores"][s.output] = {"metric": s.metric, "value": load_value(s.value), "score": s.score,
-                                       "passed": s.passed, "result": s.result, "reason": s.reason,
-                                       "status": s.status}
+            for m, o, s in scores:
+                row["scores"][o] = {"metric": m, "value": s.value, "score": _stored_score(s), "passed": s.passed,
+                                    "result": s.result, "reason": s.reason, "status": s.status}
     return [by_idx[i] for i in idxs if i in by_idx]
+
+
+def _stored_score(s: Any) -> float | None:
+    # a NaN score reads as none (as the score column stores it)
+    return None if s.score is None or s.score != s.score else s.score
 
 
 def first_rows(store: Store, run_id: str, limit: int) -> list[dict[str, Any]]:
@@ -330,7 +455,7 @@ def first_rows(store: Store, run_id: str, limit: int) -> list[dict[str, Any]]:
                                            .order_by(_R.c.idx).limit(limit))]
         out: list[dict[str, Any]] = []
         for start in range(0, len(idxs), 900):   # stay under SQLite's bound-parameter limit
-            out += _load_rows(conn, run_id, idxs[start:start + 900])
+            out += _load_rows(conn, store, run_id, idxs[start:start + 900])
         return out
 
 
@@ -340,12 +465,10 @@ def get_row(store: Store, run_id: str, idx: int) -> dict[str, Any]:
         r = conn.execute(select(_R).where(_R.c.run_id == run_id, _R.c.idx == idx)).mappings().first()
         if r is None:
             raise AssayError(f"run {run_id} has no row {idx}")
-        scores = []
-        for s in conn.execute(select(_S).where(_S.c.run_id == run_id, _S.c.idx == idx)).mappings():
-            scores.append({"metric": s["metric"], "output": s["output"], "value": load_value(s["value"]),
-                           "score": s["score"], "passed": s["passed"], "result": s["result"],
-                           "reason": s["reason"], "status": s["status"], "threshold": s["threshold"],
-                           "properties": load_json(s["properties"]) or {}})
+        scores = [{"metric": m, "output": o, "value": s.value, "score": _stored_score(s), "passed": s.passed,
+                   "result": s.result, "reason": s.reason, "status": s.status, "threshold": s.threshold,
+                   "properties": s.properties or {}}
+                  for m, o, s in store.row_scores(conn, run_id, [idx]).get(idx, [])]
         prev_idx = conn.execute(select(func.max(_R.c.idx)).where(_R.c.run_id == run_id, _R.c.idx < idx)).scalar()
         next_idx = conn.execute(select(func.min(_R.c.idx)).where(_R.c.run_id == run_id, _R.c.idx > idx)).scalar()
     return {"idx": r["idx"], "row_id": r["row_id"], "conversation_id": r["conversation_id"],
@@ -358,12 +481,19 @@ def worst_rows(store: Store, run: dict[str, Any], output: str, limit: int = 20) 
     info = {o["output"]: o for o in run_outputs(run)}.get(output)
     if info is None:
         raise AssayError(f"the run has no metric output {output!r}")
+    if store.is_packed(run["id"]):
+        v = _columns(store, run)[f"score:{output}"]
+        at = np.nonzero(~np.isnan(v))[0]
+        vals = v[at] if info["higher_is_better"] else -v[at]
+        picks = [int(i) for i in at[np.lexsort((at, vals))][:limit]]
+        with store.engine.connect() as conn:
+            return _load_rows(conn, store, run["id"], picks)
     order = _S.c.score.asc() if info["higher_is_better"] else _S.c.score.desc()
     with store.engine.connect() as conn:
         idxs = [i for (i,) in conn.execute(
             select(_S.c.idx).where(_S.c.run_id == run["id"], _S.c.output == output, _S.c.score.is_not(None))
             .order_by(order, _S.c.idx).limit(limit))]
-        return _load_rows(conn, run["id"], idxs)
+        return _load_rows(conn, store, run["id"], idxs)
 
 
 # -- charts ---------------------------------------------------------------------------------
@@ -373,6 +503,13 @@ def histograms(store: Store, run_id: str, outputs: Sequence[str], bins: int = HI
     ``values``: one bar per distinct score (``lo == hi``); ``bins``: ``bins`` equal-width bins
     from the lowest to the highest score. ``missing`` counts rows without a score."""
     out: dict[str, dict[str, Any]] = {}
+    if store.is_packed(run_id):
+        run = store.get_run(run_id)
+        cols = _columns(store, run)
+        for output in outputs:
+            v = cols.get(f"score:{output}")
+            out[output] = _histogram(v if v is not None else np.zeros(0), bins)
+        return out
     with store.engine.connect() as conn:
         for output in outputs:
             where = (_S.c.run_id == run_id, _S.c.output == output)
@@ -395,6 +532,22 @@ def histograms(store: Store, run_id: str, outputs: Sequence[str], bins: int = HI
                     for i in range(bins)]
             out[output] = {"kind": "bins", "bars": bars, "n": sum(x["count"] for x in bars), "missing": missing}
     return out
+
+
+def _histogram(v: Any, bins: int) -> dict[str, Any]:
+    """:func:`histograms` of one output from its score column (NaN: no score)."""
+    s = v[~np.isnan(v)]
+    missing = int(len(v) - len(s))
+    vals, counts = np.unique(s, return_counts=True)
+    if len(vals) <= DISCRETE_MAX:
+        bars = [{"lo": float(x), "hi": float(x), "count": int(c)} for x, c in zip(vals, counts)]
+        return {"kind": "values", "bars": bars, "n": int(counts.sum()), "missing": missing}
+    lo, hi = float(s.min()), float(s.max())
+    width = (hi - lo) / bins if hi > lo else 1.0
+    b = np.minimum(bins - 1, ((s - lo) / width).astype(np.int64))
+    got = np.bincount(b, minlength=bins)
+    bars = [{"lo": lo + i * width, "hi": lo + (i + 1) * width, "count": int(got[i])} for i in range(bins)]
+    return {"kind": "bins", "bars": bars, "n": int(got.sum()), "missing": missing}
 
 
 _HIST_CACHE: "OrderedDict[tuple, dict[str, dict[str, Any]]]" = OrderedDict()

@@ -11,9 +11,18 @@ so they read the same on both and ``LIKE`` searches work on both.
 - ``run_sessions``: one per process that ran (or resumed) a run: pid, host, when it
   started and ended, how it ended, the row it started from and its judge usage.
 - ``rows``: one per evaluated row: its position ``idx`` in the input, the row id, the
-  conversation id, the ``inputs.*`` columns as JSON.
-- ``scores``: one per (row, metric output): the eight columns of a row's metric output (value, score, passed,
-  result, reason, status, threshold, properties).
+  conversation id, the ``inputs.*`` columns as JSON, and (runs written since version 6, whose
+  ``runs.row_format`` is 2) every metric output's score in compact form: ``scores``, a JSON list
+  of ``[metric, output, value (JSON text), score, passed, result, status, threshold,
+  properties]``, and ``reasons``, the JSON list of their reasons (null when none has one).
+- ``scores``: one per (row, metric output) of the runs written before version 6 (``row_format``
+  null): the eight columns of a row's metric output (value, score, passed, result, reason,
+  status, threshold, properties). A finished run of either form also has its scores and
+  results as compact columns (``run_column_parts``), which sorting, filtering and charts read.
+- ``row_text`` (since version 6): the full-text index of each row's input text and reasons, for
+  the dashboard's search: on SQLite an FTS5 table (contentless; its rowid is the run's
+  ``runs.seq`` times 2**32 plus the row position), on PostgreSQL a table of ``tsvector``
+  (``to_tsvector('simple', ...)``) with a GIN index. Made by :func:`create_text_index`.
 - ``run_column_parts``: a finished run's scores and row ids as compact blobs, for comparisons,
   in parts of a fixed number of rows (``run_columns``: the same in one blob per column, as
   runs finished before version 5 have them).
@@ -35,7 +44,7 @@ from typing import Callable
 from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
                         PrimaryKeyConstraint, String, Table, Text, inspect, select, update)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = MetaData()
 
@@ -69,6 +78,8 @@ runs = Table(
     Column("owner_pid", Integer),
     Column("owner_host", String(255)),
     Column("heartbeat_at", Float),
+    Column("row_format", Integer),   # 2: rows keep their scores (version 6); null: in ``scores``
+    Column("seq", Integer),          # the run's number in the full-text index (SQLite)
 )
 
 # One per process that ran a run: the first, then one per resume. ``usage``: that session's
@@ -95,6 +106,8 @@ rows = Table(
     Column("conversation_id", Text),
     Column("target_error", Boolean, nullable=False, default=False),
     Column("inputs", Text, nullable=False),
+    Column("scores", Text),          # JSON, row_format 2 (see the module's docstring)
+    Column("reasons", Text),         # JSON list, row_format 2
     PrimaryKeyConstraint("run_id", "idx"),
 )
 
@@ -222,10 +235,48 @@ def _v5(conn: Connection) -> None:
              "usage": r.usage} for r in old])
 
 
+_V6_COLUMNS = (("runs", "row_format", "INTEGER"), ("runs", "seq", "INTEGER"), ("rows", "scores", "TEXT"),
+               ("rows", "reasons", "TEXT"))
+
+
+def _v6(conn: Connection) -> None:
+    """Version 6: new runs keep each row's scores with the row (one insert per row); the
+    full-text index of rows (``row_text``) is made, and the rows already stored are indexed
+    (their inputs' text and their scores' reasons)."""
+    for table, name, sql_type in _V6_COLUMNS:
+        if name not in {c["name"] for c in inspect(conn).get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
+    create_text_index(conn)
+    from assay.store.search import index_old_rows
+
+    index_old_rows(conn)
+
+
+def create_text_index(conn: Connection) -> None:
+    """The full-text index of rows: FTS5 on SQLite, ``tsvector`` + GIN on PostgreSQL; nothing
+    on another database or a SQLite built without FTS5 (searches then scan, as before)."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        try:
+            conn.exec_driver_sql("CREATE VIRTUAL TABLE IF NOT EXISTS row_text USING fts5(doc, content='', columnsize=0)")
+            # merge segments less often while runs are written (a commit per chunk of rows):
+            # about a third less work to index, a search reads a few more segments
+            conn.exec_driver_sql("INSERT INTO row_text (row_text, rank) VALUES ('automerge', 16)")
+        except Exception as exc:   # a SQLite without FTS5: searches scan
+            if "fts5" not in str(exc).lower():
+                raise
+    elif name == "postgresql":
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS row_text (run_id VARCHAR(32) NOT NULL, idx INTEGER NOT NULL, "
+                             "doc TSVECTOR NOT NULL, PRIMARY KEY (run_id, idx))")
+        conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_row_text_doc ON row_text USING GIN (doc)")
+    if conn.exec_driver_sql("SELECT value FROM assay_meta WHERE key = 'text_seq'").first() is None:
+        conn.exec_driver_sql("INSERT INTO assay_meta (key, value) VALUES ('text_seq', '0')")
+
+
 def new_ref() -> str:
     """A fresh public id for a benchmark: 12 hex digits."""
     return uuid.uuid4().hex[:12]
 
 
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}

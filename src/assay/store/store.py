@@ -3,9 +3,10 @@
 Location: ``url`` if given, else ``$ASSAY_STORE`` (a path or a SQLAlchemy URL;
 ``off`` turns saving off), else ``.assay/assay.db`` under the working directory.
 
-A run is written as it goes: :meth:`Store.write_rows` commits each chunk of scored rows
-with the run's progress in one transaction, so a run killed at any moment leaves a
-consistent prefix of its rows that ``assay eval --resume`` continues from. SQLite runs
+A run is written as it goes: :meth:`Store.write_rows` commits chunks of scored rows (one
+insert per row: its inputs, its scores in compact form, its full-text index entry) with the
+run's progress in one transaction, on a writer thread behind the scoring, so a run killed at
+any moment leaves a consistent prefix of its rows that ``assay eval --resume`` continues from. SQLite runs
 in WAL mode with a busy timeout, so several processes can write one store at once.
 
 A running run is owned by the session (process) writing it, which keeps a heartbeat; a run
@@ -33,6 +34,8 @@ from assay.errors import AssayError
 from assay.metrics.base import Score
 from assay.results import StoredRow
 from assay.store import schema as S
+from assay.store import search as T
+from assay.store.search import raw_rows
 from assay.store.sessions import describe_owner, is_stale, this_host
 
 DEFAULT_PATH = Path(".assay") / "assay.db"
@@ -96,7 +99,15 @@ class _NotOwner(Exception):
 
 
 class Store:
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, row_format: int = 2):
+        """``row_format=1`` writes new runs as stores of version 5 and before did (a score row
+        per metric output; for tests of stores written by older versions)."""
+        self.row_format = row_format
+        self._formats: dict[str, tuple[int | None, int | None]] = {}   # run id -> (row_format, seq)
+        # a run being written (row form 2): its outputs, and the columns of its parts not yet
+        # complete, written with the chunk that completes them (see _Part)
+        self._outputs: dict[str, list[str]] = {}
+        self._parts: dict[str, dict[int, _Part]] = {}
         self.url = _engine_url(url)
         self.display_url = _safe_url(self.url)
         try:
@@ -108,6 +119,8 @@ class Store:
         self._mark = _param_mark(self.engine)
         self._insert_rows = _insert_sql(self.engine, S.rows)
         self._insert_scores = _insert_sql(self.engine, S.scores)
+        self._insert_text = T.index_sql(self.engine.dialect.name, self._mark)
+        self._text_index: bool | None = None
         self._owned: dict[str, str] = {}   # run id -> the session of this process that owns it
         for attempt in range(20):
             try:
@@ -128,6 +141,7 @@ class Store:
             have = set(inspect(conn).get_table_names())
             if "assay_meta" not in have:
                 S.metadata.create_all(conn)
+                S.create_text_index(conn)
                 conn.execute(insert(S.meta).values(key="schema_version", value=str(S.SCHEMA_VERSION)))
                 return
             found = conn.execute(select(S.meta.c.value).where(S.meta.c.key == "schema_version")).scalar()
@@ -158,15 +172,19 @@ class Store:
         now = time.time()
         from assay.version import __version__
 
+        fmt = 2 if self.row_format == 2 else None
         with self.engine.begin() as conn:
+            seq = T.next_seq(conn)
             conn.execute(insert(S.runs).values(
-                id=run_id, name=name, status="running", created_at=now, updated_at=now, source=source,
+                row_format=fmt, seq=seq, id=run_id, name=name, status="running", created_at=now, updated_at=now, source=source,
                 data_fingerprint=fingerprint, config_hash=config_hash, config=_dumps(dict(config)),
                 metrics=_dumps(list(metrics)), judge=judge, rows_done=0,
                 versions=_dumps({"assay": __version__, "python": sys.version.split()[0]}),
                 owner=session, owner_pid=os.getpid(), owner_host=this_host(), heartbeat_at=now))
             self._add_session(conn, run_id, session, now, 0)
         self._owned[run_id] = session
+        self._formats[run_id] = (fmt, seq)
+        self._outputs[run_id] = _layout_outputs(config)
         return run_id
 
     def reopen_run(self, run_id: str) -> None:
@@ -207,6 +225,8 @@ class Store:
                                  status="stale" if row["status"] == "running" else row["status"]))
             self._add_session(conn, run_id, session, now, int(row["rows_done"] or 0))
         self._owned[run_id] = session
+        self._parts.pop(run_id, None)
+        self._outputs[run_id] = _layout_outputs(load_json(row["config"]) or {})
 
     def owns(self, run_id: str) -> bool:
         """Whether a session of this Store started or resumed ``run_id`` and has not ended it."""
@@ -254,17 +274,91 @@ class Store:
                                .order_by(t.c.started_at, t.c.session)).mappings().all()
         return [{**r, "usage": load_json(r["usage"])} for r in got]
 
+    def _run_format(self, run_id: str) -> tuple[int | None, int | None]:
+        """The run's row form (2: scores kept with the row; None: a score row per output, as
+        before version 6) and its number in the full-text index."""
+        got = self._formats.get(run_id)
+        if got is None:
+            with self.engine.connect() as conn:
+                row = conn.execute(select(S.runs.c.row_format, S.runs.c.seq).where(S.runs.c.id == run_id)).first()
+            got = (row[0], row[1]) if row is not None else (self.row_format if self.row_format == 2 else None, None)
+            self._formats[run_id] = got
+        return got
+
+    def has_text_index(self) -> bool:
+        if self._text_index is None:
+            with self.engine.connect() as conn:
+                self._text_index = T.has_index(conn)
+        return self._text_index
+
     def write_rows(self, run_id: str, batch: Sequence[StoredRow]) -> None:
-        """Rows and their scores, and the run's progress, in one transaction."""
+        """Rows and their scores, their full-text index, and the run's progress, in one transaction."""
         if not batch:
             return
+        fmt, seq = self._run_format(run_id)
         # The hot path of a saved run: plain tuples through the driver's executemany (the
-        # SQL is built once from the schema), which is several times faster than compiling
-        # an insert per batch.
+        # SQL is built once from the schema). A row of a run of version 6 is one insert: its
+        # scores in one compact JSON list (see schema), its reasons in another.
         row_params = []
         score_params = []
+        docs = []
+        index = self._insert_text is not None and self.has_text_index() and (seq is not None or
+                                                                             self.engine.dialect.name != "sqlite")
+        outputs = self._outputs.get(run_id) if fmt == 2 else None
+        parts = self._parts.setdefault(run_id, {}) if outputs is not None else None
+        size = PART_ROWS
+        part: _Part | None = None
+        nan = math.nan
         for r in batch:
-            row_params.append((run_id, r.idx, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs)))
+            if fmt == 2:
+                i = r.idx
+                if parts is not None:
+                    if part is None or not part.lo <= i < part.lo + size:
+                        k = i // size
+                        part = parts.get(k)
+                        if part is None:
+                            part = parts[k] = _Part(k * size, size, outputs)   # type: ignore[arg-type]
+                    pi = i - part.lo
+                    part.n += 1
+                    part.ids[pi] = r.row_id
+                    which, at, col_score, col_code = part.which, part.at, part.score, part.code
+                else:
+                    which = {}
+                packed = []
+                reasons = []
+                any_reason = False
+                for m, outs in r.scores.items():
+                    for o, s in outs.items():
+                        v = s.value
+                        if v is None:
+                            value = None
+                        elif type(v) is float and v == v and v not in _INF:
+                            value = repr(v)
+                        else:
+                            value = _dump_value(v)
+                        sc = s.score
+                        if sc is not None:
+                            sc = None if sc != sc else float(sc)   # NaN: none (the value keeps it)
+                        packed.append((m, o, value, sc, s.passed, s.result, s.status, s.threshold,
+                                       s.properties or None))
+                        why = s.reason
+                        reasons.append(why)
+                        if why is not None:
+                            any_reason = True
+                        j = which.get(o)
+                        if j is not None:
+                            at.append(j * size + pi)
+                            col_score.append(nan if sc is None else sc)
+                            col_code.append(result_code(s.result, s.status))
+                row_params.append((run_id, i, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs),
+                                   orjson.dumps(packed, option=_DUMP, default=_default).decode(),
+                                   orjson.dumps(reasons).decode() if any_reason else None))
+                if index:
+                    docs.append((i, T.row_doc(r.inputs, reasons)))
+                continue
+            row_params.append((run_id, r.idx, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs),
+                               None, None))
+            reasons = []
             for m, outs in r.scores.items():
                 for o, s in outs.items():
                     v = s.value
@@ -273,7 +367,11 @@ class Store:
                     score_params.append((run_id, r.idx, m, o, value, _finite(s.score), s.passed, s.result,
                                          s.reason, s.status, s.threshold,
                                          _dumps(s.properties) if s.properties else None))
+                    reasons.append(s.reason)
+            if index:
+                docs.append((r.idx, T.row_doc(r.inputs, reasons)))
         done = batch[-1].idx + 1
+        full = [k for k, p in (parts or {}).items() if p.n == p.size]
         try:
             with self.engine.begin() as conn:
                 # the owner is checked first: a session that lost the run writes nothing
@@ -283,14 +381,24 @@ class Store:
                 if got.rowcount != 1:
                     raise _NotOwner()
                 conn.exec_driver_sql(self._insert_rows, row_params)
+                if full:
+                    conn.execute(insert(S.run_column_parts), [b for k in full for b in parts[k].blobs(run_id, k)])  # type: ignore[index]
                 if score_params:
                     conn.exec_driver_sql(self._insert_scores, score_params)
-        except _NotOwner:
-            raise self._lost(run_id) from None
-        except SQLAlchemyError as exc:
+                if docs:
+                    conn.exec_driver_sql(self._insert_text, T.index_params(self.engine.dialect.name, run_id,
+                                                                           seq or 0, docs))
+        except BaseException as exc:
+            self._parts.pop(run_id, None)   # the parts not written are made again from the rows
+            if isinstance(exc, _NotOwner):
+                raise self._lost(run_id) from None
+            if not isinstance(exc, SQLAlchemyError):
+                raise
             raise AssayError(f"cannot write run {run_id} to the store at {self.display_url}: "
                              f"{getattr(exc, 'orig', exc)} (the rows up to {batch[0].idx} are saved; "
                              "fix the cause and run again with --resume)") from None
+        for k in full:
+            parts.pop(k, None)   # type: ignore[union-attr]
 
     def finish_run(self, run_id: str, status: str, *, aggregates: Any = None, summary: Any = None,
                    usage: Any = None, error: str | None = None) -> None:
@@ -330,6 +438,8 @@ class Store:
         of row positions, by the primary keys): what is held is one part and one batch,
         whatever the size of the run."""
         done = conn.execute(select(S.runs.c.rows_done).where(S.runs.c.id == run_id)).scalar_one()
+        if self._run_format(run_id)[0] == 2:
+            return self._write_packed_columns(conn, run_id, outputs, done)
         conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
         conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
         code = {o: j for j, o in enumerate(outputs)}
@@ -356,11 +466,77 @@ class Store:
             blobs.append({"run_id": run_id, "name": "row_id", "part": part, "data": orjson.dumps(ids)})
             conn.execute(insert(S.run_column_parts), blobs)
 
+    def _write_packed_columns(self, conn: Any, run_id: str, outputs: list[str], done: int) -> None:
+        """:meth:`_write_columns` for a run whose rows keep their scores: also each output's
+        result as int8 codes (:data:`RESULT_CODES`), which the dashboard filters by. The parts
+        completed while the run was written are there already (when they have the same
+        outputs); the last one comes from memory, others (a resumed run's) from the rows."""
+        t = S.run_column_parts
+        names = {f"{k}:{o}" for o in outputs for k in ("score", "result")} | {"row_id"}
+        have = {}
+        for part, name in conn.execute(select(t.c.part, t.c.name).where(t.c.run_id == run_id)):
+            have.setdefault(part, set()).add(name)
+        if any(got != names for got in have.values()):
+            conn.execute(delete(t).where(t.c.run_id == run_id))
+            have = {}
+        mem = self._parts.pop(run_id, {})
+        for part, lo in enumerate(range(0, max(done, 1), PART_ROWS)):
+            if part in have:
+                continue
+            hi = min(lo + PART_ROWS, done)
+            acc = mem.get(part)
+            if acc is not None and acc.n == hi - lo and acc.size == PART_ROWS and acc.outputs == outputs:
+                conn.execute(insert(t), acc.blobs(run_id, part, hi - lo))
+                continue
+            cols = packed_columns(outputs, hi - lo, (
+                (i - lo, rid, sc) for b_lo in range(lo, hi, COLUMN_BATCH)
+                for i, rid, sc in self._raw(conn, "SELECT idx, row_id, scores FROM rows WHERE run_id = ? "
+                                                  "AND idx >= ? AND idx < ?", (run_id, b_lo, min(b_lo + COLUMN_BATCH, hi)))))
+            conn.execute(insert(t), _blobs(run_id, part, cols))
+
+    def row_scores(self, conn: Any, run_id: str, idxs: Sequence[int]) -> dict[int, list[tuple[str, str, Score]]]:
+        """The scores of the run's rows at ``idxs``: ``{idx: [(metric, output, Score)]}``, in
+        either row form."""
+        out: dict[int, list[tuple[str, str, Score]]] = {}
+        idxs = list(idxs)
+        packed = self._run_format(run_id)[0] == 2
+        for lo in range(0, len(idxs), 900):   # stay under SQLite's bound-parameter limit
+            part = idxs[lo:lo + 900]
+            if packed:
+                for i, sc, rs in conn.execute(select(S.rows.c.idx, S.rows.c.scores, S.rows.c.reasons)
+                                              .where(S.rows.c.run_id == run_id, S.rows.c.idx.in_(part))):
+                    out[i] = unpack_scores(sc, rs)
+                continue
+            for s in conn.execute(select(S.scores).where(S.scores.c.run_id == run_id, S.scores.c.idx.in_(part))
+                                  .order_by(S.scores.c.idx)):
+                value = load_value(s.value)
+                score = s.score
+                if score is None and isinstance(value, float) and not math.isfinite(value):
+                    score = value
+                out.setdefault(s.idx, []).append((s.metric, s.output, Score(
+                    value, score, s.passed, s.result, s.reason, s.status, s.threshold, load_json(s.properties) or {})))
+        return out
+
+    def is_packed(self, run_id: str) -> bool:
+        """Whether the run's rows keep their scores (runs written since store version 6)."""
+        return self._run_format(run_id)[0] == 2
+
+    def live_columns(self, run_id: str, outputs: Sequence[str]) -> dict[str, Any]:
+        """The columns of :meth:`columns` (scores, results, row ids) read from the rows of a run
+        whose rows keep their scores, whatever its state (a run still going has no stored columns)."""
+        with self.engine.connect() as conn:
+            got = self._raw(conn, "SELECT idx, row_id, scores FROM rows WHERE run_id = ?", (run_id,))
+        n = max((r[0] for r in got), default=-1) + 1
+        return packed_columns(list(outputs), n, got)
+
     def columns(self, run_id: str) -> dict[str, Any]:
         """A finished run's columns: ``{"score:<output>": float64 array, "row_id": list}``;
         empty for a run that did not finish."""
         t = S.run_column_parts
         with self.engine.connect() as conn:
+            status = conn.execute(select(S.runs.c.status).where(S.runs.c.id == run_id)).scalar()
+            if status != "completed":   # the parts of a run being written are not all there
+                return {}
             parts = conn.execute(select(t.c.name, t.c.data).where(t.c.run_id == run_id)
                                  .order_by(t.c.name, t.c.part)).all()
             if not parts:   # a run finished before version 5: one blob per column
@@ -370,7 +546,8 @@ class Store:
         for name, data in parts:
             by_name.setdefault(name, []).append(data)
         return {name: ([rid for d in blobs for rid in orjson.loads(d)] if name == "row_id"
-                       else np.concatenate([np.frombuffer(d, dtype=np.float64) for d in blobs]))
+                       else np.concatenate([np.frombuffer(d, dtype=np.int8 if name.startswith("result:")
+                                                          else np.float64) for d in blobs]))
                 for name, blobs in by_name.items()}
 
     def find_resumable(self, fingerprint: str | None, config_hash: str, name: str | None = None) -> dict | None:
@@ -434,6 +611,7 @@ class Store:
                     batch: int = 2000) -> Iterator[StoredRow]:
         """The run's rows in input order, with their scores, read in batches."""
         lo = start
+        packed = self._run_format(run_id)[0] == 2
         with self.engine.connect() as conn:
             while True:
                 hi = lo + batch if stop is None else min(lo + batch, stop)
@@ -444,8 +622,13 @@ class Store:
                 if not rrows:
                     return
                 by_idx: dict[int, dict[str, dict[str, Score]]] = {r.idx: {} for r in rrows}
-                for s in conn.execute(select(S.scores).where(S.scores.c.run_id == run_id, S.scores.c.idx >= lo,
-                                                             S.scores.c.idx < hi)):
+                if packed:
+                    for r in rrows:
+                        for m, o, sc in unpack_scores(r.scores, r.reasons):
+                            by_idx[r.idx].setdefault(m, {})[o] = sc
+                old = () if packed else conn.execute(select(S.scores).where(
+                    S.scores.c.run_id == run_id, S.scores.c.idx >= lo, S.scores.c.idx < hi))
+                for s in old:
                     value = load_value(s.value)
                     score = s.score
                     if score is None and isinstance(value, float) and not math.isfinite(value):
@@ -480,14 +663,7 @@ class Store:
             return self._raw(conn, sql, params)
 
     def _raw(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple]:
-        if self._mark != "?":
-            sql = sql.replace("%", "%%").replace("?", self._mark)
-        cur = conn.connection.driver_connection.cursor()
-        try:
-            cur.execute(sql, tuple(params))
-            return cur.fetchall()
-        finally:
-            cur.close()
+        return raw_rows(conn, sql, params)
 
     def count_rows(self, run_id: str) -> int:
         with self.engine.connect() as conn:
@@ -497,6 +673,9 @@ class Store:
         if not str(run_id or "").strip():
             raise AssayError("the run id to delete is empty")
         with self.engine.begin() as conn:
+            got = conn.execute(select(S.runs.c.seq, S.runs.c.row_format).where(S.runs.c.id == run_id)).first()
+            if got is not None:
+                T.delete_text(conn, run_id, got[0], got[1])
             conn.execute(delete(S.run_columns).where(S.run_columns.c.run_id == run_id))
             conn.execute(delete(S.run_column_parts).where(S.run_column_parts.c.run_id == run_id))
             conn.execute(delete(S.scores).where(S.scores.c.run_id == run_id))
@@ -662,6 +841,106 @@ def _benchmark(row: Mapping[str, Any]) -> dict[str, Any]:
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _INF = (math.inf, -math.inf)
+
+
+# A metric output's result as the dashboard filters it (see queries.RESULTS): 0 none or other
+RESULT_CODES = {"pass": 1, "fail": 2, "error": 3, "skipped": 4}
+
+
+def result_code(result: str | None, status: str | None) -> int:
+    if result == "pass":
+        return 1
+    if result == "fail":
+        return 2
+    if result == "unknown" and status == "error":
+        return 3
+    if result == "not_applicable" and status == "skipped":
+        return 4
+    return 0
+
+
+def unpack_scores(packed: str | None, reasons: str | None) -> list[tuple[str, str, Score]]:
+    """``(metric, output, Score)`` of a row whose scores are kept with it (row form 2)."""
+    if not packed:
+        return []
+    items = orjson.loads(packed)
+    why = orjson.loads(reasons) if reasons else [None] * len(items)
+    out = []
+    for (m, o, value, score, passed, result, status, threshold, props), reason in zip(items, why):
+        v = load_value(value)
+        if score is None and isinstance(v, float) and not math.isfinite(v):
+            score = v   # stored as null, restored from the value
+        out.append((m, o, Score(v, score, passed, result, reason, status, threshold, props or {})))
+    return out
+
+
+def packed_columns(outputs: list[str], n: int, got: Iterator[tuple[int, Any, str | None]] | Sequence[Any]) -> dict[str, Any]:
+    """``score:<o>`` (float64, NaN: none), ``result:<o>`` (int8 :data:`RESULT_CODES`) and
+    ``row_id`` of ``n`` rows from ``(position, row id, packed scores)``."""
+    code = {o: j for j, o in enumerate(outputs)}
+    scores = np.full((len(outputs), n), np.nan)
+    results = np.zeros((len(outputs), n), dtype=np.int8)
+    ids: list[str | None] = [None] * n
+    for i, rid, packed in got:
+        ids[i] = rid
+        if not packed:
+            continue
+        for m, o, value, score, passed, result, status, threshold, props in orjson.loads(packed):
+            j = code.get(o)
+            if j is None:
+                continue
+            if score is not None:
+                scores[j, i] = score
+            results[j, i] = result_code(result, status)
+    cols: dict[str, Any] = {}
+    for j, o in enumerate(outputs):
+        cols[f"score:{o}"] = scores[j]
+        cols[f"result:{o}"] = results[j]
+    cols["row_id"] = ids
+    return cols
+
+
+class _Part:
+    """The columns of one part (``size`` rows from ``lo``) of a run being written, gathered
+    as its rows are written (:meth:`Store.write_rows`), so that a finished run's columns need
+    not be read back: ``at`` = output position * size + row position, with its score and
+    result code."""
+
+    __slots__ = ("lo", "size", "outputs", "n", "ids", "at", "score", "code", "which")
+
+    def __init__(self, lo: int, size: int, outputs: list[str]):
+        self.lo, self.size, self.outputs, self.n = lo, size, outputs, 0
+        self.which = {o: j for j, o in enumerate(outputs)}
+        self.ids: list[str | None] = [None] * size
+        self.at: list[int] = []
+        self.score: list[float] = []
+        self.code: list[int] = []
+
+    def blobs(self, run_id: str, part: int, n: int | None = None) -> list[dict[str, Any]]:
+        n = self.size if n is None else n
+        k = len(self.outputs)
+        scores = np.full(k * self.size, np.nan)
+        codes = np.zeros(k * self.size, dtype=np.int8)
+        at = np.asarray(self.at, dtype=np.int64)
+        scores[at] = np.asarray(self.score, dtype=np.float64)
+        codes[at] = np.asarray(self.code, dtype=np.int8)
+        scores, codes = scores.reshape(k, self.size)[:, :n], codes.reshape(k, self.size)[:, :n]
+        cols: dict[str, Any] = {}
+        for j, o in enumerate(self.outputs):
+            cols[f"score:{o}"] = np.ascontiguousarray(scores[j])
+            cols[f"result:{o}"] = np.ascontiguousarray(codes[j])
+        cols["row_id"] = self.ids[:n]
+        return _blobs(run_id, part, cols)
+
+
+def _blobs(run_id: str, part: int, cols: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"run_id": run_id, "name": name, "part": part,
+             "data": orjson.dumps(v) if name == "row_id" else v.tobytes()} for name, v in cols.items()]
+
+
+def _layout_outputs(config: Mapping[str, Any]) -> list[str]:
+    """The metric outputs of a run's configured layout, in order."""
+    return [o for _, outs in config.get("layout") or [] for o in outs]
 
 
 def _param_mark(engine: Engine) -> str:
