@@ -341,7 +341,9 @@ def start_cluster_limiter(name: str, *, concurrency: int, rpm: float | None = No
 
     ``concurrency``: requests in flight in the whole cluster; ``rpm`` / ``tpm``: requests and
     tokens per minute (None: not limited until a 429 says so). ``detached``: the actor outlives
-    the driver (for several jobs sharing one endpoint's quota; kill it with ``ray.kill``).
+    the driver (for several jobs sharing one endpoint's quota; kill it with ``ray.kill``);
+    otherwise Ray ends it once no handle to it is left, so the caller keeps the one returned
+    while the run lasts.
     The actor takes no CPU. Connects to Ray (``ray.init()``) when not yet connected. Returns
     the actor handle, to give to :class:`ClusterLimits`."""
     ray = _ray()
