@@ -375,3 +375,17 @@ def test_the_limiter_is_found_by_name_and_keeps_its_first_limits(cluster, caplog
     assert asyncio.run(one())[1] == 0.0
     with pytest.raises(AssayError, match="no cluster limiter named 'nobody'"):
         ClusterLimits("nobody").actor
+
+
+@needs_ray
+async def test_a_limiter_whose_actor_is_gone_fails_the_call_and_says_why(cluster):
+    handle = start_cluster_limiter("short-lived", concurrency=2)
+    cluster.kill(handle)
+    lim = Limiter(2, shared=ClusterLimits(handle))
+
+    async def never() -> str:
+        raise AssertionError("a request went out without a lease")
+
+    with pytest.raises(ModelCallError, match="the cluster limiter is unreachable") as e:
+        await lim.call(never)
+    assert e.value.kind == "connection" and not e.value.retryable and lim.in_flight == 0
