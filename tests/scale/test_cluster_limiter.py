@@ -324,7 +324,8 @@ async def test_the_request_rate_holds_across_workers(cluster, fake):
     _run(cluster, _workers(cluster, 3, fake.base_url, limits), 20)
     times = sorted(r["t"] for r in fake.chat_requests)
     assert len(times) == 60 and _senders(fake) == {"worker0", "worker1", "worker2"}
-    rate, burst, slack = rpm / 60, rpm / 60, 2
+    rate, burst = rpm / 60, rpm / 60
+    slack = rate * 0.25                  # a quarter second of scheduling jitter on a loaded machine
     worst = max((j - i + 1) - rate * (times[j] - times[i]) for i in range(60) for j in range(i, 60))
     assert worst <= burst + slack, f"{worst:.1f} requests over the rate in some window"
     # 40 requests beyond the burst at 20 a second: the endpoint saw them over at least ~2 s
