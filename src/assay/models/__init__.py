@@ -24,7 +24,7 @@ from assay.models.cache import CallCache, call_key, default_cache_path, embed_ke
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
 from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
                                             embedder_available)
-from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy
+from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy, SharedLimits
 from assay.models.local import LlamaCppModel
 from assay.models.local_embedder import LlamaCppEmbedder
 from assay.models.openai_compat import OpenAICompat
@@ -43,7 +43,7 @@ def build_judge(spec: Any, **kw: Any) -> LimitedModel:
 
 __all__ = [
     "ACCEPTED_FORMS", "CallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
-    "LimitedModel", "Limiter", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
+    "LimitedModel", "Limiter", "SharedLimits", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
     "TokenUsage", "build_judge", "ModelSpec", "ModelSpecError", "parse_model_spec", "resolve",
     "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
     "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat",

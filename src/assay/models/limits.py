@@ -13,6 +13,10 @@ bounded once for the run, not once per metric and worker (no ``evaluators × wor
   did not answer in time once rarely does the next time); a concurrency slot is not held
   while a call waits to retry;
 * a per-call timeout;
+* optionally, limits shared with other processes or machines (:class:`SharedLimits`, e.g. the
+  Ray actor of :mod:`assay.scale.limiter`): each request then also takes a lease from the shared
+  coordinator, which holds the run's global concurrency, requests and tokens per minute, and the
+  pause after a 429, for every worker at once;
 * a circuit breaker, off unless armed (the evaluation engine arms it for a run): after
   ``max_consecutive_failures`` requests in a row timed out or could not connect, with no
   answer of any kind in between, every call of the limiter raises :class:`CircuitOpen`.
@@ -35,7 +39,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -68,6 +72,47 @@ class CircuitOpen(BaseException):
     def __init__(self, failures: int, last: "ModelCallError"):
         self.failures, self.last = failures, last
         super().__init__(f"{failures} requests in a row timed out or could not connect (the last: {last})")
+
+
+Outcome = Literal["ok", "failed", "unsent"]
+
+
+@runtime_checkable
+class SharedLimits(Protocol):
+    """Limits shared by the limiters of several processes or machines: one global concurrency,
+    requests-per-minute and tokens-per-minute budget, and one pause after a 429, for a whole run.
+
+    A :class:`Limiter` given one (``Limiter(..., shared=X)`` or :meth:`Limiter.share`) takes a
+    lease for every request it sends (each retry is a request of its own) and gives it back
+    when the request is answered. The rate, the pause and the backoff on 429 are then the
+    coordinator's; the limiter's own ``rpm`` / ``tpm`` buckets are not used, and its
+    concurrency window still caps what this process has in flight.
+
+    The Ray implementation is :class:`assay.scale.limiter.ClusterLimits`.
+    """
+
+    async def acquire(self, tokens: int, hold: float | None) -> tuple[Any, float]:
+        """A lease for one request of about ``tokens`` tokens (0: not counted) and the seconds to
+        wait before sending it (0: at once). The lease counts as in flight from then until it is
+        given back. ``hold``: the longest the request may take (the limiter's timeout; None: no
+        limit), after which a coordinator may take back a lease its holder never returned (a
+        killed worker)."""
+        ...
+
+    async def recheck(self, lease: Any) -> float:
+        """Seconds still to wait before sending on ``lease`` (0: go now): asked after the wait
+        :meth:`acquire` gave, as a 429 elsewhere may have paused everyone meanwhile."""
+        ...
+
+    def release(self, lease: Any, outcome: Outcome, *, tokens: int | None = None,
+                pause: float | None = None) -> None:
+        """Give ``lease`` back, without waiting for the coordinator. ``outcome``: ``"ok"`` (an
+        answer), ``"failed"`` (an error, a 429 included) or ``"unsent"`` (the request was never
+        sent: its request and tokens are given back). ``tokens``: the tokens the request used
+        (None: as estimated). ``pause``: the request was answered 429: every holder waits this
+        many seconds (the server's ``Retry-After``, or the limiter's own backoff) and the
+        coordinator backs off its rate."""
+        ...
 
 
 @dataclass
@@ -196,14 +241,15 @@ class Limiter:
     minute (None: not limited until the server says so). ``timeout``: seconds per call
     (None: none). ``retry``: a :class:`RetryPolicy` (or pass ``max_attempts`` /
     ``timeout_attempts``). ``max_consecutive_failures``: the circuit breaker (None or 0: off;
-    see :meth:`arm_breaker`).
+    see :meth:`arm_breaker`). ``shared``: a :class:`SharedLimits` coordinator whose limits hold
+    for every process of a run (None: this limiter's own; see :meth:`share`).
     """
 
     def __init__(self, concurrency: int = 16, *, rpm: float | None = None, tpm: float | None = None,
                  timeout: float | None = 120.0, retry: RetryPolicy | None = None,
                  max_attempts: int | None = None, timeout_attempts: int | None = None,
                  max_consecutive_failures: int | None = None, adaptive: bool = True,
-                 recover_every: float = 5.0, min_factor: float = 0.02):
+                 recover_every: float = 5.0, min_factor: float = 0.02, shared: SharedLimits | None = None):
         if concurrency < 1:
             raise AssayError(f"concurrency must be at least 1, got {concurrency}")
         self.concurrency = int(concurrency)
@@ -230,6 +276,16 @@ class Limiter:
         self._last_429 = -1e9
         self._last_recover = -1e9
         self.stats = LimiterStats()
+        self.shared: SharedLimits | None = None
+        self.share(shared)
+
+    def share(self, shared: SharedLimits | None) -> "Limiter":
+        """Take every request's lease from ``shared`` from now on (None: back to this limiter's
+        own rate limits); returns the limiter. See :class:`SharedLimits`."""
+        if shared is not None and not isinstance(shared, SharedLimits):
+            raise AssayError(f"shared limits need acquire, recheck and release methods; got {type(shared).__name__}")
+        self.shared = shared
+        return self
 
     @classmethod
     def for_model(cls, model: Any, **kw: Any) -> "Limiter":
@@ -279,9 +335,9 @@ class Limiter:
         timeouts = 0
         for attempt in range(attempts):
             self._check_breaker()
-            await self._acquire(tokens)
+            lease = await self._acquire(tokens)
             if self.tripped is not None:
-                self._slots.release()
+                self._release(lease, "unsent")
                 self._check_breaker()
             self.stats.requests += 1
             try:
@@ -293,8 +349,13 @@ class Limiter:
                 else:  # pragma: no cover - Python 3.10
                     result = await asyncio.wait_for(fn(), self.timeout)
             except BaseException as exc:
-                self._slots.release()
                 err = _classify(exc, self.timeout)
+                backoff = pause = None
+                if err is not None and err.kind == "rate_limit":
+                    backoff = self.retry.delay(attempt, err.retry_after)
+                    pause = (backoff if err.retry_after is None
+                             else min(err.retry_after, self.retry.max_retry_after))
+                self._release(lease, "failed", pause=pause)
                 if err is None:
                     raise
                 self._on_failure(err)
@@ -315,19 +376,24 @@ class Limiter:
                     if err is exc:
                         raise
                     raise err from None
-                delay = self.retry.delay(attempt, retry_after)
+                delay = backoff if backoff is not None else self.retry.delay(attempt, retry_after)
                 self.stats.retries += 1
                 log.info("model call failed (%s); retry %d/%d in %.2f s", err, attempt + 1, attempts - 1, delay)
                 await asyncio.sleep(delay)
                 continue
-            self._slots.release()
+            usage = getattr(result, "usage", None)
+            self._release(lease, "ok", tokens=None if usage is None else usage.input_tokens + usage.output_tokens)
             self._on_success(result, tokens)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _acquire(self, tokens: int) -> None:
+    async def _acquire(self, tokens: int) -> Any:
+        """A concurrency slot, then the rate: this limiter's own, or a lease of the shared
+        coordinator (returned with the coordinator; None when not shared)."""
         await self._slots.acquire()
         try:
+            if self.shared is not None:
+                return await self._lease(self.shared, tokens)
             while True:
                 now = time.monotonic()
                 if self._pause_until > now:
@@ -342,10 +408,32 @@ class Limiter:
                     await asyncio.sleep(wait)
                     if self._pause_until > time.monotonic():  # a 429 arrived meanwhile
                         continue
-                return
+                return None
         except BaseException:
             self._slots.release()
             raise
+
+    async def _lease(self, shared: SharedLimits, tokens: int) -> Any:
+        lease, wait = await shared.acquire(tokens, self.timeout)
+        try:
+            while wait > 0:
+                await asyncio.sleep(wait)
+                wait = await shared.recheck(lease)   # a 429 elsewhere may have paused everyone
+        except BaseException:
+            shared.release(lease, "unsent")
+            raise
+        return shared, lease
+
+    def _release(self, lease: Any, outcome: Outcome, *, tokens: int | None = None,
+                 pause: float | None = None) -> None:
+        self._slots.release()
+        if lease is None:
+            return
+        shared, lease = lease
+        try:
+            shared.release(lease, outcome, tokens=tokens, pause=pause)
+        except Exception as exc:  # a lost release costs the coordinator a lease until it expires
+            log.warning("could not give a lease back to the shared limits: %s", exc)
 
     def _on_success(self, result: Any, est_tokens: int) -> None:
         st = self.stats
@@ -355,7 +443,7 @@ class Limiter:
         if usage is not None:
             st.input_tokens += usage.input_tokens
             st.output_tokens += usage.output_tokens
-            if self._tpm is not None and est_tokens:
+            if self._tpm is not None and est_tokens and self.shared is None:
                 self._tpm.give(est_tokens - (usage.input_tokens + usage.output_tokens))
         if self._factor < 1.0 or self._slots.limit < self.concurrency:
             self._recover()

@@ -1,0 +1,434 @@
+"""One set of model limits for a whole run on Ray: a named actor that every worker asks.
+
+Each worker process has its own :class:`~assay.models.limits.Limiter` (retries, timeout,
+circuit breaker, a per-process concurrency window). Given :class:`ClusterLimits`, every request
+of every worker also takes a *lease* from one actor, which holds for the whole cluster:
+
+* the global concurrency (leases out at once), lowered on a 429 and regrown as calls succeed;
+* requests and tokens per minute, as token buckets that lend: a lease granted while the bucket is
+  short says how long to wait before sending, so waiting callers are spaced in the order they
+  asked, with no polling; the tokens a request really used are settled when it is given back;
+* the pause after a 429: the server's ``Retry-After`` (or, without one, the limiter's own
+  backoff) holds back every worker, not only the one that was told, and the rates are halved
+  and recover slowly, as the local limiter does. A lease granted with a wait is checked once more
+  after that wait, so a 429 that arrived meanwhile holds it back too.
+
+Ray's own HTTP stage spaces requests per actor and does not read ``Retry-After``; here the limit
+is the run's, whatever the number of workers.
+
+Cost: one actor round trip per request (the lease; a second one only when the lease had to wait
+for the rate), plus the lease's return, which is sent without waiting for an answer. A lease not
+given back (a killed worker) is taken back after the request's timeout plus a margin
+(``hold``), or after ``lease_ttl`` seconds.
+
+What saturates: the actor serves the leases of the whole cluster one at a time on one core.
+``benchmarks/bench_cluster_limiter.py`` measures how many lease round trips per second one actor
+serves (the figure is in ``benchmarks/RESULTS.md``, "Cluster limiter"); a run whose endpoints
+allow more requests per second than that is limited by the actor, not by the endpoint. Below
+that, the added latency is one local round trip (well under a millisecond on one machine, a
+network round trip across machines).
+
+Use (the Ray engine does this for a run)::
+
+    handle = start_cluster_limiter("assay-judge", concurrency=32, rpm=3000, tpm=2_000_000)
+    limiter = Limiter(16, shared=ClusterLimits(handle))     # on each worker
+    # or: judge.limiter.share(ClusterLimits("assay-judge"))  # by name, resolved on the worker
+
+The bookkeeping is :class:`LimitBook`, plain asyncio without Ray (the actor holds one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from assay.errors import AssayError
+from assay.models.base import ModelCallError
+
+log = logging.getLogger("assay.scale")
+
+#: seconds added to a request's timeout before its lease is taken back from a silent holder
+HOLD_MARGIN = 30.0
+
+
+class _Rate:
+    """A token bucket that lends (as the local limiter's): a taker may overdraw and is told how
+    long to wait the deficit out. At most one second's worth is taken in a burst."""
+
+    __slots__ = ("per_min", "rate", "capacity", "level", "stamp")
+
+    def __init__(self, per_minute: float, now: float):
+        self.per_min = float(per_minute)
+        self.rate = self.per_min / 60.0
+        self.capacity = max(1.0, self.rate)
+        self.level = self.capacity
+        self.stamp = now
+
+    def scale(self, factor: float, now: float) -> None:
+        self._refill(now)
+        self.rate = max(self.per_min * factor / 60.0, 1e-6)
+        self.capacity = max(1.0, self.rate)
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def take(self, n: float, now: float) -> float:
+        self._refill(now)
+        self.level -= n
+        return 0.0 if self.level >= 0 else -self.level / self.rate
+
+    def give(self, n: float, now: float) -> None:
+        self._refill(now)
+        self.level = min(self.capacity, self.level + n)
+
+
+@dataclass
+class _Lease:
+    start: float      # when its request may be sent
+    expires: float    # when it is taken back if never given back
+    tokens: int       # tokens taken from the tpm bucket
+
+
+class LimitBook:
+    """The cluster-wide limits' bookkeeping: leases, global concurrency, request and token
+    buckets, the pause after a 429 and the adaptive backoff. Plain asyncio, one event loop
+    (the actor's); every method is called with a lease id chosen by the caller.
+
+    ``concurrency``: leases out at once. ``rpm`` / ``tpm``: requests and tokens per minute
+    (None: not limited). ``lease_ttl``: seconds after which a lease whose holder gave no
+    ``hold`` is taken back. ``adaptive``: on a 429, halve the rates (and the concurrency window)
+    and recover slowly while requests succeed. ``clock``: seconds, monotonic (tests pass their
+    own). ``sweep_every``: seconds between sweeps for leases never given back (None: only when
+    a lease is asked for)."""
+
+    def __init__(self, concurrency: int, *, rpm: float | None = None, tpm: float | None = None,
+                 lease_ttl: float = 600.0, adaptive: bool = True, recover_every: float = 5.0,
+                 min_factor: float = 0.02, clock: Callable[[], float] = time.monotonic,
+                 sweep_every: float | None = 1.0):
+        if int(concurrency) < 1:
+            raise AssayError(f"the cluster limiter's concurrency must be at least 1, got {concurrency}")
+        for name, v in (("rpm", rpm), ("tpm", tpm)):
+            if v is not None and not v > 0:
+                raise AssayError(f"the cluster limiter's {name} must be more than 0 (or None), got {v}")
+        self.clock = clock
+        now = clock()
+        self.concurrency = int(concurrency)
+        self.rpm, self.tpm = rpm, tpm
+        self.lease_ttl = float(lease_ttl)
+        self.adaptive = adaptive
+        self.recover_every = recover_every
+        self.min_factor = min_factor
+        self._rpm = _Rate(rpm, now) if rpm else None
+        self._tpm = _Rate(tpm, now) if tpm else None
+        self.limit = self.concurrency
+        self._window = float(self.concurrency)
+        self.factor = 1.0
+        self.pause_until = -1e18
+        self._last_cut = self._last_429 = self._last_recover = -1e18
+        self._leases: dict[str, _Lease] = {}
+        self._waiting: OrderedDict[str, asyncio.Future[bool]] = OrderedDict()
+        self._abandoned: dict[str, float] = {}     # given back before it was asked for: id -> when
+        self._gone: deque[str] = deque(maxlen=4096)  # taken back: a late return is ignored
+        self.sweep_every = sweep_every
+        self._sweeper: asyncio.Task[None] | None = None
+        self.peak_in_flight = 0
+        self.counts = {"granted": 0, "waited": 0, "ok": 0, "failed": 0, "unsent": 0, "rate_limited": 0,
+                       "expired": 0}
+
+    # -- introspection ------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        return len(self._leases)
+
+    def settings(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "rpm": self.rpm, "tpm": self.tpm}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counts and state: leases in flight, the peak, waiting, granted / given back per
+        outcome, 429s reported, the rate factor, the window and the pause left (seconds)."""
+        now = self.clock()
+        return {**self.counts, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
+                "waiting": len(self._waiting), "factor": self.factor, "window": self.limit,
+                "pause_left": max(0.0, self.pause_until - now)}
+
+    # -- leases -------------------------------------------------------------------------------
+    async def acquire(self, lease: str, tokens: int = 0, hold: float | None = None) -> float:
+        """Grant ``lease`` once a concurrency slot is free; return the seconds its holder waits
+        before sending (the pause after a 429, the rate's deficit)."""
+        self._start_sweeper()
+        self.reclaim()
+        if self._abandoned.pop(lease, None) is not None:
+            return 0.0   # its holder gave up before asking reached us
+        if lease in self._leases or lease in self._waiting:
+            raise AssayError(f"lease {lease!r} asked for twice")
+        if len(self._leases) >= self.limit or self._waiting:
+            fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._waiting[lease] = fut
+            self.counts["waited"] += 1
+            try:
+                granted = await fut
+            except asyncio.CancelledError:
+                self._waiting.pop(lease, None)
+                if fut.done() and not fut.cancelled() and fut.result():
+                    self._leases.pop(lease, None)   # woken and cancelled at once: give it back
+                    self._wake()
+                raise
+            if not granted or lease not in self._leases:
+                return 0.0   # given back while it waited
+        now = self.clock()
+        wait = max(0.0, self.pause_until - now)
+        if self._rpm is not None:
+            wait = max(wait, self._rpm.take(1, now))
+        if self._tpm is not None and tokens:
+            wait = max(wait, self._tpm.take(tokens, now))
+        ttl = self.lease_ttl if hold is None else float(hold) + HOLD_MARGIN
+        self._leases[lease] = _Lease(now + wait, now + wait + ttl, int(tokens or 0))
+        self.peak_in_flight = max(self.peak_in_flight, len(self._leases))
+        self.counts["granted"] += 1
+        return wait
+
+    def recheck(self, lease: str) -> float:
+        """Seconds ``lease`` still waits: a pause that began after it was granted."""
+        if lease not in self._leases:
+            return 0.0
+        return max(0.0, self.pause_until - self.clock())
+
+    def release(self, lease: str, outcome: str = "ok", tokens: int | None = None,
+                pause: float | None = None) -> None:
+        """Give ``lease`` back (see :meth:`assay.models.limits.SharedLimits.release`)."""
+        if outcome not in ("ok", "failed", "unsent"):
+            raise AssayError(f"a lease's outcome is 'ok', 'failed' or 'unsent', not {outcome!r}")
+        now = self.clock()
+        if pause is not None:
+            self._rate_limited(float(pause), now)
+        held = self._leases.pop(lease, None)
+        if held is None:
+            fut = self._waiting.pop(lease, None)
+            if fut is not None:
+                if not fut.done():
+                    fut.set_result(False)
+            elif lease not in self._gone:
+                self._abandoned[lease] = now   # its acquire has not reached us yet
+            return
+        self.counts[outcome] += 1
+        if outcome == "unsent":
+            if self._rpm is not None:
+                self._rpm.give(1, now)
+            if self._tpm is not None and held.tokens:
+                self._tpm.give(held.tokens, now)
+        elif tokens is not None and self._tpm is not None:
+            self._tpm.give(held.tokens - int(tokens), now)   # settle the estimate (a debt when more)
+        if outcome == "ok":
+            self._recover(now)
+        self._wake()
+
+    def reclaim(self) -> int:
+        """Take back the leases whose holders never gave them back (past their ``hold``); return
+        how many."""
+        now = self.clock()
+        dead = [k for k, v in self._leases.items() if v.expires <= now]
+        for k in dead:
+            del self._leases[k]
+            self._gone.append(k)
+        if dead:
+            self.counts["expired"] += len(dead)
+            log.warning("cluster limiter: took back %d lease(s) never given back", len(dead))
+            self._wake()
+        for k in [k for k, t in self._abandoned.items() if now - t > self.lease_ttl]:
+            del self._abandoned[k]
+        return len(dead)
+
+    def _wake(self) -> None:
+        while self._waiting and len(self._leases) < self.limit:
+            lease, fut = self._waiting.popitem(last=False)
+            if fut.done():
+                continue
+            # held from now: the grant completes in acquire (its wait, tokens and expiry)
+            self._leases[lease] = _Lease(0.0, float("inf"), 0)
+            fut.set_result(True)
+
+    def _start_sweeper(self) -> None:
+        if self.sweep_every is None or (self._sweeper is not None and not self._sweeper.done()):
+            return
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep(self.sweep_every))
+
+    async def _sweep(self, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            self.reclaim()
+
+    # -- backoff ------------------------------------------------------------------------------
+    def _rate_limited(self, pause: float, now: float) -> None:
+        self.counts["rate_limited"] += 1
+        self._last_429 = now
+        self.pause_until = max(self.pause_until, now + max(0.0, pause))
+        if not self.adaptive or now - self._last_cut < 1.0:
+            return   # answers to requests sent before the last cut say nothing new
+        self._last_cut = now
+        self.factor = max(self.min_factor, self.factor / 2)
+        for b in (self._rpm, self._tpm):
+            if b is not None:
+                b.scale(self.factor, now)
+        self._window = max(1.0, min(self._window, len(self._leases)) / 2)
+        self.limit = int(self._window)
+        log.warning("cluster limiter: rate limited; %.0f%% of the configured rate, %d in flight at most, "
+                    "every worker paused %.2f s", 100 * self.factor, self.limit, pause)
+
+    def _recover(self, now: float) -> None:
+        if self.limit < self.concurrency:
+            self._window = min(float(self.concurrency), self._window + 1.0 / self._window)
+            self.limit = int(self._window)
+        if (self.factor < 1.0 and now - self._last_429 >= self.recover_every
+                and now - self._last_recover >= self.recover_every):
+            self._last_recover = now
+            self.factor = min(1.0, self.factor + 0.1)
+            for b in (self._rpm, self._tpm):
+                if b is not None:
+                    b.scale(self.factor, now)
+
+
+# -- the Ray actor ------------------------------------------------------------------------------
+
+class LimitActor:
+    """The body of the named actor (made a Ray actor by :func:`start_cluster_limiter`): one
+    :class:`LimitBook`, every method async so that all run on the actor's one event loop."""
+
+    def __init__(self, concurrency: int, rpm: float | None, tpm: float | None, lease_ttl: float):
+        self.book = LimitBook(concurrency, rpm=rpm, tpm=tpm, lease_ttl=lease_ttl)
+
+    async def acquire(self, lease: str, tokens: int, hold: float | None) -> float:
+        return await self.book.acquire(lease, tokens, hold)
+
+    async def recheck(self, lease: str) -> float:
+        return self.book.recheck(lease)
+
+    async def release(self, lease: str, outcome: str, tokens: int | None, pause: float | None) -> None:
+        self.book.release(lease, outcome, tokens, pause)
+
+    async def settings(self) -> dict[str, Any]:
+        return self.book.settings()
+
+    async def snapshot(self) -> dict[str, Any]:
+        return self.book.snapshot()
+
+    async def ping(self) -> None:
+        return None
+
+
+#: concurrent calls one actor accepts (each waiting lease is one)
+ACTOR_MAX_CONCURRENCY = 10_000
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise AssayError("the cluster limiter runs on Ray, which is not installed: pip install 'assay[ray]'") from None
+    return ray
+
+
+def start_cluster_limiter(name: str, *, concurrency: int, rpm: float | None = None, tpm: float | None = None,
+                          lease_ttl: float = 600.0, detached: bool = False,
+                          namespace: str | None = None) -> Any:
+    """The named cluster limiter actor ``name``: started with these limits, or the one already
+    running under that name (its limits stay as first set; a warning says when they differ).
+
+    ``concurrency``: requests in flight in the whole cluster; ``rpm`` / ``tpm``: requests and
+    tokens per minute (None: not limited until a 429 says so). ``detached``: the actor outlives
+    the driver (for several jobs sharing one endpoint's quota; kill it with ``ray.kill``);
+    otherwise Ray ends it once no handle to it is left, so the caller keeps the one returned
+    while the run lasts.
+    The actor takes no CPU. Connects to Ray (``ray.init()``) when not yet connected. Returns
+    the actor handle, to give to :class:`ClusterLimits`."""
+    ray = _ray()
+    LimitBook(concurrency, rpm=rpm, tpm=tpm)   # the same checks, here rather than in the actor
+    opts: dict[str, Any] = {"name": name, "get_if_exists": True, "num_cpus": 0,
+                            "max_concurrency": ACTOR_MAX_CONCURRENCY, "max_restarts": 0}
+    if detached:
+        opts["lifetime"] = "detached"
+    if namespace is not None:
+        opts["namespace"] = namespace
+    handle = ray.remote(LimitActor).options(**opts).remote(int(concurrency), rpm, tpm, float(lease_ttl))
+    have = ray.get(handle.settings.remote())
+    want = {"concurrency": int(concurrency), "rpm": rpm, "tpm": tpm}
+    if have != want:
+        log.warning("cluster limiter %r already runs with %s (asked for %s); its limits are kept", name, have, want)
+    return handle
+
+
+class ClusterLimits:
+    """The client of a cluster limiter: a :class:`~assay.models.limits.SharedLimits` to give to
+    each worker's :class:`~assay.models.limits.Limiter` (``Limiter(..., shared=ClusterLimits(h))``
+    or ``limiter.share(ClusterLimits(h))``).
+
+    ``actor``: the handle :func:`start_cluster_limiter` returned, the actor's name (looked up
+    on first use, in ``namespace``), or a :class:`LimitBook` (in-process: tests, threads of one
+    loop). Picklable: it travels to Ray workers with the handle or the name."""
+
+    def __init__(self, actor: Any, *, namespace: str | None = None):
+        self._actor = actor
+        self.namespace = namespace
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_actor": self._actor, "namespace": self.namespace}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"ClusterLimits({self._actor!r})"
+
+    @property
+    def actor(self) -> Any:
+        if isinstance(self._actor, str):
+            ray = _ray()
+            try:
+                self._actor = ray.get_actor(self._actor, namespace=self.namespace)
+            except ValueError:
+                raise AssayError(f"no cluster limiter named {self._actor!r} is running "
+                                 f"(start it with start_cluster_limiter)") from None
+        return self._actor
+
+    async def _ask(self, method: str, *args: Any) -> Any:
+        actor = self.actor
+        if isinstance(actor, LimitBook):
+            out = getattr(actor, method)(*args)
+            return await out if asyncio.iscoroutine(out) else out
+        try:
+            return await getattr(actor, method).remote(*args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:   # the actor is gone: no request may go out uncounted
+            raise ModelCallError(f"the cluster limiter is unreachable: {type(exc).__name__}: {exc}",
+                                 kind="connection", retryable=False) from None
+
+    async def acquire(self, tokens: int, hold: float | None) -> tuple[str, float]:
+        lease = uuid.uuid4().hex
+        if isinstance(self._actor, LimitBook):   # in-process: a cancelled acquire cleans up itself
+            return lease, float(await self._actor.acquire(lease, int(tokens or 0), hold))
+        try:
+            wait = await self._ask("acquire", lease, int(tokens or 0), hold)
+        except asyncio.CancelledError:
+            self.release(lease, "unsent")   # given up while waiting: the actor drops it
+            raise
+        return lease, float(wait)
+
+    async def recheck(self, lease: str) -> float:
+        return float(await self._ask("recheck", lease))
+
+    def release(self, lease: str, outcome: str, *, tokens: int | None = None, pause: float | None = None) -> None:
+        actor = self.actor
+        if isinstance(actor, LimitBook):
+            actor.release(lease, outcome, tokens, pause)
+        else:
+            actor.release.remote(lease, outcome, tokens, pause)   # not awaited: no round trip
+
+    async def snapshot(self) -> dict[str, Any]:
+        """The actor's counts and state (see :meth:`LimitBook.snapshot`)."""
+        return await self._ask("snapshot")
