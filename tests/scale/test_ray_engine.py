@@ -302,3 +302,15 @@ def test_the_judge_of_assay_judge_in_the_driver_is_the_workers_judge(fake, monke
     assert res.run["judge_source"] == "$ASSAY_JUDGE"
     assert res.metrics["coherence"]["evaluated"] == 600 - 6 and res.metrics["coherence"]["errored"] == 6
     assert len(fake.chat_requests) == 600 == res.run["judge_usage"]["calls"]
+
+
+def test_the_judge_concurrency_holds_for_the_whole_cluster(fake):
+    """Two actors, each with its own judge limiter, share one cluster limiter: the endpoint never
+    has more judge calls in flight than the run's --concurrency (per worker it would be twice)."""
+    fake.default = {"content": json.dumps({"score": 4, "reason": "ok"}), "delay": 0.01}
+    fake.peak_in_flight = 0
+    n = 2 * CHUNK + 100          # three chunks: both actors score at once
+    res = assay.evaluate(rows(n), metrics="coherence", judge=f"{fake.base_url}#m", store=False,
+                         engine="ray", concurrency=2)
+    assert res.metrics["coherence"]["evaluated"] == n
+    assert 1 <= fake.peak_in_flight <= 2

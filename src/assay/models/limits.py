@@ -266,6 +266,7 @@ class Limiter:
         self.adaptive = adaptive
         self.recover_every = recover_every
         self.min_factor = min_factor
+        self.rpm, self.tpm = rpm or None, tpm or None   # as configured (a cluster limiter is started with them)
         self._rpm = _Bucket(rpm) if rpm else None
         self._tpm = _Bucket(tpm) if tpm else None
         self._slots = _Slots(self.concurrency)

@@ -31,6 +31,7 @@ from assay.errors import AssayError
 from assay.metrics.base import EvalContext
 from assay.models.limits import CallStats, CircuitOpen
 from assay.records import Record
+from assay.scale.limiter import ClusterLimits, start_cluster_limiter
 
 RAY_MISSING = "engine 'ray' needs Ray, which is not installed: pip install 'assay[ray]'"
 MAX_RESTARTS = 4        # times Ray restarts a killed actor
@@ -136,34 +137,21 @@ class ChunkWorker:
 
 
 def share_cluster_limits(judge: Any, limits: Any) -> None:
-    """HOOK (issue 16 item 2, ``assay.scale.limiter``): attach the cluster-wide limiter's
-    handle to this worker's judge limiter, so that concurrency, requests and tokens per minute
-    and a 429's pause hold for the whole cluster. Skipped when there is no handle or the
-    limiter module is not there."""
-    if limits is None or judge is None:
-        return
-    try:
-        from assay.scale.limiter import ClusterLimits  # type: ignore[import-not-found]
-    except ImportError:
-        return
+    """Attach the cluster limiter (its actor handle ``limits``) to this worker's judge limiter,
+    so that concurrency, requests and tokens per minute and a 429's pause hold for the whole
+    cluster (:mod:`assay.scale.limiter`). Nothing to do without a judge or a handle."""
     limiter = getattr(judge, "limiter", None)
-    if limiter is not None and callable(getattr(limiter, "share", None)):
+    if limits is not None and limiter is not None:
         limiter.share(ClusterLimits(limits))
 
 
 def start_cluster_limits(judge: Any, name: str) -> Any:
-    """HOOK (issue 16 item 2): start the cluster-wide limiter for the driver's judge, with its
-    limits, and give the handle every worker shares (:func:`share_cluster_limits`); None when
-    there is no judge or ``assay.scale.limiter`` is not there."""
+    """Start the cluster limiter for the driver's judge, with that judge limiter's limits, and
+    give the handle every worker shares (:func:`share_cluster_limits`); None without a judge."""
     limiter = getattr(judge, "limiter", None)
     if limiter is None:
         return None
-    try:
-        from assay.scale.limiter import start_cluster_limiter  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return start_cluster_limiter(name, concurrency=limiter.concurrency, rpm=getattr(limiter, "rpm", None),
-                                 tpm=getattr(limiter, "tpm", None))
+    return start_cluster_limiter(name, concurrency=limiter.concurrency, rpm=limiter.rpm, tpm=limiter.tpm)
 
 
 # -- in the driver --------------------------------------------------------------------------------
@@ -182,6 +170,7 @@ class RayScorer:
         self.n = actors
         self.actors: list[Any] = []
         self.started_ray = False
+        self.limits: Any = None
         self.turn = 0
         self.depth = 2 * (actors or 1)
 
@@ -213,7 +202,9 @@ class RayScorer:
             self.n = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.depth = 2 * self.n
         runner = self.runner
-        limits = start_cluster_limits(runner.ctx.judge, f"assay-limits-{runner.saved.run_id or os.getpid()}")
+        # kept while the run lasts: Ray ends a named actor once no handle to it is left
+        self.limits = limits = start_cluster_limits(runner.ctx.judge,
+                                                    f"assay-limits-{runner.saved.run_id or os.getpid()}")
         worker = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
         scoring = Scoring.of(runner.plan)
         env = self.worker_env()
@@ -254,6 +245,12 @@ class RayScorer:
             except Exception:   # gone already
                 pass
         self.actors = []
+        if self.limits is not None:
+            try:
+                ray.kill(self.limits)
+            except Exception:   # gone already
+                pass
+            self.limits = None
         if self.started_ray:
             ray.shutdown()
             self.started_ray = False
