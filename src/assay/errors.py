@@ -32,10 +32,3 @@ class InputError(AssayError):
             where.append(f"field {field!r}")
         self.detail = message
         super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
-
-
-class RunIncomplete(AssayError):
-    """The work could not be completed as asked (a run stopped by the circuit breaker, a metric
-    that errored on every row): the CLI exits 3."""
-
-    exit_code = 3

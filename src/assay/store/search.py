@@ -145,10 +145,16 @@ def _batches(conn: Any, run_id: str, row_format: int | None) -> Iterator[list[tu
 
 
 def index_old_rows(conn: Any) -> None:
-    """Index every stored run's rows (a store migrated to version 6): each run gets its number."""
+    """Index every stored run's rows (a store migrated to version 6): each run gets its number.
+    The index is built afresh, so that entries already there (a store written by a newer assay
+    and marked older) are not indexed twice."""
     dialect = conn.dialect.name
     if not has_index(conn):
         return
+    if dialect == "postgresql":
+        conn.exec_driver_sql("DELETE FROM row_text")
+    else:
+        conn.exec_driver_sql("INSERT INTO row_text (row_text) VALUES ('delete-all')")
     sql = index_sql(dialect, raw_mark(conn))
     for run_id, fmt in raw_rows(conn, "SELECT id, row_format FROM runs ORDER BY created_at", ()):
         seq = next_seq(conn)
