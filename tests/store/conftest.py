@@ -9,6 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from postgres_server import PostgresServer, pg_bin  # noqa: E402
 
+from assay.store import Store  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def postgres_url():
@@ -17,3 +19,12 @@ def postgres_url():
     server = PostgresServer().start()
     yield server.url
     server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    """A store on SQLite and on a real PostgreSQL server: the same tests on both."""
+    url = str(tmp_path / "s.db") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    st = Store(url)
+    yield st
+    st.close()

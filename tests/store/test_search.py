@@ -6,8 +6,6 @@ from __future__ import annotations
 import sqlite3
 import uuid
 
-import pytest
-
 import assay
 from assay.metrics.base import Score, metric
 from assay.store import Store
@@ -39,14 +37,6 @@ def rows(n: int = 60) -> list[dict]:
     out[31]["response"] = "broken answer"
     out[40]["ground_truth"] = "the gyrfalcon flies"
     return out
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    url = str(tmp_path / "s.db") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    st = Store(url)
-    yield st
-    st.close()
 
 
 def search(st: Store, ref: str, text: str, **kw) -> list[int]:

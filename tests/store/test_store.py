@@ -19,15 +19,6 @@ ROWS = [{"query": f"q{i}", "response": f"the answer is {i} apples", "ground_trut
         for i in range(40)]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    """The same tests on SQLite and on a real PostgreSQL server."""
-    url = str(tmp_path / "s.db") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    st = Store(url)
-    yield st
-    st.close()
-
-
 def test_a_run_is_saved_with_its_rows_scores_and_aggregates(store):
     res = assay.evaluate(ROWS, metrics="f1_score,bleu", name="base", store=store)
     run = store.get_run("base")

@@ -57,14 +57,6 @@ class Plan:
     auto: bool = False
 
     @property
-    def sync_metrics(self) -> list[Metric]:
-        return [m for m in self.metrics if not m.is_async]
-
-    @property
-    def async_metrics(self) -> list[Metric]:
-        return [m for m in self.metrics if m.is_async]
-
-    @property
     def layout(self) -> list[tuple[str, tuple[str, ...]]]:
         """``(metric, outputs)`` per metric: the result's columns."""
         return [(m.name, tuple(m.outputs)) for m in self.metrics]
@@ -226,16 +218,6 @@ def plan(names: list[str], present: set[str] | Sequence[Iterable[str]], family: 
         raise AssayError(f"no metric applies to this data (fields present: {have}); "
                          "name metrics with --metrics, map columns with --map, or pass a target")
     return chosen
-
-
-def fields_present(records: Iterable[Record]) -> set[str]:
-    """The record fields that at least one of ``records`` has."""
-    out: set[str] = set()
-    for r in records:
-        for f in CANONICAL_FIELDS:
-            if f not in out and r.has(f):
-                out.add(f)
-    return out
 
 
 def check_columns(chosen: list[Metric], present: set[str], source: str, n: int) -> None:

@@ -360,7 +360,7 @@ class ChunkRunner:
         self.beat: Any = None
         self.sink = RowSink(out, plan.layout, store=saved.store, run_id=saved.run_id)
         self.counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
-        self.n_workers = worker_count(workers, plan.sync_metrics, len(plan.head))
+        self.n_workers = worker_count(workers, Scoring.of(plan).sync_metrics, len(plan.head))
         self.scorer = (scorer or local_scorer)(self)
 
     async def score_chunk(self, chunk: list[Record]) -> tuple[list, list]:
