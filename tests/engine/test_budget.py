@@ -58,7 +58,7 @@ def test_max_errors_stops_the_run_keeps_its_rows_and_a_raised_cap_resumes_it(tmp
     assert all(x["kind"] == "row" and x["target_error"] for x in letters)
     assert letters[0]["errors"][0]["metric"] == "f1_score"
     assert "no answer for row 1" in letters[0]["errors"][0]["reason"]
-    assert letters[0]["inputs"]["inputs.query"] == "question 1"
+    assert letters[0]["inputs"] == {"inputs.id": "1", "inputs.query": "question 1", "inputs.ground_truth": "answer 1"}
 
     # the same cap again: the run has 6 errored rows already, so it stops before scoring any
     with pytest.raises(BudgetExceeded):

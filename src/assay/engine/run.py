@@ -391,9 +391,9 @@ class ChunkRunner:
                 r = src
             self.tally(scores, src.conversation_id, failed)
             inputs = row_inputs(r)
+            self.dead.add(self.counts["evaluated"] - 1, inputs, scores, row_id=r.id,   # first: the sink may
+                          conversation_id=r.conversation_id, target_error=failed)      # add to ``inputs``
             self.sink.add(inputs, scores, idx=self.counts["evaluated"] - 1, record=r, target_error=failed)
-            self.dead.add(self.counts["evaluated"] - 1, inputs, scores, row_id=r.id,
-                          conversation_id=r.conversation_id, target_error=failed)
         if self.budget is not None and self.plan.target is not None:
             self.budget.add_target(r for r in filled if not isinstance(r, TargetError))
         self.sink.commit()
@@ -406,9 +406,9 @@ class ChunkRunner:
         st, done = self.saved.store, self.saved.done
         for row in st.iter_scored(self.saved.run_id, stop=done):
             self.tally(row.scores, row.conversation_id, row.target_error)
-            self.sink.add(row.inputs, row.scores, stored=True)
             self.dead.add(row.idx, row.inputs, row.scores, row_id=row.row_id, conversation_id=row.conversation_id,
                           target_error=row.target_error)
+            self.sink.add(row.inputs, row.scores, stored=True)
 
     async def run(self, progress: Callable[[int], None] | None = None) -> None:
         """Score every record not yet stored. The store records an unfinished run's status
