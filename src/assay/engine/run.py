@@ -348,7 +348,8 @@ class ChunkRunner:
     ``depth`` (chunks scored ahead), ``start()``, ``async score(chunk) -> (filled, per_row)``
     and ``close()``; default :func:`local_scorer`. Whatever scores them, the chunks are written,
     tallied and committed here, in input order, so the rows, the aggregates and resume are the
-    same.
+    same; the run's caps (``budget``, :class:`~assay.engine.budget.Budget`) are checked here too,
+    so they hold whatever scores the chunks, and errored rows go to ``errors.jsonl`` (``out``).
     """
 
     def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
