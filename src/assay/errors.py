@@ -32,3 +32,11 @@ class InputError(AssayError):
             where.append(f"field {field!r}")
         self.detail = message
         super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+
+
+class BudgetExceeded(RunIncomplete):
+    """A run stopped by one of its caps (``max_cost``, ``max_errors``): the rows scored before
+    are saved, the run is left ``interrupted`` with the reason, and a resume with a raised cap
+    goes on. ``cap`` is ``"max_cost"`` or ``"max_errors"``; the CLI exits 3."""
+
+    cap: str = ""

@@ -129,6 +129,8 @@ def eval_cmd(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds to wait for one judge call (default: $ASSAY_JUDGE_TIMEOUT, else 120). A call that times out is tried at most twice.", metavar="SECONDS"),
     max_attempts: Optional[int] = typer.Option(None, "--max-attempts", help="Tries per judge call on 429, 5xx and connection errors (default: $ASSAY_JUDGE_MAX_ATTEMPTS, else 6).", metavar="N"),
     max_consecutive_failures: Optional[int] = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop the run (resumable, exit 3) once it has spent this much, in USD: the judge's calls at its price (ASSAY_JUDGE_PRICE=IN,OUT when it is not in the price table) and the target's tokens at ASSAY_TARGET_PRICE. Resume with a higher cap.", metavar="USD"),
+    max_errors: Optional[int] = typer.Option(None, "--max-errors", help="Stop the run (resumable, exit 3) once this many rows have errored (a target error or a metric error). With --out the errored rows are in errors.jsonl.", metavar="N"),
     data_format: Optional[str] = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
     gate: List[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
@@ -156,11 +158,13 @@ def eval_cmd(
                           name=text_arg(name), store=store, resume=text_arg(resume_from) or resume,
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
                           progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
-                          max_consecutive_failures=max_consecutive_failures,
+                          max_consecutive_failures=max_consecutive_failures, max_cost=max_cost, max_errors=max_errors,
                           on_plan=None if quiet else print_plan, engine=engine, ray_address=ray_address)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {safe(out_dir)}/", highlight=False)
+        if r_errored(result):
+            out.print(f"  errored rows, with their reasons: {safe(out_dir)}/errors.jsonl", highlight=False)
     run = result.run
     if run.get("run_id"):
         resumed = (f"; resumed with {run['resumed_rows']} rows already scored" if run.get("resumed")
@@ -172,6 +176,12 @@ def eval_cmd(
     refuse_all_errored(result.metrics)
     if gates_failed:
         raise typer.Exit(1)
+
+
+def r_errored(result: Any) -> int:
+    """The rows of a finished run that errored or were left out as unreadable."""
+    r = result.run
+    return int(r.get("rows_errored") or 0) + int(r.get("rows_skipped") or 0)
 
 
 def refuse_all_errored(metrics: dict[str, Any]) -> None:

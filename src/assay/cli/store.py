@@ -58,11 +58,16 @@ def _format(value: str) -> str:
 
 @app.command("show")
 def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
-             store: Optional[str] = STORE_OPT, format_: str = FORMAT_OPT) -> None:
-    """Show one run's summary."""
+             store: Optional[str] = STORE_OPT, format_: str = FORMAT_OPT,
+             errors: bool = typer.Option(False, "--errors", help="Only the run's errored rows (its dead-letter), each with the reason of every output in error, and the input rows left out as unreadable; with --format json the objects of errors.jsonl."),
+             limit: int = typer.Option(100, "--limit", help="With --errors as a table: at most this many rows.")) -> None:
+    """Show one run's summary (or, with --errors, its errored rows)."""
     as_json = _format(format_) == "json"
     st = open_store(store)
     r = st.get_run(text_arg(run))
+    if errors:
+        show_errors(st, r, as_json, limit)
+        return
     if as_json:
         print_json(r)
         return
@@ -93,6 +98,47 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
         return
     print_summary(st.load_result(r["id"]))
     print_run_check(st, r)
+
+
+def show_errors(st: Any, r: dict[str, Any], as_json: bool, limit: int) -> None:
+    """``assay show RUN --errors``: the dead-letter of a stored run, read back from its rows."""
+    from assay.engine.budget import bad_row_letter, dead_letter
+
+    def letters() -> Any:
+        for row in st.iter_scored(r["id"]):
+            letter = dead_letter(row.idx, row.inputs, row.scores, row_id=row.row_id,
+                                 conversation_id=row.conversation_id, target_error=row.target_error)
+            if letter is not None:
+                yield letter
+        for bad in (r.get("summary") or {}).get("bad_rows") or []:
+            yield bad_row_letter(bad)
+
+    if as_json:
+        print_json(list(letters()))
+        return
+    table = Table(title=f"errored rows of run {safe(r['id'])}", title_justify="left")
+    for col in ("row", "errors", "input"):
+        table.add_column(col, overflow="fold")
+    shown = total = 0
+    for x in letters():
+        total += 1
+        if shown >= limit:
+            continue
+        shown += 1
+        if x["kind"] == "bad_row":
+            table.add_row(safe(f"line {x.get('line')}"), safe(f"unreadable: {x.get('error')}"), safe(x.get("source") or ""))
+            continue
+        why = "; ".join(f"{e['metric']}" + (f".{e['output']}" if e["output"] != e["metric"] else "")
+                        + f": {str(e['reason'] or '')[:200]}" for e in x["errors"])
+        inputs = x["inputs"]
+        text = str(inputs.get("inputs.query") or inputs.get("inputs.response") or "")[:80]
+        table.add_row(str(x["row"]) + (" (target)" if x["target_error"] else ""), safe(why), safe(text))
+    if not total:
+        out.print(f"run {safe(r['id'])} has no errored rows", highlight=False)
+        return
+    out.print(table)
+    if total > shown:
+        out.print(f"… and {total - shown} more (--limit, or --format json for all)", highlight=False)
 
 
 @app.command("compare")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
+from assay.engine.budget import Budget, check_caps, prior_cost, target_price
 from assay.engine.plan import PLAN_WINDOW, Plan, make_plan, plan
 from assay.engine.run import (MAX_CONSECUTIVE_FAILURES, ChunkRunner, StoreRun, accumulators, judge_stats, judge_usage,
                               open_run, run_config)
@@ -85,6 +86,16 @@ Parameters (every one but ``data`` by keyword):
   stops: the chunks already scored stay stored, the run is left ``interrupted`` with the reason
   (resume it with ``resume=True``), and :class:`~assay.errors.RunIncomplete` is raised
   (default 5; 0 turns the breaker off).
+* ``max_cost``: a cap in USD on what the run spends: the judge's calls (at the judge's price;
+  an unknown price is an error) and the target's tokens where the target's price is known
+  (``options={"target_price": "IN,OUT"}``, ``$ASSAY_TARGET_PRICE``, or an endpoint target's
+  model in the price table). Once reached, the run stops as the circuit breaker stops it: the
+  rows scored are saved, the run is left ``interrupted`` with the reason, and
+  :class:`~assay.errors.BudgetExceeded` (a :class:`~assay.errors.RunIncomplete`) is raised;
+  ``resume=True`` with a higher cap goes on (the cap counts every session of the run).
+* ``max_errors``: the same for errored rows (a target error, or any metric output in error):
+  the run stops once this many rows have errored. With ``out``, the errored rows, with their
+  reasons and inputs, are also written to ``errors.jsonl`` (:mod:`assay.engine.budget`).
 * ``engine``: where the chunks are scored: ``"local"`` (the default: this process, with worker
   processes for the synchronous metrics) or ``"ray"`` (a pool of Ray actors, each with the
   metrics and its own judge; needs ``pip install 'assay[ray]'``; see docs/scale.md). The rows,
@@ -129,6 +140,8 @@ def evaluate(
     on_plan: Callable[[dict[str, Any]], None] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    max_cost: float | None = None,
+    max_errors: int | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -139,7 +152,7 @@ def evaluate(
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
         max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format,
-        on_plan=on_plan, engine=engine, ray_address=ray_address))
+        on_plan=on_plan, engine=engine, ray_address=ray_address, max_cost=max_cost, max_errors=max_errors))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -343,6 +356,8 @@ async def evaluate_async(
     on_plan: Callable[[dict[str, Any]], None] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    max_cost: float | None = None,
+    max_errors: int | None = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
@@ -354,6 +369,7 @@ async def evaluate_async(
         raise AssayError("timeout and max_attempts set up the judge's limiter, but this judge is a LimitedModel "
                          "with a limiter of its own: set them there (Limiter(timeout=..., max_attempts=...))")
     timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
+    check_caps(max_cost, max_errors)
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
                   on_bad_row=on_bad_row, family=family, format=format)
     if concurrency is not None and concurrency < 1:
@@ -363,16 +379,21 @@ async def evaluate_async(
     judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency, timeout=timeout,
                                               max_attempts=max_attempts)
     judge_before = judge_stats(judge_model)
-    judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
+    usage_now = judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
+    budget = Budget(max_cost, max_errors, judge_usage=lambda: judge_usage(judge_model, judge_before, options),
+                    target_price=target_price(p.target, options) if max_cost is not None else None)
+    budget.check_price(judge_model, usage_now)
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
     if on_plan is not None:
         on_plan(p.summary())
     saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
     try:
+        if saved.resumed and max_cost is not None:
+            budget.prior_cost = prior_cost(saved.store, saved.run_id)
         runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
                              max_consecutive_failures=breaker, usage=lambda: judge_usage(judge_model, judge_before, options),
-                             scorer=scorer)
+                             scorer=scorer, budget=budget)
         await runner.run(progress)
 
         run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name,

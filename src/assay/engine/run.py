@@ -12,7 +12,8 @@ The run arms the circuit breaker of its judge's and endpoint target's limiters
 (:meth:`~assay.models.limits.Limiter.arm_breaker`): when it opens (requests in a row timed out
 or could not connect), the chunk being scored is dropped, the whole chunks before it stay
 stored, the run is left ``interrupted`` with the reason, and :class:`~assay.errors.RunIncomplete`
-says how to resume.
+says how to resume. A run's caps (:mod:`assay.engine.budget`: ``max_cost``, ``max_errors``) stop it
+the same way, with :class:`~assay.errors.BudgetExceeded`; its errored rows go to ``errors.jsonl``.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from assay.engine.aggregate import Accumulator, defect_settings
+from assay.engine.budget import POLL_S, Budget, DeadLetter
 from assay.engine.plan import PLAN_WINDOW, Plan
 from assay.engine.target import TargetError
-from assay.errors import AssayError, RunIncomplete
+from assay.errors import AssayError, BudgetExceeded, RunIncomplete
 from assay.metrics.base import EvalContext, Metric, Score
 from assay.models.limits import CircuitOpen
 from assay.records import Record
@@ -346,19 +348,23 @@ class ChunkRunner:
     ``depth`` (chunks scored ahead), ``start()``, ``async score(chunk) -> (filled, per_row)``
     and ``close()``; default :func:`local_scorer`. Whatever scores them, the chunks are written,
     tallied and committed here, in input order, so the rows, the aggregates and resume are the
-    same.
+    same; the run's caps (``budget``, :class:`~assay.engine.budget.Budget`) are checked here too,
+    so they hold whatever scores the chunks, and errored rows go to ``errors.jsonl`` (``out``).
     """
 
     def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
                  out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None,
                  max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
-                 usage: Callable[[], Any] | None = None, scorer: Callable[["ChunkRunner"], Any] | None = None):
+                 usage: Callable[[], Any] | None = None, scorer: Callable[["ChunkRunner"], Any] | None = None,
+                 budget: Budget | None = None):
         self.plan, self.ctx, self.accs, self.saved = plan, ctx, accs, saved
+        self.budget = budget if budget is not None and budget.active else None   # the run's caps
         self.concurrency = concurrency
         self.max_consecutive_failures = max_consecutive_failures
         self.usage = usage          # this session's judge usage so far (recorded with the heartbeats)
         self.beat: Any = None
         self.sink = RowSink(out, plan.layout, store=saved.store, run_id=saved.run_id)
+        self.dead = DeadLetter(out)      # errors.jsonl: the errored rows, with their reasons
         self.counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
         self.n_workers = worker_count(workers, Scoring.of(plan).sync_metrics, len(plan.head))
         self.scorer = (scorer or local_scorer)(self)
@@ -385,8 +391,14 @@ class ChunkRunner:
             if failed:
                 r = src
             self.tally(scores, src.conversation_id, failed)
-            self.sink.add(row_inputs(r), scores, idx=self.counts["evaluated"] - 1, record=r, target_error=failed)
+            inputs = row_inputs(r)
+            self.dead.add(self.counts["evaluated"] - 1, inputs, scores, row_id=r.id,   # first: the sink may
+                          conversation_id=r.conversation_id, target_error=failed)      # add to ``inputs``
+            self.sink.add(inputs, scores, idx=self.counts["evaluated"] - 1, record=r, target_error=failed)
+        if self.budget is not None and self.plan.target is not None:
+            self.budget.add_target(r for r in filled if not isinstance(r, TargetError))
         self.sink.commit()
+        self.dead.flush()
         if self.beat is not None:
             self.beat.poke()
 
@@ -395,6 +407,8 @@ class ChunkRunner:
         st, done = self.saved.store, self.saved.done
         for row in st.iter_scored(self.saved.run_id, stop=done):
             self.tally(row.scores, row.conversation_id, row.target_error)
+            self.dead.add(row.idx, row.inputs, row.scores, row_id=row.row_id, conversation_id=row.conversation_id,
+                          target_error=row.target_error)
             self.sink.add(row.inputs, row.scores, stored=True)
 
     async def run(self, progress: Callable[[int], None] | None = None) -> None:
@@ -431,6 +445,9 @@ class ChunkRunner:
             error = (f"stopped after {exc.failures} requests in a row to the {who} timed out or could not "
                      f"connect (the last: {exc.last})")
             raise self.incomplete(error) from None
+        except BudgetExceeded as exc:
+            status, error = "interrupted", str(exc)
+            raise self.incomplete(error, cap=exc.cap) from None
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise
@@ -440,6 +457,7 @@ class ChunkRunner:
                 if fut.done() and not fut.cancelled():
                     fut.exception()   # retrieved: a chunk that failed too is no news
             try:
+                self.dead.close(getattr(getattr(self.plan, "dataset", None), "bad_rows", ()))
                 self.sink.close()   # the last store write; if it fails, the run stays resumable
             finally:
                 for (_, lim), n in zip(breakers, before):
@@ -454,24 +472,46 @@ class ChunkRunner:
                         usage = None
                     saved.store.finish_run(saved.run_id, status, error=error, usage=usage)
 
-    def incomplete(self, why: str) -> RunIncomplete:
-        """The error that ends a run the circuit breaker stopped: why, what is kept, how to go on."""
+    def incomplete(self, why: str, cap: str | None = None) -> RunIncomplete:
+        """The error that ends a run the circuit breaker (or, ``cap``, one of its caps) stopped:
+        why, what is kept, how to go on."""
         saved, done = self.saved, self.counts["evaluated"]
         if saved.store is None:
             kept = f"{done} rows were scored, but nothing is saved (the store is off), so the run cannot be resumed"
+        elif cap is not None:
+            flag = "--max-cost" if cap == "max_cost" else "--max-errors"
+            kept = (f"{done} rows are saved in run {saved.run_id} (interrupted); run the same command with "
+                    f"--resume and a higher {flag} (resume=True, {cap}=...) to score the rest")
         else:
             kept = (f"{done} rows are saved in run {saved.run_id} (interrupted); once it answers, run the same "
                     "command with --resume (resume=True) to score the rest")
-        exc = RunIncomplete(f"{why}; {kept}")
+        exc: RunIncomplete = RunIncomplete(f"{why}; {kept}") if cap is None else BudgetExceeded(f"{why}; {kept}")
+        if cap is not None:
+            exc.cap = cap  # type: ignore[attr-defined]
         exc.run_id, exc.rows_done = saved.run_id, done  # type: ignore[attr-defined]
         return exc
 
     async def _next(self, pending: deque, progress: Callable[[int], None] | None) -> None:
         """Wait for the oldest chunk in flight and consume it."""
         chunk, fut = pending.popleft()
+        if self.budget is not None:
+            await self._within_budget(fut)
         self.consume(chunk, *(await fut))
         if progress is not None:
             progress(len(chunk))
+
+    async def _within_budget(self, fut: asyncio.Future) -> None:
+        """Before a chunk is waited for (so rows are left to score), and every ``POLL_S`` seconds
+        while it is scored: :class:`BudgetExceeded` once a cap is reached."""
+        budget = self.budget
+        assert budget is not None
+        while True:
+            exc = budget.over(self.counts["errored"])
+            if exc is not None:
+                raise exc
+            if fut.done() or budget.max_cost is None:
+                return
+            await asyncio.wait({fut}, timeout=POLL_S)
 
     def aggregates(self) -> dict[str, dict[str, Any]]:
         """``{output: aggregate}`` over every row scored (and replayed)."""
