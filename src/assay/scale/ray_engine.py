@@ -22,6 +22,7 @@ calls of a chunk whose actor was killed before it answered).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable
 
@@ -29,10 +30,12 @@ from assay.engine.evaluate import JUDGE_ENV, resolve_judge
 from assay.engine.run import ChunkRunner, ChunkScorer, Scoring, breaker_limiters
 from assay.errors import AssayError
 from assay.metrics.base import EvalContext
+from assay.models.cache import is_db_url
 from assay.models.limits import CallStats, CircuitOpen
 from assay.records import Record
 from assay.scale.limiter import ClusterLimits, start_cluster_limiter
 
+log = logging.getLogger("assay.scale")
 RAY_MISSING = "engine 'ray' needs Ray, which is not installed: pip install 'assay[ray]'"
 MAX_RESTARTS = 4        # times Ray restarts a killed actor
 MAX_TASK_RETRIES = 4    # times a chunk is tried again on a restarted actor
@@ -156,6 +159,50 @@ def start_cluster_limits(judge: Any, name: str) -> Any:
 
 # -- in the driver --------------------------------------------------------------------------------
 
+PER_WORKER_CACHE = ("the call cache is per worker on this cluster (SQLite does not span machines): a call one "
+                    "worker made may be made again by another; with --store postgresql://... every worker "
+                    "shares the store's database (or set ASSAY_CACHE=postgresql://...)")
+
+
+def store_url(store: Any) -> str | None:
+    """The URL of ``store`` (password included: the workers connect with it) when it is PostgreSQL."""
+    engine = getattr(store, "engine", None)
+    if engine is None or engine.dialect.name != "postgresql":
+        return None
+    return engine.url.render_as_string(hide_password=False)
+
+
+def worker_cache(judge: Any, store: Any, address: str | None) -> tuple[str | None, str | None]:
+    """Where the workers keep the judge's call cache, as ``(ASSAY_CACHE for them, a note for the
+    user or None)``; None for ASSAY_CACHE leaves each worker its own default.
+
+    - No judge: the driver's ``$ASSAY_CACHE`` as it is (on a remote cluster, only a database URL).
+    - The driver's judge has no cache (``ASSAY_CACHE=off``, or a judge given as an object without
+      one): ``off``.
+    - The driver's cache is in PostgreSQL (``ASSAY_CACHE=postgresql://...``): that database.
+    - The run's store is PostgreSQL: the store's database (tables beside the store's), so that
+      workers on every machine of a cluster share one cache.
+    - Ray on this machine: the driver's SQLite file (its absolute path).
+    - A remote cluster and SQLite: each worker's own default file, and a note saying so.
+    """
+    if judge is None:       # no judge: the driver's setting as it is (a path only means something here)
+        env = os.environ.get("ASSAY_CACHE")
+        return (env if env is not None and (address is None or is_db_url(env)) else None), None
+    cache = getattr(judge, "cache", None)
+    if cache is None:
+        return "off", None
+    url = getattr(cache, "url", None)
+    if url:
+        return url, None
+    url = store_url(store)
+    if url:
+        return url, None
+    if address is None:
+        path = getattr(cache, "path", None)
+        return (str(os.path.abspath(path)), None) if path is not None else ("off", None)
+    return None, PER_WORKER_CACHE
+
+
 class RayScorer:
     """The :class:`~assay.engine.run.ChunkRunner`'s scorer on Ray: a pool of :class:`ChunkWorker`
     actors, chunks sent to them in turn, ``2 * actors`` chunks in flight. Starts Ray on this
@@ -173,21 +220,19 @@ class RayScorer:
         self.limits: Any = None
         self.turn = 0
         self.depth = 2 * (actors or 1)
+        self.cache_note: str | None = None
 
     def worker_env(self) -> dict[str, str]:
-        """The driver's ``ASSAY_*`` settings for the workers; on this machine, the driver's call
-        cache (its absolute path), so every worker reads and fills the same one."""
+        """The driver's ``ASSAY_*`` settings for the workers, with the call cache every worker
+        uses (``ASSAY_CACHE``, :func:`worker_cache`)."""
         env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_")}
         env[JUDGE_ENV] = os.environ.get(JUDGE_ENV, "")
-        if self.address is None:
-            cache = getattr(self.runner.ctx.judge, "cache", None)
-            path = getattr(cache, "path", None)
-            if path is not None:
-                env["ASSAY_CACHE"] = str(os.path.abspath(path))
-            elif self.runner.ctx.judge is not None:
-                env["ASSAY_CACHE"] = "off"
+        cache, self.cache_note = worker_cache(self.runner.ctx.judge, getattr(self.runner.saved, "store", None),
+                                              self.address)
+        if cache is None:
+            env.pop("ASSAY_CACHE", None)
         else:
-            env.pop("ASSAY_CACHE", None)     # another machine's path means nothing there
+            env["ASSAY_CACHE"] = cache
         return env
 
     def start(self) -> None:
@@ -208,6 +253,8 @@ class RayScorer:
         worker = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
         scoring = Scoring.of(runner.plan)
         env = self.worker_env()
+        if self.cache_note:
+            log.warning(self.cache_note)
         self.actors = [worker.remote(scoring, dict(runner.ctx.options), self.judge, self.concurrency, self.timeout,
                                      self.max_attempts, runner.max_consecutive_failures, env, limits)
                        for _ in range(self.n)]
