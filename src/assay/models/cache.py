@@ -263,6 +263,11 @@ def _libpq_url(url: str) -> str:
     return "postgresql://" + rest if scheme.lower() != "postgresql" else url
 
 
+def _one_line(exc: BaseException) -> str:
+    """A driver's message (libpq's run over several lines) on one line."""
+    return " ".join(str(exc).split())
+
+
 def _safe(url: str) -> str:
     """``url`` without its password, for messages and ``repr``."""
     scheme, rest = url.split("://", 1)
@@ -297,7 +302,7 @@ class PgCallCache(CallCache):
             self._open()
             self._migrate()
         except psycopg.Error as exc:
-            raise AssayError(f"cannot open the call cache in {_safe(self.url)}: {str(exc).strip()} "
+            raise AssayError(f"cannot open the call cache in {_safe(self.url)}: {_one_line(exc)} "
                              "(set ASSAY_CACHE to a file, or ASSAY_CACHE=off)") from None
         self.hits = 0
         self.misses = 0
@@ -344,7 +349,7 @@ class PgCallCache(CallCache):
                 except Exception:   # closing a broken connection
                     pass
                 self._conn = None
-                raise CacheError(f"{_safe(self.url)}: {str(exc).strip()}") from None
+                raise CacheError(f"{_safe(self.url)}: {_one_line(exc)}") from None
 
     @staticmethod
     def _table(table: str) -> str:
