@@ -394,3 +394,51 @@ def test_with_a_postgresql_store_the_workers_share_the_call_cache_in_it(fake, tm
     assert accounts and all(a % 100 == 13 for a in accounts)   # only the refused rows were asked again
     assert second.metrics == first.metrics
     assert second.run["judge_usage"]["cache_hits"] == n - refused
+
+
+def support_row(item: dict) -> dict:
+    """Row ``item["id"]`` of :func:`rows`, made on a Ray worker (a dataset's map stage)."""
+    return rows(item["id"] + 1)[item["id"]]
+
+
+def test_a_ray_dataset_is_evaluated_on_ray_as_the_same_rows_locally(fake):
+    """``data=ray.data.Dataset``: its batches are streamed from the dataset's pipeline (here rows
+    made by a map stage on the workers), and the result is the local engine's on the same rows."""
+    fake.default = judge_by_row
+    n = 1100
+    ds = ray.data.range(n).map(support_row)
+    kw = dict(metrics="f1_score,exact_match,coherence", judge=f"{fake.base_url}#m", store=False)
+    on_ray = assay.evaluate(ds, engine="ray", **kw)
+    import pandas as pd
+
+    local = assay.evaluate(pd.DataFrame(rows(n)), **kw)
+    assert on_ray.run["source"] == "<ray.data.Dataset>" and on_ray.run["format"] == "ray_dataset"
+    assert [r["inputs.id"] for r in on_ray.rows] == [f"r{i}" for i in range(n)]
+    assert comparable(on_ray.rows) == comparable(local.rows)
+    assert on_ray.metrics == local.metrics
+    assert on_ray.metrics["f1_score"]["evaluated"] == n - len(range(0, n, 11))   # rows without a reference
+    # the local engine takes one too
+    assert assay.evaluate(ds, metrics="f1_score", store=False).metrics["f1_score"] == on_ray.metrics["f1_score"]
+
+
+def test_a_ray_dataset_with_a_bad_row_names_the_row_and_field(tmp_path):
+    ds = ray.data.from_items([{"query": "q", "response": {"text": "a"}, "ground_truth": "a"},
+                              {"query": "q", "response": {"text": "b"}, "ground_truth": "b"}])
+    with pytest.raises(assay.AssayError) as ei:
+        assay.evaluate(ds, metrics="f1_score", store=False, engine="ray")
+    msg = str(ei.value)
+    assert msg.startswith("<ray.data.Dataset>, line 1, field 'response': expected text") and "\n" not in msg
+
+
+def failing_stage(item: dict) -> dict:
+    if item["id"] == 700:
+        raise ValueError("row 700 cannot be made")
+    return support_row(item)
+
+
+def test_a_ray_dataset_whose_pipeline_fails_is_one_line_naming_the_dataset():
+    with pytest.raises(assay.AssayError) as ei:
+        assay.evaluate(ray.data.range(1000).map(failing_stage), metrics="f1_score", store=False, engine="ray")
+    msg = str(ei.value)
+    assert msg.startswith("<ray.data.Dataset>: the Ray dataset could not be read after row ")
+    assert "row 700 cannot be made" in msg and "\n" not in msg

@@ -254,14 +254,19 @@ class RayScorer:
             else:
                 ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
             self.started_ray = True
+        cpus = float(ray.cluster_resources().get("CPU", 1))
+        # a ray.data.Dataset's pipeline runs on the cluster while the actors score: one CPU is left
+        # to it, or its tasks would wait for the actors' CPUs and the run for its rows
+        reserve = 1.0 if getattr(self.runner.plan.dataset, "format", None) == "ray_dataset" else 0.0
         if self.n is None:
-            self.n = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self.n = max(1, int(cpus - reserve))
+        actor_cpus = min(1.0, max(0.0, cpus - reserve) / self.n) if reserve else 1.0
         self.depth = 2 * self.n
         runner = self.runner
         # kept while the run lasts: Ray ends a named actor once no handle to it is left
         self.limits = limits = start_cluster_limits(runner.ctx.judge,
                                                     f"assay-limits-{runner.saved.run_id or os.getpid()}")
-        worker = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
+        worker = ray.remote(num_cpus=actor_cpus, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
         scoring = Scoring.of(runner.plan)
         env = self.worker_env()
         if self.cache_note:
