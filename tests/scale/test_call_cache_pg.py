@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from postgres_server import PostgresServer, pg_bin  # noqa: E402
 
 from assay.errors import AssayError  # noqa: E402
-from assay.models import Limiter, LimitedModel, OpenAICompat, open_cache  # noqa: E402
+from assay.models import Limiter, LimitedModel, OpenAICompat, PgCallCache, open_cache  # noqa: E402
 from assay.models.base import Generation, TokenUsage  # noqa: E402
-from assay.models.cache import PG_CALLS, CacheError, CallCache, PgCallCache, call_key, embed_key  # noqa: E402
+from assay.models.cache import PG_CALLS, CacheError, CallCache, call_key, embed_key  # noqa: E402
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL cache needs psycopg (pip install 'assay[postgres]')")
 
