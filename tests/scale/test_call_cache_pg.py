@@ -182,3 +182,32 @@ def test_worker_cache_is_the_store_database_when_the_store_is_postgresql(monkeyp
     monkeypatch.setenv("ASSAY_CACHE", "/tmp/x.sqlite")
     assert worker_cache(None, None, None) == ("/tmp/x.sqlite", None)
     assert worker_cache(None, None, "ray://h:1") == (None, None)
+
+
+class _Runner:
+    def __init__(self, judge, store):
+        from types import SimpleNamespace
+
+        self.ctx = SimpleNamespace(judge=judge)
+        self.saved = SimpleNamespace(store=store)
+
+
+def test_the_workers_settings_carry_the_cache_and_a_remote_sqlite_run_says_it_is_per_worker(monkeypatch, tmp_path):
+    from assay.scale.ray_engine import PER_WORKER_CACHE, RayScorer
+
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "c.sqlite"))
+    monkeypatch.setenv("ASSAY_JUDGE_TIMEOUT", "30")
+    judge = _Judge(_Cache(path=tmp_path / "c.sqlite"))
+
+    def env_of(store, address):
+        rs = RayScorer(_Runner(judge, store), None, address=address, judge=None, concurrency=None, timeout=None,
+                       max_attempts=None, actors=None)
+        return rs.worker_env(), rs.cache_note
+
+    env, note = env_of(_Store("postgresql+psycopg://u:pw@db/assay"), "ray://head:10001")
+    assert env["ASSAY_CACHE"] == "postgresql+psycopg://u:pw@db/assay" and note is None
+    assert env["ASSAY_JUDGE_TIMEOUT"] == "30"                 # the other settings travel as they are
+    env, note = env_of(_Store(f"sqlite:///{tmp_path / 'runs.db'}"), "ray://head:10001")
+    assert "ASSAY_CACHE" not in env and note == PER_WORKER_CACHE
+    env, note = env_of(_Store(f"sqlite:///{tmp_path / 'runs.db'}"), None)
+    assert env["ASSAY_CACHE"] == str(tmp_path / "c.sqlite") and note is None
