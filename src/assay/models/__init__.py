@@ -20,7 +20,7 @@ from typing import Any
 from assay.models.base import (INPUT_TYPES, ChatModel, EmbeddingBatch, EmbeddingModel, Generation, ModelCallError,
                                TokenUsage, distribution_generation, gives_distributions, gives_embeddings,
                                read_distribution)
-from assay.models.cache import CallCache, call_key, default_cache_path, embed_key, open_cache
+from assay.models.cache import CallCache, PgCallCache, call_key, default_cache_path, embed_key, open_cache
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
 from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
                                             embedder_available)
@@ -42,7 +42,7 @@ def build_judge(spec: Any, **kw: Any) -> LimitedModel:
 
 
 __all__ = [
-    "ACCEPTED_FORMS", "CallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
+    "ACCEPTED_FORMS", "CallCache", "PgCallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
     "LimitedModel", "Limiter", "SharedLimits", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
     "TokenUsage", "build_judge", "ModelSpec", "ModelSpecError", "parse_model_spec", "resolve",
     "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",

@@ -8,6 +8,10 @@ flight, and a resumed run pays for no completed call twice.
 
 Location: ``path`` if given, else ``$ASSAY_CACHE``, else ``.assay/cache.sqlite`` under the
 working directory. ``ASSAY_CACHE=off`` turns the cache off (:func:`open_cache` returns None).
+A ``postgresql://`` URL (as ``path`` or ``$ASSAY_CACHE``) keeps the cache in that database
+instead (:class:`PgCallCache`: two tables, ``assay_call_cache`` and ``assay_call_vectors``), so
+that processes on several machines (the workers of a Ray cluster) share one cache; the Ray
+engine does this by itself when the run's store is PostgreSQL.
 
 The hot path is one primary-key lookup on one open connection (tens of microseconds);
 :meth:`CallCache.get_many` looks up a batch in one query.
@@ -42,6 +46,24 @@ _OFF = {"off", "0", "false", "no", "none", "disabled"}
 _DUMP_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
+PG_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+PG_CALLS, PG_VECTORS = "assay_call_cache", "assay_call_vectors"
+PG_LOCK = 7_302_214_919      # the advisory lock under which the tables are made (workers start at once)
+
+
+class CacheError(Exception):
+    """A call cache read or write that failed (a database gone away): it costs the cache, not the
+    run. SQLite's own errors (``sqlite3.Error``) are the other kind in :data:`CACHE_ERRORS`."""
+
+
+CACHE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, CacheError)
+
+
+def is_db_url(location: Any) -> bool:
+    """Whether ``location`` names a PostgreSQL database rather than a file."""
+    return isinstance(location, str) and location.strip().lower().startswith(PG_SCHEMES)
+
+
 def default_cache_path() -> Path | None:
     """``$ASSAY_CACHE`` (None when it says off), else ``./.assay/cache.sqlite``."""
     env = os.environ.get("ASSAY_CACHE")
@@ -53,7 +75,14 @@ def default_cache_path() -> Path | None:
 
 
 def open_cache(path: str | os.PathLike[str] | None = None) -> "CallCache | None":
-    """The call cache at ``path`` or the default location; None when turned off."""
+    """The call cache at ``path`` or the default location; None when turned off. A
+    ``postgresql://`` URL (given, or in ``$ASSAY_CACHE``) opens a :class:`PgCallCache`."""
+    if path is None:
+        env = (os.environ.get("ASSAY_CACHE") or "").strip()
+        if is_db_url(env):
+            return PgCallCache(env)
+    elif is_db_url(path):
+        return PgCallCache(str(path))
     p = Path(path) if path is not None else default_cache_path()
     return CallCache(p) if p is not None else None
 
@@ -225,3 +254,156 @@ class CallCache:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _libpq_url(url: str) -> str:
+    """``url`` as libpq reads it (SQLAlchemy's ``postgresql+psycopg://`` scheme made plain)."""
+    url = url.strip()
+    scheme, rest = url.split("://", 1)
+    return "postgresql://" + rest if scheme.lower() != "postgresql" else url
+
+
+def _one_line(exc: BaseException) -> str:
+    """A driver's message (libpq's run over several lines) on one line."""
+    return " ".join(str(exc).split())
+
+
+def _safe(url: str) -> str:
+    """``url`` without its password, for messages and ``repr``."""
+    scheme, rest = url.split("://", 1)
+    if "@" in rest:
+        creds, host = rest.rsplit("@", 1)
+        if ":" in creds:
+            creds = creds.split(":", 1)[0] + ":***"
+        rest = f"{creds}@{host}"
+    return f"{scheme}://{rest}"
+
+
+class PgCallCache(CallCache):
+    """The call cache in a PostgreSQL database: the same keys, values and methods as
+    :class:`CallCache`, in two tables (``assay_call_cache`` for answers, ``assay_call_vectors``
+    for embeddings) that every process reaching the database shares, wherever it runs. One
+    autocommit connection (psycopg 3), reopened after a fork or when the server dropped it; a
+    failed read or write raises :class:`CacheError`, which the model path logs and goes on without.
+    """
+
+    def __init__(self, url: str):
+        self.url = _libpq_url(url)
+        self.path = None
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        try:
+            import psycopg
+        except ImportError:
+            raise AssayError("a call cache in PostgreSQL needs psycopg, which is not installed: "
+                             "pip install 'assay[postgres]' (or set ASSAY_CACHE to a file, or off)") from None
+        self._pg = psycopg
+        try:
+            self._open()
+            self._migrate()
+        except psycopg.Error as exc:
+            raise AssayError(f"cannot open the call cache in {_safe(self.url)}: {_one_line(exc)} "
+                             "(set ASSAY_CACHE to a file, or ASSAY_CACHE=off)") from None
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+
+    def _open(self) -> None:
+        self._conn = self._pg.connect(self.url, autocommit=True, connect_timeout=30)
+        self._pid = os.getpid()
+        self.journal_mode = "postgresql"
+
+    @property
+    def _db(self) -> Any:
+        """The connection: a forked child's own, or a new one when the server dropped it."""
+        if self._conn is None or self._pid != os.getpid() or self._conn.closed or self._conn.broken:
+            self._open()
+        return self._conn
+
+    def _migrate(self) -> None:
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_LOCK,))
+            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {PG_CALLS} (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
+                               " created DOUBLE PRECISION NOT NULL, value BYTEA NOT NULL)")
+            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {PG_VECTORS} (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
+                               " created DOUBLE PRECISION NOT NULL, dim INTEGER NOT NULL, value BYTEA NOT NULL)")
+
+    def __repr__(self) -> str:
+        return f"PgCallCache({_safe(self.url)!r})"
+
+    def _run(self, sql: str, params: Any = None, *, many: bool = False) -> list[tuple]:
+        """One statement under the lock; its rows (none for a write). psycopg's errors become
+        :class:`CacheError` (the connection is dropped, to be opened again next time)."""
+        with self._lock:
+            try:
+                db = self._db
+                if many:
+                    with db.cursor() as cur:
+                        cur.executemany(sql, params)
+                    return []
+                cur = db.execute(sql, params)
+                return cur.fetchall() if cur.description is not None else []
+            except self._pg.Error as exc:
+                try:
+                    self._conn.close()
+                except Exception:   # closing a broken connection
+                    pass
+                self._conn = None
+                raise CacheError(f"{_safe(self.url)}: {_one_line(exc)}") from None
+
+    @staticmethod
+    def _table(table: str) -> str:
+        return PG_CALLS if table == "calls" else PG_VECTORS
+
+    # -- reads -------------------------------------------------------------------------------
+    def get(self, key: str) -> Generation | None:
+        rows = self._run(f"SELECT value FROM {PG_CALLS} WHERE key = %s", (key,))
+        if not rows:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return Generation.from_dict(orjson.loads(bytes(rows[0][0])), cached=True)
+
+    def _select(self, table: str, keys: Iterable[str]) -> dict[str, bytes]:
+        ks = list(dict.fromkeys(keys))
+        out: dict[str, bytes] = {}
+        for i in range(0, len(ks), 500):
+            rows = self._run(f"SELECT key, value FROM {self._table(table)} WHERE key = ANY(%s)", (ks[i:i + 500],))
+            out.update((k, bytes(v)) for k, v in rows)
+        self.hits += len(out)
+        self.misses += len(ks) - len(out)
+        return out
+
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        """Upsert ``rows`` (one statement per row, one round trip for them all; autocommit: a
+        row another worker wrote at the same time is simply written again, with the same value)."""
+        if not rows:
+            return
+        cols = "(key, model, created, value)" if table == "calls" else "(key, model, created, dim, value)"
+        marks = ",".join(["%s"] * len(rows[0]))
+        sql = (f"INSERT INTO {self._table(table)} {cols} VALUES ({marks}) "
+               "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, created = EXCLUDED.created")
+        self._run(sql, rows, many=True)
+        self.writes += len(rows)
+
+    def __contains__(self, key: str) -> bool:
+        return bool(self._run(f"SELECT 1 FROM {PG_CALLS} WHERE key = %s", (key,)))
+
+    def __len__(self) -> int:
+        return int(self._run(f"SELECT count(*) FROM {PG_CALLS}")[0][0])
+
+    def count_vectors(self) -> int:
+        return int(self._run(f"SELECT count(*) FROM {PG_VECTORS}")[0][0])
+
+    def clear(self) -> None:
+        self._run(f"DELETE FROM {PG_CALLS}")
+        self._run(f"DELETE FROM {PG_VECTORS}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except Exception:   # gone already
+                    pass
+                self._conn = None

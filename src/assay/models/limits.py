@@ -34,7 +34,6 @@ import asyncio
 import dataclasses
 import logging
 import random
-import sqlite3
 import sys
 import time
 from collections import deque
@@ -47,7 +46,7 @@ from assay.errors import AssayError
 from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, ChatModel, EmbeddingBatch, Generation, Messages,
                                ModelCallError, as_vectors, cache_identity, check_input_type, check_texts,
                                estimate_tokens, gives_distributions, gives_embeddings, gives_logliks)
-from assay.models.cache import embed_key
+from assay.models.cache import CACHE_ERRORS, embed_key
 
 log = logging.getLogger("assay.models")
 T = TypeVar("T")
@@ -696,7 +695,7 @@ class LimitedModel:
             key = cache.key(self.cache_identity, messages, dict(params))
             try:
                 hit = cache.get(key)
-            except sqlite3.Error as exc:
+            except CACHE_ERRORS as exc:
                 log.warning("call cache read failed: %s", exc)
                 hit = None
             if hit is not None:
@@ -739,7 +738,7 @@ class LimitedModel:
         if key is not None:
             try:
                 cache.put(key, gen, model=self.name)
-            except sqlite3.Error as exc:  # a full disk or a locked file costs the cache, not the run
+            except CACHE_ERRORS as exc:  # a full disk or a locked file costs the cache, not the run
                 log.warning("call cache write failed: %s", exc)
             fut = self._pending.pop(key)
             if not fut.done():
@@ -790,7 +789,7 @@ class LimitedModel:
         if cache is not None and keys:
             try:
                 found = cache.get_vectors(keys)
-            except sqlite3.Error as exc:
+            except CACHE_ERRORS as exc:
                 log.warning("call cache read failed: %s", exc)
             st.texts_cached += len(found)
         missing = [(k, t) for k, t in zip(keys, unique) if k not in found]
@@ -886,7 +885,7 @@ class LimitedModel:
         if self.cache is not None:
             try:
                 self.cache.put_vectors(((k, v) for (k, _), v in zip(batch, vectors)), model=self.name)
-            except sqlite3.Error as exc:
+            except CACHE_ERRORS as exc:
                 log.warning("call cache write failed: %s", exc)
         if not fut.done():
             fut.set_result(vectors)

@@ -185,9 +185,16 @@ class _EngineKey:
     n_threads_decode: int
 
 
+def models_loaded() -> int:
+    """How many times this process has loaded a GGUF model file (each (file, settings) once,
+    however many :class:`LlamaCppModel` objects use it; again only after :meth:`~LlamaCppModel.unload`)."""
+    return _Engine.loads
+
+
 class _Engine:
     """One loaded model and context, driven by one worker thread (llama.cpp is not thread-safe)."""
 
+    loads = 0           # models loaded by this process (models_loaded)
     _registry: dict[_EngineKey, "_Engine"] = {}
     _registry_lock = threading.Lock()
 
@@ -226,6 +233,7 @@ class _Engine:
             raise AssayError(f"could not load GGUF model {self.key.path!r}: {exc}") from exc
         self.load_s = time.perf_counter() - t0
         self.llm = llm
+        _Engine.loads += 1
         self.vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
         self.n_vocab = int(llm.n_vocab())
         self.metadata = dict(getattr(llm, "metadata", {}) or {})

@@ -22,6 +22,7 @@ calls of a chunk whose actor was killed before it answered).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable
 
@@ -29,10 +30,12 @@ from assay.engine.evaluate import JUDGE_ENV, resolve_judge
 from assay.engine.run import ChunkRunner, ChunkScorer, Scoring, breaker_limiters
 from assay.errors import AssayError
 from assay.metrics.base import EvalContext
+from assay.models.cache import is_db_url
 from assay.models.limits import CallStats, CircuitOpen
 from assay.records import Record
 from assay.scale.limiter import ClusterLimits, start_cluster_limiter
 
+log = logging.getLogger("assay.scale")
 RAY_MISSING = "engine 'ray' needs Ray, which is not installed: pip install 'assay[ray]'"
 MAX_RESTARTS = 4        # times Ray restarts a killed actor
 MAX_TASK_RETRIES = 4    # times a chunk is tried again on a restarted actor
@@ -112,6 +115,7 @@ class ChunkWorker:
         self.scorer = ChunkScorer(scoring, EvalContext(judge=self.judge, options=options),
                                   concurrency=concurrency, n_workers=1)
         self.seen = self.counts()
+        self.chunks = 0
 
     def counts(self) -> dict[str, int]:
         stats = getattr(self.judge, "stats", None)
@@ -120,11 +124,21 @@ class ChunkWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def loads(self) -> dict[str, int]:
+        """This actor's process id, the chunks it has scored and the GGUF models it has loaded
+        (an embedded or ``local:`` judge: once per actor, however many chunks)."""
+        import sys
+
+        local = sys.modules.get("assay.models.local")     # never imported: nothing was loaded
+        return {"pid": os.getpid(), "chunks": self.chunks,
+                "models_loaded": local.models_loaded() if local is not None else 0}
+
     async def score(self, chunk: list[Record]) -> tuple[Any, Any, dict[str, int], Any]:
         """``(filled, per_row, judge counts since the last chunk, circuit)``: ``circuit`` is
         ``(failures, last error, its kind, "judge" or "target")`` when the circuit breaker of
         the judge's or the target's limiter opened (then there are no rows)."""
         filled = per_row = circuit = None
+        self.chunks += 1
         try:
             filled, per_row = await self.scorer.score(chunk)
         except CircuitOpen as exc:       # a BaseException: it would take the worker down with it
@@ -156,6 +170,50 @@ def start_cluster_limits(judge: Any, name: str) -> Any:
 
 # -- in the driver --------------------------------------------------------------------------------
 
+PER_WORKER_CACHE = ("the call cache is per worker on this cluster (SQLite does not span machines): a call one "
+                    "worker made may be made again by another; with --store postgresql://... every worker "
+                    "shares the store's database (or set ASSAY_CACHE=postgresql://...)")
+
+
+def store_url(store: Any) -> str | None:
+    """The URL of ``store`` (password included: the workers connect with it) when it is PostgreSQL."""
+    engine = getattr(store, "engine", None)
+    if engine is None or engine.dialect.name != "postgresql":
+        return None
+    return engine.url.render_as_string(hide_password=False)
+
+
+def worker_cache(judge: Any, store: Any, address: str | None) -> tuple[str | None, str | None]:
+    """Where the workers keep the judge's call cache, as ``(ASSAY_CACHE for them, a note for the
+    user or None)``; None for ASSAY_CACHE leaves each worker its own default.
+
+    - No judge: the driver's ``$ASSAY_CACHE`` as it is (on a remote cluster, only a database URL).
+    - The driver's judge has no cache (``ASSAY_CACHE=off``, or a judge given as an object without
+      one): ``off``.
+    - The driver's cache is in PostgreSQL (``ASSAY_CACHE=postgresql://...``): that database.
+    - The run's store is PostgreSQL: the store's database (tables beside the store's), so that
+      workers on every machine of a cluster share one cache.
+    - Ray on this machine: the driver's SQLite file (its absolute path).
+    - A remote cluster and SQLite: each worker's own default file, and a note saying so.
+    """
+    if judge is None:       # no judge: the driver's setting as it is (a path only means something here)
+        env = os.environ.get("ASSAY_CACHE")
+        return (env if env is not None and (address is None or is_db_url(env)) else None), None
+    cache = getattr(judge, "cache", None)
+    if cache is None:
+        return "off", None
+    url = getattr(cache, "url", None)
+    if url:
+        return url, None
+    url = store_url(store)
+    if url:
+        return url, None
+    if address is None:
+        path = getattr(cache, "path", None)
+        return (str(os.path.abspath(path)), None) if path is not None else ("off", None)
+    return None, PER_WORKER_CACHE
+
+
 class RayScorer:
     """The :class:`~assay.engine.run.ChunkRunner`'s scorer on Ray: a pool of :class:`ChunkWorker`
     actors, chunks sent to them in turn, ``2 * actors`` chunks in flight. Starts Ray on this
@@ -173,21 +231,19 @@ class RayScorer:
         self.limits: Any = None
         self.turn = 0
         self.depth = 2 * (actors or 1)
+        self.cache_note: str | None = None
 
     def worker_env(self) -> dict[str, str]:
-        """The driver's ``ASSAY_*`` settings for the workers; on this machine, the driver's call
-        cache (its absolute path), so every worker reads and fills the same one."""
+        """The driver's ``ASSAY_*`` settings for the workers, with the call cache every worker
+        uses (``ASSAY_CACHE``, :func:`worker_cache`)."""
         env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_")}
         env[JUDGE_ENV] = os.environ.get(JUDGE_ENV, "")
-        if self.address is None:
-            cache = getattr(self.runner.ctx.judge, "cache", None)
-            path = getattr(cache, "path", None)
-            if path is not None:
-                env["ASSAY_CACHE"] = str(os.path.abspath(path))
-            elif self.runner.ctx.judge is not None:
-                env["ASSAY_CACHE"] = "off"
+        cache, self.cache_note = worker_cache(self.runner.ctx.judge, getattr(self.runner.saved, "store", None),
+                                              self.address)
+        if cache is None:
+            env.pop("ASSAY_CACHE", None)
         else:
-            env.pop("ASSAY_CACHE", None)     # another machine's path means nothing there
+            env["ASSAY_CACHE"] = cache
         return env
 
     def start(self) -> None:
@@ -198,16 +254,23 @@ class RayScorer:
             else:
                 ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
             self.started_ray = True
+        cpus = float(ray.cluster_resources().get("CPU", 1))
+        # a ray.data.Dataset's pipeline runs on the cluster while the actors score: one CPU is left
+        # to it, or its tasks would wait for the actors' CPUs and the run for its rows
+        reserve = 1.0 if getattr(self.runner.plan.dataset, "format", None) == "ray_dataset" else 0.0
         if self.n is None:
-            self.n = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self.n = max(1, int(cpus - reserve))
+        actor_cpus = min(1.0, max(0.0, cpus - reserve) / self.n) if reserve else 1.0
         self.depth = 2 * self.n
         runner = self.runner
         # kept while the run lasts: Ray ends a named actor once no handle to it is left
         self.limits = limits = start_cluster_limits(runner.ctx.judge,
                                                     f"assay-limits-{runner.saved.run_id or os.getpid()}")
-        worker = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
+        worker = ray.remote(num_cpus=actor_cpus, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ChunkWorker)
         scoring = Scoring.of(runner.plan)
         env = self.worker_env()
+        if self.cache_note:
+            log.warning(self.cache_note)
         self.actors = [worker.remote(scoring, dict(runner.ctx.options), self.judge, self.concurrency, self.timeout,
                                      self.max_attempts, runner.max_consecutive_failures, env, limits)
                        for _ in range(self.n)]
