@@ -42,8 +42,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from assay.metrics.safety.names import HARMS
+
 RULES_VERSION = "2"
-HARMS = ("hate_unfairness", "sexual", "violence", "self_harm")
 NAME = f"embedded safety classifier (rules v{RULES_VERSION})"
 
 
