@@ -283,6 +283,9 @@ def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str
     name or None, "kind": "formula" | "judge" | "smoke-test judge" | "embedded scorer" |
     "embedded classifier" | "skipped", "label": a short label, "fidelity": one line of measured
     figures (embedded scorers), "reason": why it is skipped}}``."""
+    if judge_model is None and all(m.kind not in ("judge", "safety") for m in metrics):
+        # formulas only (classic metrics): the judges' modules stay unloaded
+        return {m.name: {"by": None, "kind": "formula", "label": "formula"} for m in metrics}
     from assay.judges import is_smoke_test, scoring_mode
     from assay.judges.scorers import NEEDS_JUDGE, embedded_scorer, fidelity_line
 
