@@ -8,8 +8,9 @@ wall time and the CPU time (user + system of the child) of:
 * ``assay --help``                         goal < 0.25 s
 * ``assay eval ONE_ROW --metrics f1_score`` goal < 0.5 s: one row, the run saved in a new SQLite store
 
-and how many modules ``import assay.cli.main`` and ``assay --help`` load, with any heavy
-package among them. With ``--baseline-src DIR`` (a ``src`` folder of another checkout, e.g.
+how many modules ``import assay.cli.main`` and ``assay --help`` load, with any heavy package
+among them, and where a one-row eval's start goes: the CPU time of importing, in a fresh
+interpreter and in this order, what it needs (each figure without what an earlier line loaded). With ``--baseline-src DIR`` (a ``src`` folder of another checkout, e.g.
 ``git worktree add /tmp/base 166134e``) the assay commands are also run from it, for a before/after
 ratio in the same run. Run::
 
@@ -122,6 +123,15 @@ def main() -> None:
             mods = modules(src, code)
             heavy = sorted({h for h in HEAVY for m in mods if m == h or m.startswith(h + ".")})
             print(f"{label}{tag}: {len(mods)} modules loaded; heavy: {', '.join(heavy) or 'none'}")
+    parts = ("typer", "rich.console", "numpy", "pydantic", "sqlalchemy", "assay.store", "assay.engine.evaluate")
+    probe = ("import time, json\nout = {}\nfor m in %r:\n    t = time.process_time()\n    __import__(m)\n"
+             "    out[m] = time.process_time() - t\nprint(json.dumps(out))" % (parts,))
+    costs: dict[str, float] = {}
+    for _ in range(args.repeat):
+        got = json.loads(subprocess.run([py, "-c", probe], env=env_for(args.src), capture_output=True, text=True,
+                                        check=True).stdout)
+        costs = {m: min(costs.get(m, float("inf")), s) for m, s in got.items()}
+    print("CPU ms to import, best of %d: " % args.repeat + ", ".join(f"{m} {s * 1000:.0f}" for m, s in costs.items()))
     shutil.rmtree(work, ignore_errors=True)
 
 
