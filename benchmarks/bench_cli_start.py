@@ -62,6 +62,8 @@ def modules(src: str, code: str) -> list[str]:
 
 def env_for(src: str | None) -> dict[str, str]:
     env = {**os.environ, "COLUMNS": "100"}
+    # an installed package runs from bytecode: let the first run write it (the best of N is then a warm one)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if src:
         env["PYTHONPATH"] = src
     return env
@@ -84,7 +86,9 @@ def main() -> None:
         exe = shutil.which(tool)
         if exe:
             commands.append((f"{tool} --version (anchor)", [exe, "--version"], env_for(None)))
-    sources = [("", args.src)] + ([(" [baseline]", args.baseline_src)] if args.baseline_src else [])
+    sources = [("", str(Path(args.src).resolve()))]          # absolute: the commands run in a temporary folder
+    if args.baseline_src:
+        sources.append((" [baseline]", str(Path(args.baseline_src).resolve())))
     stores: list[Path] = []
     for tag, src in sources:
         commands.append((f"assay --help{tag}", [py, "-m", "assay.cli", "--help"], env_for(src)))
@@ -128,7 +132,7 @@ def main() -> None:
              "    out[m] = time.process_time() - t\nprint(json.dumps(out))" % (parts,))
     costs: dict[str, float] = {}
     for _ in range(args.repeat):
-        got = json.loads(subprocess.run([py, "-c", probe], env=env_for(args.src), capture_output=True, text=True,
+        got = json.loads(subprocess.run([py, "-c", probe], env=env_for(sources[0][1]), capture_output=True, text=True,
                                         check=True).stdout)
         costs = {m: min(costs.get(m, float("inf")), s) for m, s in got.items()}
     print("CPU ms to import, best of %d: " % args.repeat + ", ".join(f"{m} {s * 1000:.0f}" for m, s in costs.items()))
