@@ -11,7 +11,7 @@ wall time and the CPU time (user + system of the child) of:
 how many modules ``import assay.cli.main`` and ``assay --help`` load, with any heavy package
 among them, and where a one-row eval's start goes: the CPU time of importing, in a fresh
 interpreter and in this order, what it needs (each figure without what an earlier line loaded). With ``--baseline-src DIR`` (a ``src`` folder of another checkout, e.g.
-``git worktree add /tmp/base 166134e``) the assay commands are also run from it, for a before/after
+``git archive 166134e src | tar -x -C /tmp/base``) the assay commands are also run from it, for a before/after
 ratio in the same run. Run::
 
     python benchmarks/bench_cli_start.py                  # best of 7
