@@ -142,6 +142,12 @@ def test_the_ray_engine_registers_itself_when_a_run_names_it():
     assert "assay.scale" in out
 
 
+def test_the_pytest_plugin_loads_nothing_heavy():
+    """The plugin is loaded by every pytest session where assay is installed."""
+    light = tuple(h for h in HEAVY if h != "orjson")        # orjson (one compiled module) writes the cases
+    assert heavy_in(loaded_after("import assay.testing.plugin"), light) == []
+
+
 def test_a_one_row_eval_runs_from_the_lazy_cli(tmp_path):
     row = {"response": "Water boils at 100 degrees.", "ground_truth": "100 degrees Celsius."}
     data = tmp_path / "one.jsonl"
