@@ -127,6 +127,9 @@ def when(ts: float | None) -> str:
 @contextmanager
 def progress_bar(label: str, total: int | None, quiet: bool) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr (off when ``quiet`` or not a terminal); yields ``advance(n)``."""
+    if quiet or not err.is_terminal:        # no bar: rich.progress is not even imported
+        yield lambda n: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),

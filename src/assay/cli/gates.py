@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
 
-from rich.table import Table
-
 from assay.cli.common import fmt, open_store, out, safe
 from assay.errors import AssayError
 
@@ -38,7 +36,8 @@ def prepare(gate: List[str], baseline: Optional[str], min_effect: List[str], max
 
     setup = GateSetup(gates=G.parse_gates(gate), min_effect=G.parse_min_effect(min_effect),
                       max_error_rate=G.check_max_error_rate(max_error_rate), summary_md=summary_md, junit=junit)
-    G.check_names(setup.gates, setup.min_effect)
+    if setup.gates or setup.min_effect:
+        G.check_names(setup.gates, setup.min_effect)
     regression = [g for g in setup.gates if g.kind == "regression"]
     if regression and not baseline:
         raise AssayError(f"--gate {regression[0].text!r} needs --baseline RUN (a run name or id in the store)")
@@ -57,6 +56,8 @@ def prepare(gate: List[str], baseline: Optional[str], min_effect: List[str], max
 
 def finish(setup: GateSetup, result: Any, store: Optional[str]) -> int:
     """Judge the gates on ``result``, write the reports asked for, print the gates; the exit code."""
+    if not setup.gates and setup.summary_md is None and setup.junit is None:
+        return 0                        # nothing asked: the gates' and reports' modules stay unloaded
     from assay.engine.gates import check_gates
     from assay.results.ci_report import gates_verdict, junit_xml, markdown_summary
 
@@ -88,6 +89,8 @@ def print_gates(results: list[dict[str, Any]], baseline: dict[str, Any] | None) 
     title = "gates"
     if baseline is not None:
         title += f" (baseline: run {baseline['id']}" + (f", {baseline['name']}" if baseline.get("name") else "") + ")"
+    from rich.table import Table
+
     table = Table(title=safe(title), title_justify="left")
     for col, kw in (("gate", {}), ("figure", {"justify": "right"}), ("95% interval", {"justify": "right"}),
                     ("bound", {}), ("verdict", {}), ("why", {"overflow": "fold"})):

@@ -10,26 +10,84 @@ from __future__ import annotations
 
 import signal
 import sys
+from importlib import import_module
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
-from assay.cli import bench as bench_commands
-from assay.cli import eval as eval_commands
-from assay.cli import judge as judge_commands
-from assay.cli import simulate as simulate_commands
-from assay.cli import store as store_commands
-from assay.cli import ui as ui_commands
 from assay.cli.common import err, safe
 from assay.errors import AssayError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Every command, in the order ``assay --help`` lists them: (name, module, help line). A command's
+# module is imported only when that command runs (or its own --help is asked), so ``assay --help``
+# and each command start without loading the others' dependencies. A flat command is the command of
+# that name in the module's ``app``; a group (simulate, bench, judge) is the module's ``app`` itself.
+# The help lines are the commands' own docstrings / ``Typer(help=...)``; tests/test_cli_start.py
+# checks that they agree.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("eval", "assay.cli.eval", "Evaluate a data set, save the run in the store and print a summary table."),
+    ("metrics", "assay.cli.eval", "List every metric with the fields it needs and its scale."),
+    ("runs", "assay.cli.store", "List the runs in the store, newest first."),
+    ("show", "assay.cli.store", "Show one run's summary."),
+    ("compare", "assay.cli.store",
+     "Per-metric deltas with 95% confidence intervals, and the rows that got worse."),
+    ("delete", "assay.cli.store", "Delete runs, their rows and scores."),
+    ("export", "assay.cli.store", "Export a stored run's rows (and, for json, its aggregates)."),
+    ("ui", "assay.cli.ui", "The local dashboard: runs, rows, reasons, comparisons and trends in the browser."),
+    ("report", "assay.cli.ui", "Write one self-contained HTML report of a run (opens offline, no script)."),
+    ("simulate", "assay.cli.simulate",
+     "Simulate adversarial and ordinary users against an app, to build evaluation sets."),
+    ("bench", "assay.cli.bench",
+     "Benchmark models: serving performance, cost, quality on tasks, embedding models."),
+    ("judge", "assay.cli.judge", "Measure a judge before trusting it; list and show the checks kept."),
+)
+GROUPS = frozenset({"simulate", "bench", "judge"})
+
+
+def load_command(name: str) -> Any:
+    """The click command of ``assay NAME``, its module imported now."""
+    module = next(m for n, m, _ in COMMANDS if n == name)
+    group = typer.main.get_group(import_module(module).app)
+    if name in GROUPS:
+        group.name = name
+        return group
+    return group.commands[name]
+
+
+class _Unloaded(typer.core.TyperCommand):
+    """What ``assay --help`` lists for a command whose module is not imported yet."""
+
+
+class LazyGroup(TyperGroup):
+    """The top-level ``assay`` group: it lists :data:`COMMANDS` from their help lines and imports a
+    command's module only when the command line names it."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for name, _, help_line in COMMANDS:
+            self.commands.setdefault(name, _Unloaded(name=name, help=help_line, callback=None))
+
+    def real_command(self, name: str) -> Any:
+        command = self.commands.get(name)
+        if isinstance(command, _Unloaded):
+            command = self.commands[name] = load_command(name)
+        return command
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in self.commands:
+            self.real_command(args[0])
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True,
                   help="Evaluate generative-AI applications and benchmark models.")
-for group in (eval_commands.app, store_commands.app, ui_commands.app):
-    app.registered_commands.extend(group.registered_commands)
-app.add_typer(simulate_commands.app, name="simulate")
-app.add_typer(bench_commands.app, name="bench")
-app.add_typer(judge_commands.app, name="judge")
+
+
+@app.callback()
+def _root() -> None:
+    pass
+
 
 USAGE = 2
 INTERRUPTED = 130          # 128 + SIGINT

@@ -181,8 +181,10 @@ def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
 # Engines other than the local one, by name: each a function of the run's settings (``address``,
 # ``judge`` as given, ``concurrency``, ``timeout``, ``max_attempts``) that checks them and gives the
 # chunk scorer factory for :class:`~assay.engine.run.ChunkRunner`. A layer above the engine
-# registers them (``assay.scale`` registers ``"ray"`` when ``assay`` is imported).
+# registers them (``assay.scale`` registers ``"ray"`` when it is imported); the modules that register
+# the engines assay ships are imported by name on first use (``BUILTIN_ENGINES``), as plugins are.
 ENGINES: dict[str, Callable[..., Callable[[ChunkRunner], Any]]] = {}
+BUILTIN_ENGINES = {"ray": "assay.scale"}
 
 
 def register_engine(name: str, make: Callable[..., Callable[[ChunkRunner], Any]]) -> None:
@@ -198,8 +200,12 @@ def engine_scorer(engine: str, **settings: Any) -> Callable[[ChunkRunner], Any] 
         if settings.get("address"):
             raise AssayError("ray_address (--ray-address) needs engine='ray' (--engine ray)")
         return None
+    if name not in ENGINES and name in BUILTIN_ENGINES:
+        import importlib
+
+        importlib.import_module(BUILTIN_ENGINES[name])      # registers it
     if name not in ENGINES:
-        raise AssayError(f"unknown engine {engine!r}: use one of {', '.join(['local', *sorted(ENGINES)])}")
+        raise AssayError(f"unknown engine {engine!r}: use one of {', '.join(['local', *sorted({*ENGINES, *BUILTIN_ENGINES})])}")
     return ENGINES[name](**settings)
 
 
@@ -290,6 +296,9 @@ def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str
     name or None, "kind": "formula" | "judge" | "smoke-test judge" | "embedded scorer" |
     "embedded classifier" | "skipped", "label": a short label, "fidelity": one line of measured
     figures (embedded scorers), "reason": why it is skipped}}``."""
+    if judge_model is None and all(m.kind not in ("judge", "safety") for m in metrics):
+        # formulas only (classic metrics): the judges' modules stay unloaded
+        return {m.name: {"by": None, "kind": "formula", "label": "formula"} for m in metrics}
     from assay.judges import is_smoke_test, scoring_mode
     from assay.judges.scorers import NEEDS_JUDGE, embedded_scorer, fidelity_line
 

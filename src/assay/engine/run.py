@@ -61,7 +61,7 @@ def _init_worker(names: list[str], thresholds: dict[str, float], options: dict[s
                  by_auto: frozenset[str] = frozenset()) -> None:
     from assay.metrics.base import REGISTRY, load_builtin_metrics
 
-    load_builtin_metrics()
+    load_builtin_metrics(names)
     _WORKER.update(metrics=[REGISTRY[n] for n in names], thresholds=thresholds,
                    ctx=EvalContext(options=options), by_auto=by_auto)
 

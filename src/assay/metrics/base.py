@@ -247,7 +247,7 @@ def group(name: str, members: Iterable[str]) -> None:
 
 
 def get_metric(name: str) -> Metric:
-    load_builtin_metrics()
+    load_builtin_metrics((name,))
     try:
         return REGISTRY[name]
     except KeyError:
@@ -259,7 +259,8 @@ def get_metric(name: str) -> Metric:
 
 def resolve(names: Iterable[str]) -> list[Metric]:
     """Expand groups and look names up; unknown names raise :class:`UnknownMetricError`."""
-    load_builtin_metrics()
+    names = list(names)
+    load_builtin_metrics(names)
     out: list[Metric] = []
     seen: set[str] = set()
     for n in names:
@@ -307,14 +308,17 @@ def plan_auto(present: Collection[str], family: str | None = None) -> list[Metri
 BUILTIN_MODULES = ("assay.metrics.text.lexical", "assay.metrics.retrieval", "assay.metrics.usage",
                    "assay.metrics.quality", "assay.metrics.agent", "assay.metrics.tool_use",
                    "assay.metrics.safety.harms")
-_loaded = False
+_loaded = 0       # how many of BUILTIN_MODULES are imported (in order)
 
 
-def load_builtin_metrics() -> None:
-    """Import the modules that register the built-in metrics (once)."""
+def load_builtin_metrics(names: Iterable[str] | None = None) -> None:
+    """Import the modules that register the built-in metrics: every one (once), or, given
+    ``names``, in order only until each of those names is registered (a metric or a group), so
+    that a run of a few classic metrics does not load the judged and safety metrics."""
     global _loaded
-    if _loaded:
-        return
-    for name in BUILTIN_MODULES:
-        importlib.import_module(name)
-    _loaded = True
+    wanted = None if names is None else set(names)
+    while _loaded < len(BUILTIN_MODULES):
+        if wanted is not None and all(n in REGISTRY or n in GROUPS for n in wanted):
+            return
+        importlib.import_module(BUILTIN_MODULES[_loaded])
+        _loaded += 1

@@ -15,29 +15,105 @@ Embedding models are resolved the same way under the ``embedder`` role::
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from assay.models.base import (INPUT_TYPES, ChatModel, EmbeddingBatch, EmbeddingModel, Generation, ModelCallError,
-                               TokenUsage, distribution_generation, gives_distributions, gives_embeddings,
-                               read_distribution)
-from assay.models.cache import CallCache, PgCallCache, call_key, default_cache_path, embed_key, open_cache
-from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
-from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
-                                            embedder_available)
-from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy, SharedLimits
-from assay.models.local import LlamaCppModel
-from assay.models.local_embedder import LlamaCppEmbedder
-from assay.models.openai_compat import OpenAICompat
-from assay.models.pricing import judge_usage, lookup_price, parse_price
-from assay.models.parse import (LogprobScore, ParseResult, Scale, parse_score, score_from_logprobs,
-                                score_from_token_logprobs)
-from assay.models.roles import ROLES, Role, resolve, resolve_spec
-from assay.models.spec import (ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, ModelSpec, ModelSpecError,
-                               parse_judge_spec, parse_model_spec)
+# public name -> the module that defines it: loaded on first use (PEP 562), so importing one
+# module of this package (``assay.models.limits``) does not load every backend.
+_PUBLIC: dict[str, str] = {
+    "INPUT_TYPES": "assay.models.base",
+    "ChatModel": "assay.models.base",
+    "EmbeddingBatch": "assay.models.base",
+    "EmbeddingModel": "assay.models.base",
+    "Generation": "assay.models.base",
+    "ModelCallError": "assay.models.base",
+    "TokenUsage": "assay.models.base",
+    "distribution_generation": "assay.models.base",
+    "gives_distributions": "assay.models.base",
+    "gives_embeddings": "assay.models.base",
+    "read_distribution": "assay.models.base",
+    "CallCache": "assay.models.cache",
+    "PgCallCache": "assay.models.cache",
+    "call_key": "assay.models.cache",
+    "default_cache_path": "assay.models.cache",
+    "embed_key": "assay.models.cache",
+    "open_cache": "assay.models.cache",
+    "EMBEDDED_NAME": "assay.models.embedded",
+    "embedded_judge": "assay.models.embedded",
+    "embedded_model_path": "assay.models.embedded",
+    "EMBEDDED_EMBEDDER_NAME": "assay.models.embedded_embedder",
+    "EmbeddedEmbedder": "assay.models.embedded_embedder",
+    "embedded_embedder": "assay.models.embedded_embedder",
+    "embedder_available": "assay.models.embedded_embedder",
+    "CallStats": "assay.models.limits",
+    "CircuitOpen": "assay.models.limits",
+    "LimitedModel": "assay.models.limits",
+    "Limiter": "assay.models.limits",
+    "RetryPolicy": "assay.models.limits",
+    "SharedLimits": "assay.models.limits",
+    "LlamaCppModel": "assay.models.local",
+    "LlamaCppEmbedder": "assay.models.local_embedder",
+    "OpenAICompat": "assay.models.openai_compat",
+    "judge_usage": "assay.models.pricing",
+    "lookup_price": "assay.models.pricing",
+    "parse_price": "assay.models.pricing",
+    "LogprobScore": "assay.models.parse",
+    "ParseResult": "assay.models.parse",
+    "Scale": "assay.models.parse",
+    "parse_score": "assay.models.parse",
+    "score_from_logprobs": "assay.models.parse",
+    "score_from_token_logprobs": "assay.models.parse",
+    "ROLES": "assay.models.roles",
+    "Role": "assay.models.roles",
+    "resolve": "assay.models.roles",
+    "resolve_spec": "assay.models.roles",
+    "ACCEPTED_FORMS": "assay.models.spec",
+    "JudgeSpec": "assay.models.spec",
+    "JudgeSpecError": "assay.models.spec",
+    "ModelSpec": "assay.models.spec",
+    "ModelSpecError": "assay.models.spec",
+    "parse_judge_spec": "assay.models.spec",
+    "parse_model_spec": "assay.models.spec",
+}
+
+if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads these on first use
+    from assay.models.base import (INPUT_TYPES, ChatModel, EmbeddingBatch, EmbeddingModel, Generation, ModelCallError,
+                                   TokenUsage, distribution_generation, gives_distributions, gives_embeddings,
+                                   read_distribution)
+    from assay.models.cache import CallCache, PgCallCache, call_key, default_cache_path, embed_key, open_cache
+    from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
+    from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
+                                                embedder_available)
+    from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy, SharedLimits
+    from assay.models.local import LlamaCppModel
+    from assay.models.local_embedder import LlamaCppEmbedder
+    from assay.models.openai_compat import OpenAICompat
+    from assay.models.pricing import judge_usage, lookup_price, parse_price
+    from assay.models.parse import (LogprobScore, ParseResult, Scale, parse_score, score_from_logprobs,
+                                    score_from_token_logprobs)
+    from assay.models.roles import ROLES, Role, resolve, resolve_spec
+    from assay.models.spec import (ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, ModelSpec, ModelSpecError,
+                                   parse_judge_spec, parse_model_spec)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'assay.models' has no attribute {name!r}") from None
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
 
 
 def build_judge(spec: Any, **kw: Any) -> LimitedModel:
     """A judge ready for a run: ``resolve(spec, role="judge", **kw)`` (see :func:`resolve`)."""
+    from assay.models.roles import resolve
+
     return resolve(spec, role="judge", **kw)
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from assay.errors import AssayError
-from assay.records import Record
 from assay.scores import SCORE_KEYS, Score
 from assay.testing.session import RECORDER, SETTINGS
+
+if TYPE_CHECKING:   # imported where used: the plugin loads this module in every pytest session
+    from assay.records import Record
 
 __all__ = ["CaseResult", "assert_scores", "evaluate_case"]
 
@@ -201,6 +203,7 @@ def evaluate_case(case: Mapping[str, Any] | Record | None = None, /, *, metrics:
     session's cases when a store is set (``--assay-store``).
     """
     from assay.engine.evaluate import evaluate
+    from assay.records import Record
 
     row: dict[str, Any] = {}
     if isinstance(case, Record):

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from assay.errors import AssayError
 from assay.metrics.aggregations import register_run_aggregation
 from assay.metrics.base import threshold_number
-from assay.metrics.safety.rules import HARMS
+from assay.metrics.safety.names import HARMS
 
 HARM_CATEGORIES: tuple[str, ...] = HARMS
 VARIANTS = ("baseline", "jailbreak")

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from xml.sax.saxutils import unescape as _xml_unescape
 
 from assay.metrics.text.punkt import period_breaks, sentence_spans, split_sentences
 
@@ -340,6 +339,18 @@ def word_tokenize(text: str) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # NIST international tokenization (non-ASCII text).
 _nist_rules: list[tuple[re.Pattern, str]] | None = None
+
+
+def _xml_unescape(text: str, entities: dict[str, str]) -> str:
+    """``xml.sax.saxutils.unescape(text, entities)``, without importing ``xml.sax`` (which loads
+    ``urllib.request`` and ``http.client`` on the start of every ``assay eval``): ``&lt;``, ``&gt;``,
+    then each entity in order, ``&amp;`` last."""
+    text = text.replace("&lt;", "<").replace("&gt;", ">")
+    for key, value in entities.items():
+        text = text.replace(key, value)
+    return text.replace("&amp;", "&")
+
+
 _XML_ENTITIES = {"&apos;": "'", "&quot;": '"', "&#124;": "|", "&#91;": "[", "&#93;": "]"}
 
 
