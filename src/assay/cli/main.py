@@ -29,7 +29,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("eval", "assay.cli.eval", "Evaluate a data set, save the run in the store and print a summary table."),
     ("metrics", "assay.cli.eval", "List every metric with the fields it needs and its scale."),
     ("runs", "assay.cli.store", "List the runs in the store, newest first."),
-    ("show", "assay.cli.store", "Show one run's summary."),
+    ("show", "assay.cli.store", "Show one run's summary (or, with --errors, its errored rows)."),
     ("compare", "assay.cli.store",
      "Per-metric deltas with 95% confidence intervals, and the rows that got worse."),
     ("delete", "assay.cli.store", "Delete runs, their rows and scores."),
