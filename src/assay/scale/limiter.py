@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict, deque
@@ -52,6 +53,8 @@ from assay.models.base import ModelCallError
 
 log = logging.getLogger("assay.scale")
 
+#: set to ``0``: cluster limiter clients made in this process take one lease per actor call
+BLOCKS_ENV = "ASSAY_LIMITER_BLOCKS"
 #: seconds added to a request's timeout before its lease is taken back from a silent holder
 HOLD_MARGIN = 30.0
 
@@ -503,13 +506,13 @@ class ClusterLimits:
     the actor go together in one call, and its returns in one call per turn of its event loop
     (:class:`_Blocks`): the actor still grants every lease itself, so the global concurrency,
     the rates and a 429's pause hold exactly as one lease per call, at a fraction of the round
-    trips (``benchmarks/bench_cluster_limiter.py --compare``). ``blocks=False``: one call per
-    lease."""
+    trips (``benchmarks/bench_cluster_limiter.py``). ``blocks=False``: one call per lease; the
+    default where ``$ASSAY_LIMITER_BLOCKS`` is ``0`` when the client is made."""
 
-    def __init__(self, actor: Any, *, namespace: str | None = None, blocks: bool = True):
+    def __init__(self, actor: Any, *, namespace: str | None = None, blocks: bool | None = None):
         self._actor = actor
         self.namespace = namespace
-        self.blocks = blocks
+        self.blocks = os.environ.get(BLOCKS_ENV, "1") != "0" if blocks is None else bool(blocks)
         self._blocks: _Blocks | None = None
 
     def __getstate__(self) -> dict[str, Any]:
