@@ -58,15 +58,28 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def _peak_kib(pid: int) -> tuple[str, int] | None:
-    """``(process title, VmHWM in KiB)`` of ``pid``, None once it is gone."""
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / TICK
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _peak_kib(pid: int) -> tuple[str, int, float] | None:
+    """``(process title, VmHWM in KiB, CPU seconds)`` of ``pid``, None once it is gone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             title = fh.read().split(b"\0")[0].decode(errors="replace")
         with open(f"/proc/{pid}/status") as fh:
             for ln in fh:
                 if ln.startswith("VmHWM:"):
-                    return title, int(ln.split()[1])
+                    return title, int(ln.split()[1]), cpu_seconds(pid)
     except OSError:
         return None
     return None
@@ -79,7 +92,12 @@ class PeakWatch(threading.Thread):
     def __init__(self, every: float = 0.5):
         super().__init__(daemon=True)
         self.every, self.stop = every, threading.Event()
-        self.peaks: dict[int, tuple[str, int]] = {}
+        self.peaks: dict[int, tuple[str, int, float]] = {}
+        self.base: dict[int, float] = {}     # CPU seconds when the first chunk was done
+
+    def mark(self) -> None:
+        self.sample()
+        self.base = {pid: cpu for pid, (_, _, cpu) in self.peaks.items()}
 
     def run(self) -> None:
         while not self.stop.wait(self.every):
@@ -93,9 +111,10 @@ class PeakWatch(threading.Thread):
 
     def actors(self) -> list[dict[str, object]]:
         named = []
-        for pid, (title, kib) in sorted(self.peaks.items()):
+        for pid, (title, kib, cpu) in sorted(self.peaks.items()):
             kind = "limiter" if "LimitActor" in title else "scoring actor"
-            named.append({"process": kind, "pid": pid, "peak_mib": round(kib / 1024, 1)})
+            named.append({"process": kind, "pid": pid, "peak_mib": round(kib / 1024, 1), "cpu_s": round(cpu, 2),
+                          "cpu_after_first_s": round(cpu - self.base.get(pid, 0.0), 2)})
         return named
 
 
@@ -134,12 +153,15 @@ def child(args: argparse.Namespace) -> None:
 
     def progress(n: int) -> None:
         if not first:
-            first.extend((time.perf_counter(), float(n)))
+            first.extend((time.perf_counter(), float(n), cpu_seconds(os.getpid())))
+            if watch is not None:
+                watch.mark()
         done[0] += n
         if time.perf_counter() - last[0] >= 10:
             last[0] = time.perf_counter()
             print(f"    {args.child}: {done[0]:,} rows", file=sys.stderr, flush=True)
 
+    cpu0 = cpu_seconds(os.getpid())
     t0 = time.perf_counter()
     res = assay.evaluate(args.file, metrics="coherence", judge=f"{args.base}#fake-judge",
                          concurrency=args.concurrency, store=False, progress=progress, **kw)
@@ -151,6 +173,9 @@ def child(args: argparse.Namespace) -> None:
     out = {"engine": args.child, "rows": res.run["rows_read"], "evaluated": m["evaluated"], "wall_s": wall,
            "steady_rows_per_s": round(steady),
            "driver_peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+           "driver_cpu_s": round(cpu_seconds(os.getpid()) - cpu0, 2),
+           "driver_cpu_after_first_s": round(cpu_seconds(os.getpid()) - first[2], 2) if first else 0.0,
+           "rows_after_first": done[0] - int(first[1]) if first else 0,
            "actors": watch.actors() if watch is not None else [], "limiter": limiter}
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -202,9 +227,10 @@ def main() -> None:
         for rep in range(a.repeat):
             for engine in engines:
                 print(f"  run {rep + 1}/{a.repeat}: {engine} engine ...", flush=True)
-                before = endpoint_calls(root)
+                before, cpu = endpoint_calls(root), cpu_seconds(proc.pid)
                 r = run_engine(engine, a, f"{root}/v1", path)
                 r["endpoint_calls"] = endpoint_calls(root) - before
+                r["endpoint_cpu_s"] = round(cpu_seconds(proc.pid) - cpu, 2)
                 r["rows_per_s"] = round(r["rows"] / r["wall_s"])   # type: ignore[operator]
                 print(f"    {r['rows_per_s']:,} rows/s ({r['wall_s']:.1f} s)", flush=True)
                 if engine not in best or r["rows_per_s"] > best[engine]["rows_per_s"]:   # type: ignore[operator]
@@ -217,6 +243,17 @@ def main() -> None:
                                                            for p in r["actors"]]   # type: ignore[union-attr]
             print(f"{engine:<8} {r['rows_per_s']:>9,} {r['steady_rows_per_s']:>16,} {r['wall_s']:>8.1f} "
                   f"{r['endpoint_calls']:>10,}  " + ", ".join(procs))
+        print("\nCPU per row (µs) after the first chunk (start-up left out): where each engine's time goes")
+        for engine, r in best.items():
+            n = float(max(1, r["rows_after_first"]))   # type: ignore[call-overload]
+            acts = r["actors"]     # type: ignore[assignment]
+            scoring = sum(p["cpu_after_first_s"] for p in acts if p["process"] == "scoring actor")  # type: ignore
+            lim_cpu = sum(p["cpu_after_first_s"] for p in acts if p["process"] == "limiter")        # type: ignore
+            parts = [f"driver {1e6 * r['driver_cpu_after_first_s'] / n:.0f}"]            # type: ignore[operator]
+            if acts:
+                parts += [f"scoring actors {1e6 * scoring / n:.0f} (all together)", f"limiter {1e6 * lim_cpu / n:.0f}"]
+            parts.append(f"endpoint {1e6 * r['endpoint_cpu_s'] / float(r['rows']):.0f} (whole run)")  # type: ignore
+            print(f"  {engine:<6} " + ", ".join(parts))
         if "local" in best and "ray" in best:
             print(f"ray / local: {best['ray']['rows_per_s'] / best['local']['rows_per_s']:.2f}x")   # type: ignore
         lim = best.get("ray", {}).get("limiter") or {}
