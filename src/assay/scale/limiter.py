@@ -16,17 +16,19 @@ of every worker also takes a *lease* from one actor, which holds for the whole c
 Ray's own HTTP stage spaces requests per actor and does not read ``Retry-After``; here the limit
 is the run's, whatever the number of workers.
 
-Cost: one actor round trip per request (the lease; a second one only when the lease had to wait
-for the rate), plus the lease's return, which is sent without waiting for an answer. A lease not
-given back (a killed worker) is taken back after the request's timeout plus a margin
-(``hold``), or after ``lease_ttl`` seconds.
+Cost: leases travel in blocks. Every lease a worker process asks for while its previous ask is
+on its way to the actor goes with the next call (``acquire_block``), and the leases it gives back
+in one turn of its event loop go in one call (``release_block``, not awaited); a lease that had
+to wait for the rate costs one more call (``recheck``). The actor still grants each lease itself,
+in order, from one book, so the guarantees are those of one call per lease; under load a call
+carries tens of leases, alone it costs one round trip (well under a millisecond on one machine,
+a network round trip across machines). A lease not given back (a killed worker) is taken back
+after the request's timeout plus a margin (``hold``), or after ``lease_ttl`` seconds.
 
-What saturates: the actor serves the leases of the whole cluster one at a time on one core.
-``benchmarks/bench_cluster_limiter.py`` measures how many lease round trips per second one actor
-serves (the figure is in ``benchmarks/RESULTS.md``, "Cluster limiter"); a run whose endpoints
-allow more requests per second than that is limited by the actor, not by the endpoint. Below
-that, the added latency is one local round trip (well under a millisecond on one machine, a
-network round trip across machines).
+What saturates: the actor serves the whole cluster on one core. ``benchmarks/bench_cluster_limiter.py``
+measures the leases per second one actor serves, in blocks and one per call (the figures are in
+``benchmarks/RESULTS.md``, "Cluster limiter"); a run whose endpoints allow more requests per
+second than that is limited by the actor, not by the endpoint (docs/scale.md, "Throughput").
 
 Use (the Ray engine does this for a run)::
 
