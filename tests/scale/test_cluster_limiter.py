@@ -318,7 +318,7 @@ async def test_block_leases_hold_the_cluster_concurrency_across_processes():
     assert backend.peak == 3 and len(backend.starts) == 60
     snap = h.body.book.snapshot()
     assert snap["ok"] == 60 and snap["in_flight"] == 0 and snap["peak_in_flight"] == 3
-    assert h.sent.count("acquire_block") < 60     # leases went several to a call
+    assert 0 < h.sent.count("acquire_block") < 60 and "acquire" not in h.sent   # several leases a call
 
 
 async def test_block_leases_keep_the_request_rate():
@@ -328,6 +328,7 @@ async def test_block_leases_keep_the_request_rate():
     waits = sorted(w for _, w in got)
     assert waits[:10] == [0.0] * 10      # the burst
     assert waits[10:] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5], abs=0.02)   # the rest spaced
+    assert h.sent == ["acquire_block"]
 
 
 async def test_a_429_through_block_leases_pauses_the_other_processes():
@@ -340,6 +341,7 @@ async def test_a_429_through_block_leases_pauses_the_other_processes():
     other = Backend()
     await b.call(other)
     assert other.starts[0] >= pause_end and h.body.book.counts["rate_limited"] == 1
+    assert "acquire" not in h.sent and "release" not in h.sent   # blocks only
 
 
 async def test_an_ask_given_up_while_queued_at_the_actor_is_dropped_there():
@@ -388,7 +390,7 @@ async def test_block_asks_fail_when_the_actor_is_gone():
 
     with pytest.raises(ModelCallError, match="the cluster limiter is unreachable"):
         await lim.call(never)
-    assert lim.in_flight == 0
+    assert lim.in_flight == 0 and h.sent == ["acquire_block"]
 
 
 # -- on Ray, against the fake endpoint ------------------------------------------------------------
