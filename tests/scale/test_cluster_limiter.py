@@ -15,7 +15,7 @@ import pytest
 
 from assay.errors import AssayError
 from assay.models import LimitedModel, Limiter, ModelCallError, RetryPolicy
-from assay.scale.limiter import HOLD_MARGIN, ClusterLimits, LimitBook, start_cluster_limiter
+from assay.scale.limiter import HOLD_MARGIN, ClusterLimits, LimitActor, LimitBook, start_cluster_limiter
 
 try:
     import ray
@@ -254,6 +254,143 @@ class FakeChat:
         from assay.models import Generation
         from assay.models.base import TokenUsage
         return Generation(text="ok", usage=TokenUsage(input_tokens=20, output_tokens=10))
+
+
+# -- block leases, against an in-process stand-in for the actor's handle ----------------------------
+
+class _Method:
+    def __init__(self, handle: "LocalHandle", name: str) -> None:
+        self.handle, self.name = handle, name
+
+    def remote(self, *args: Any) -> "asyncio.Future[Any]":
+        """As a Ray call: scheduled on the loop, answered later, whether awaited or not."""
+        self.handle.sent.append(self.name)
+        if self.handle.gone:
+            async def fail() -> Any:
+                raise RuntimeError("actor died")
+            return asyncio.ensure_future(fail())
+        return asyncio.ensure_future(getattr(self.handle.body, self.name)(*args))
+
+
+class LocalHandle:
+    """Looks like a Ray actor handle of a :class:`LimitActor`; counts the calls sent to it."""
+
+    def __init__(self, concurrency: int, rpm: float | None = None) -> None:
+        self.body = LimitActor(concurrency, rpm, None, 600.0)
+        self.body.book.sweep_every = None
+        self.sent: list[str] = []
+        self.gone = False
+
+    def __getattr__(self, name: str) -> _Method:
+        return _Method(self, name)
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_the_asks_made_while_a_block_is_on_its_way_go_in_one_call():
+    h = LocalHandle(100)
+    limits = ClusterLimits(h)
+    got = await asyncio.gather(*(limits.acquire(10, 30.0) for _ in range(32)))
+    assert len({lease for lease, _ in got}) == 32 and all(wait == 0.0 for _, wait in got)
+    assert h.sent == ["acquire_block"] and h.body.book.in_flight == 32
+    for lease, _ in got:
+        limits.release(lease, "ok", tokens=5)
+    await _settle()
+    assert h.sent == ["acquire_block", "release_block"]
+    snap = h.body.book.snapshot()
+    assert snap["in_flight"] == 0 and snap["ok"] == 32 and snap["granted"] == 32
+    one_by_one = ClusterLimits(h, blocks=False)
+    lease, _ = await one_by_one.acquire(0, 30.0)
+    one_by_one.release(lease, "ok")
+    await _settle()
+    assert h.sent[2:] == ["acquire", "release"]
+
+
+async def test_block_leases_hold_the_cluster_concurrency_across_processes():
+    h = LocalHandle(3)
+    limiters = [Limiter(8, shared=ClusterLimits(h)) for _ in range(3)]   # three "workers"
+    backend = Backend()
+    await asyncio.gather(*(lim.call(backend) for lim in limiters for _ in range(20)))
+    await _settle()
+    assert backend.peak == 3 and len(backend.starts) == 60
+    snap = h.body.book.snapshot()
+    assert snap["ok"] == 60 and snap["in_flight"] == 0 and snap["peak_in_flight"] == 3
+    assert 0 < h.sent.count("acquire_block") < 60 and "acquire" not in h.sent   # several leases a call
+
+
+async def test_block_leases_keep_the_request_rate():
+    h = LocalHandle(100, rpm=600)        # 10 a second, a burst of 10
+    limits = ClusterLimits(h)
+    got = await asyncio.gather(*(limits.acquire(0, 30.0) for _ in range(15)))
+    waits = sorted(w for _, w in got)
+    assert waits[:10] == [0.0] * 10      # the burst
+    assert waits[10:] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5], abs=0.02)   # the rest spaced
+    assert h.sent == ["acquire_block"]
+
+
+async def test_a_429_through_block_leases_pauses_the_other_processes():
+    h = LocalHandle(4)
+    a = Limiter(4, shared=ClusterLimits(h), retry=FAST)
+    b = Limiter(4, shared=ClusterLimits(h), retry=FAST)
+    assert await a.call(Backend(fail=1, retry_after=0.3)) == "ok"
+    await _settle()
+    pause_end = h.body.book.pause_until
+    other = Backend()
+    await b.call(other)
+    assert other.starts[0] >= pause_end and h.body.book.counts["rate_limited"] == 1
+    assert "acquire" not in h.sent and "release" not in h.sent   # blocks only
+
+
+async def test_an_ask_given_up_while_queued_at_the_actor_is_dropped_there():
+    h = LocalHandle(1)
+    limits = ClusterLimits(h)
+    held, _ = await limits.acquire(0, 30.0)
+    queued = asyncio.ensure_future(limits.acquire(0, 30.0))
+    await _settle()
+    assert h.body.book.snapshot()["waiting"] == 1
+    queued.cancel()
+    await asyncio.gather(queued, return_exceptions=True)
+    await _settle()
+    assert h.body.book.snapshot()["waiting"] == 0 and h.body.book.in_flight == 1
+    limits.release(held, "ok")
+    await _settle()
+    nxt, wait = await asyncio.wait_for(limits.acquire(0, 30.0), 2.0)   # the slot is free again
+    assert wait == 0.0 and h.body.book.in_flight == 1 and not h.body._queued
+
+
+async def test_an_ask_given_up_before_its_block_left_costs_the_actor_nothing():
+    h = LocalHandle(1)
+    limits = ClusterLimits(h)
+    held, _ = await limits.acquire(0, 30.0)
+    first = asyncio.ensure_future(limits.acquire(0, 30.0))   # its block waits at the actor
+    await _settle()
+    later = asyncio.ensure_future(limits.acquire(0, 30.0))   # kept here until that block answers
+    await _settle()
+    later.cancel()
+    await asyncio.gather(later, return_exceptions=True)
+    limits.release(held, "ok")
+    lease, _ = await asyncio.wait_for(first, 2.0)
+    limits.release(lease, "ok")
+    await _settle()
+    snap = h.body.book.snapshot()
+    assert snap["granted"] == 2 and snap["unsent"] == 0 and snap["in_flight"] == 0
+    assert not h.body.book._abandoned and h.sent.count("acquire_block") == 2
+
+
+async def test_block_asks_fail_when_the_actor_is_gone():
+    h = LocalHandle(2)
+    h.gone = True
+    lim = Limiter(2, shared=ClusterLimits(h))
+
+    async def never() -> str:
+        raise AssertionError("a request went out without a lease")
+
+    with pytest.raises(ModelCallError, match="the cluster limiter is unreachable"):
+        await lim.call(never)
+    assert lim.in_flight == 0 and h.sent == ["acquire_block"]
 
 
 # -- on Ray, against the fake endpoint ------------------------------------------------------------

@@ -16,17 +16,19 @@ of every worker also takes a *lease* from one actor, which holds for the whole c
 Ray's own HTTP stage spaces requests per actor and does not read ``Retry-After``; here the limit
 is the run's, whatever the number of workers.
 
-Cost: one actor round trip per request (the lease; a second one only when the lease had to wait
-for the rate), plus the lease's return, which is sent without waiting for an answer. A lease not
-given back (a killed worker) is taken back after the request's timeout plus a margin
-(``hold``), or after ``lease_ttl`` seconds.
+Cost: leases travel in blocks. Every lease a worker process asks for while its previous ask is
+on its way to the actor goes with the next call (``acquire_block``), and the leases it gives back
+in one turn of its event loop go in one call (``release_block``, not awaited); a lease that had
+to wait for the rate costs one more call (``recheck``). The actor still grants each lease itself,
+in order, from one book, so the guarantees are those of one call per lease; under load a call
+carries tens of leases, alone it costs one round trip (well under a millisecond on one machine,
+a network round trip across machines). A lease not given back (a killed worker) is taken back
+after the request's timeout plus a margin (``hold``), or after ``lease_ttl`` seconds.
 
-What saturates: the actor serves the leases of the whole cluster one at a time on one core.
-``benchmarks/bench_cluster_limiter.py`` measures how many lease round trips per second one actor
-serves (the figure is in ``benchmarks/RESULTS.md``, "Cluster limiter"); a run whose endpoints
-allow more requests per second than that is limited by the actor, not by the endpoint. Below
-that, the added latency is one local round trip (well under a millisecond on one machine, a
-network round trip across machines).
+What saturates: the actor serves the whole cluster on one core. ``benchmarks/bench_cluster_limiter.py``
+measures the leases per second one actor serves, in blocks and one per call (the figures are in
+``benchmarks/RESULTS.md``, "Cluster limiter"); a run whose endpoints allow more requests per
+second than that is limited by the actor, not by the endpoint (docs/scale.md, "Throughput").
 
 Use (the Ray engine does this for a run)::
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict, deque
@@ -52,6 +55,8 @@ from assay.models.base import ModelCallError
 
 log = logging.getLogger("assay.scale")
 
+#: set to ``0``: cluster limiter clients made in this process take one lease per actor call
+BLOCKS_ENV = "ASSAY_LIMITER_BLOCKS"
 #: seconds added to a request's timeout before its lease is taken back from a silent holder
 HOLD_MARGIN = 30.0
 
@@ -158,6 +163,19 @@ class LimitBook:
                 "pause_left": max(0.0, self.pause_until - now)}
 
     # -- leases -------------------------------------------------------------------------------
+    def try_acquire(self, lease: str, tokens: int = 0, hold: float | None = None) -> float | None:
+        """Grant ``lease`` at once if a concurrency slot is free and nobody waits before it:
+        the seconds its holder waits before sending, as :meth:`acquire`; None when it would have
+        to queue (nothing is recorded then: ask :meth:`acquire`). The caller sweeps first
+        (:meth:`reclaim`), once for a block of asks."""
+        if self._abandoned.pop(lease, None) is not None:
+            return 0.0   # its holder gave up before asking reached us
+        if lease in self._leases or lease in self._waiting:
+            raise AssayError(f"lease {lease!r} asked for twice")
+        if len(self._leases) >= self.limit or self._waiting:
+            return None
+        return self._grant(lease, tokens, hold)
+
     async def acquire(self, lease: str, tokens: int = 0, hold: float | None = None) -> float:
         """Grant ``lease`` once a concurrency slot is free; return the seconds its holder waits
         before sending (the pause after a 429, the rate's deficit)."""
@@ -181,6 +199,9 @@ class LimitBook:
                 raise
             if not granted or lease not in self._leases:
                 return 0.0   # given back while it waited
+        return self._grant(lease, tokens, hold)
+
+    def _grant(self, lease: str, tokens: int, hold: float | None) -> float:
         now = self.clock()
         wait = max(0.0, self.pause_until - now)
         if self._rpm is not None:
@@ -301,21 +322,61 @@ class LimitActor:
 
     def __init__(self, concurrency: int, rpm: float | None, tpm: float | None, lease_ttl: float):
         self.book = LimitBook(concurrency, rpm=rpm, tpm=tpm, lease_ttl=lease_ttl)
+        self._queued: dict[str, asyncio.Task[float]] = {}   # block asks that had to wait
+        self.calls = 0
 
     async def acquire(self, lease: str, tokens: int, hold: float | None) -> float:
+        self.calls += 1
         return await self.book.acquire(lease, tokens, hold)
+
+    async def acquire_block(self, asks: list[tuple[str, int, float | None]],
+                            queued: list[str]) -> dict[str, float]:
+        """Leases for a block of asks in one round trip: ``{lease: seconds to wait}`` for every
+        ask granted, new (``asks``: ``(lease, tokens, hold)``) or asked before and still queued
+        here (``queued``). Returns at once when any is granted, else when the first queued one
+        is; each lease is granted by the same book, in the same order, as one by one."""
+        self.calls += 1
+        book = self.book
+        book._start_sweeper()
+        book.reclaim()
+        out: dict[str, float] = {}
+        mine = [lease for lease in queued if lease in self._queued]
+        for lease, tokens, hold in asks:
+            wait = book.try_acquire(lease, tokens, hold)
+            if wait is None:
+                self._queued[lease] = asyncio.ensure_future(book.acquire(lease, tokens, hold))
+                mine.append(lease)
+            else:
+                out[lease] = wait
+        if not out and mine:
+            await asyncio.wait([self._queued[lease] for lease in mine], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.sleep(0)   # others woken by the same release finish too
+        for lease in mine:
+            task = self._queued[lease]
+            if task.done():
+                del self._queued[lease]
+                if not task.cancelled() and task.exception() is None:
+                    out[lease] = task.result()
+        return out
+
+    async def release_block(self, returns: list[tuple[str, str, int | None, float | None]]) -> None:
+        """Several :meth:`release` in one call (``(lease, outcome, tokens, pause)`` each)."""
+        self.calls += 1
+        for lease, outcome, tokens, pause in returns:
+            self.book.release(lease, outcome, tokens, pause)
 
     async def recheck(self, lease: str) -> float:
         return self.book.recheck(lease)
 
     async def release(self, lease: str, outcome: str, tokens: int | None, pause: float | None) -> None:
+        self.calls += 1
         self.book.release(lease, outcome, tokens, pause)
 
     async def settings(self) -> dict[str, Any]:
         return self.book.settings()
 
     async def snapshot(self) -> dict[str, Any]:
-        return self.book.snapshot()
+        return {**self.book.snapshot(), "actor_calls": self.calls}
 
     async def ping(self) -> None:
         return None
@@ -362,6 +423,78 @@ def start_cluster_limiter(name: str, *, concurrency: int, rpm: float | None = No
     return handle
 
 
+class _Blocks:
+    """One process's asks and returns to the actor, gathered into blocks (one event loop).
+
+    Every ask made while a block is on its way goes with the next one: at most one
+    ``acquire_block`` call is out at a time, so under load a call carries as many leases as the
+    process asked for meanwhile, and alone it costs what one ``acquire`` does. Returns made in
+    one turn of the loop go in one ``release_block`` call, not awaited."""
+
+    def __init__(self, limits: "ClusterLimits", loop: asyncio.AbstractEventLoop):
+        self.limits, self.loop = limits, loop
+        self.asks: list[tuple[str, int, float | None]] = []    # not sent yet
+        self.queued: set[str] = set()                         # sent, not granted yet
+        self.futures: dict[str, asyncio.Future[float]] = {}
+        self.returns: list[tuple[str, str, int | None, float | None]] = []
+        self.pump: asyncio.Task[None] | None = None
+        self.calls = 0
+
+    async def acquire(self, tokens: int, hold: float | None) -> tuple[str, float]:
+        lease = uuid.uuid4().hex
+        fut: asyncio.Future[float] = self.loop.create_future()
+        self.futures[lease] = fut
+        self.asks.append((lease, tokens, hold))
+        if self.pump is None or self.pump.done():
+            self.pump = self.loop.create_task(self._pump())
+        try:
+            return lease, await fut
+        except asyncio.CancelledError:
+            self.futures.pop(lease, None)
+            unsent = [a for a in self.asks if a[0] != lease]
+            if len(unsent) < len(self.asks):
+                self.asks = unsent      # never left this process: nothing to give back
+            else:
+                self.release(lease, "unsent")   # queued at the actor (it drops it) or granted
+            raise
+
+    async def _pump(self) -> None:
+        actor = self.limits.actor
+        while self.asks or self.queued:
+            asks, self.asks = self.asks, []
+            queued = list(self.queued)
+            self.queued.update(a[0] for a in asks)
+            self.calls += 1
+            try:
+                granted = await actor.acquire_block.remote(asks, queued)
+            except Exception as exc:   # the actor is gone: every ask fails, none goes out uncounted
+                err = ModelCallError(f"the cluster limiter is unreachable: {type(exc).__name__}: {exc}",
+                                     kind="connection", retryable=False)
+                for lease in list(self.queued) + [a[0] for a in self.asks]:
+                    fut = self.futures.pop(lease, None)
+                    if fut is not None and not fut.done():
+                        fut.set_exception(err)
+                self.queued.clear()
+                self.asks.clear()
+                return
+            for lease, wait in granted.items():
+                self.queued.discard(lease)
+                fut = self.futures.pop(lease, None)
+                if fut is not None and not fut.done():   # else given up: its return is on its way
+                    fut.set_result(float(wait))
+
+    def release(self, lease: str, outcome: str, tokens: int | None = None, pause: float | None = None) -> None:
+        self.returns.append((lease, outcome, tokens, pause))
+        if len(self.returns) == 1:
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        returns, self.returns = self.returns, []
+        if returns:
+            self.calls += 1
+            self.limits.actor.release_block.remote(returns)   # not awaited: no round trip
+
+
 class ClusterLimits:
     """The client of a cluster limiter: a :class:`~assay.models.limits.SharedLimits` to give to
     each worker's :class:`~assay.models.limits.Limiter` (``Limiter(..., shared=ClusterLimits(h))``
@@ -369,17 +502,36 @@ class ClusterLimits:
 
     ``actor``: the handle :func:`start_cluster_limiter` returned, the actor's name (looked up
     on first use, in ``namespace``), or a :class:`LimitBook` (in-process: tests, threads of one
-    loop). Picklable: it travels to Ray workers with the handle or the name."""
+    loop). Picklable: it travels to Ray workers with the handle or the name.
 
-    def __init__(self, actor: Any, *, namespace: str | None = None):
+    ``blocks`` (default): the leases a process asks for while its last ask is on its way to
+    the actor go together in one call, and its returns in one call per turn of its event loop
+    (:class:`_Blocks`): the actor still grants every lease itself, so the global concurrency,
+    the rates and a 429's pause hold exactly as one lease per call, at a fraction of the round
+    trips (``benchmarks/bench_cluster_limiter.py``). ``blocks=False``: one call per lease; the
+    default where ``$ASSAY_LIMITER_BLOCKS`` is ``0`` when the client is made."""
+
+    def __init__(self, actor: Any, *, namespace: str | None = None, blocks: bool | None = None):
         self._actor = actor
         self.namespace = namespace
+        self.blocks = os.environ.get(BLOCKS_ENV, "1") != "0" if blocks is None else bool(blocks)
+        self._blocks: _Blocks | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_actor": self._actor, "namespace": self.namespace}
+        return {"_actor": self._actor, "namespace": self.namespace, "blocks": self.blocks}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"blocks": True, **state})
+        self._blocks = None
+
+    def _block_client(self) -> _Blocks | None:
+        """This event loop's block client (None: one call per lease, or in-process)."""
+        if not self.blocks or isinstance(self._actor, LimitBook):
+            return None
+        loop = asyncio.get_running_loop()
+        if self._blocks is None or self._blocks.loop is not loop:
+            self._blocks = _Blocks(self, loop)
+        return self._blocks
 
     def __repr__(self) -> str:
         return f"ClusterLimits({self._actor!r})"
@@ -409,6 +561,10 @@ class ClusterLimits:
                                  kind="connection", retryable=False) from None
 
     async def acquire(self, tokens: int, hold: float | None) -> tuple[str, float]:
+        blocks = self._block_client()
+        if blocks is not None:
+            self.actor   # resolved by name here, so that a missing actor fails as one call does
+            return await blocks.acquire(int(tokens or 0), hold)
         lease = uuid.uuid4().hex
         if isinstance(self._actor, LimitBook):   # in-process: a cancelled acquire cleans up itself
             return lease, float(await self._actor.acquire(lease, int(tokens or 0), hold))
@@ -426,8 +582,17 @@ class ClusterLimits:
         actor = self.actor
         if isinstance(actor, LimitBook):
             actor.release(lease, outcome, tokens, pause)
-        else:
-            actor.release.remote(lease, outcome, tokens, pause)   # not awaited: no round trip
+            return
+        blocks = self._blocks
+        if self.blocks and blocks is not None:
+            try:
+                same_loop = asyncio.get_running_loop() is blocks.loop
+            except RuntimeError:
+                same_loop = False
+            if same_loop:
+                blocks.release(lease, outcome, tokens, pause)
+                return
+        actor.release.remote(lease, outcome, tokens, pause)   # not awaited: no round trip
 
     async def snapshot(self) -> dict[str, Any]:
         """The actor's counts and state (see :meth:`LimitBook.snapshot`)."""
