@@ -48,8 +48,15 @@ def score_rows(metrics: Sequence[Metric], thresholds: Mapping[str, float], ctx: 
     """Synchronous metrics over some records: ``[{metric: {output: Score}}]`` per record. The
     metrics named in ``by_auto`` were chosen by ``auto``: each row gets them only where its
     fields call for them (:meth:`~assay.metrics.base.Metric.skip_reason`)."""
-    gated = [(m, m.name in by_auto) for m in metrics]
-    return [{m.name: m.score_sync(r, ctx, thresholds.get(m.name), auto) for m, auto in gated} for r in records]
+    if not metrics:
+        return [{} for _ in records]
+    # metric by metric over the whole chunk (Metric.score_batch), then regrouped by row
+    columns = [m.score_batch(records, ctx, thresholds.get(m.name), m.name in by_auto) for m in metrics]
+    names = [m.name for m in metrics]
+    if len(names) == 1:
+        name = names[0]
+        return [{name: c} for c in columns[0]]
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 _WORKER: dict[str, Any] = {}
