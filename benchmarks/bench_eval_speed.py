@@ -188,7 +188,7 @@ def main(argv=None) -> int:
         print(f"big data: {args.big_rows:,} rows, {big.stat().st_size / 2**20:.0f} MiB "
               f"(written in {time.perf_counter() - t0:.0f} s)")
         wall, rss, _ = run_measured(assay_cmd(big, tmp / "big-out", ROOT / "src"),
-                                    clean_env(PYTHONPATH=str(ROOT / "src"), ASSAY_STORE="off"))
+                                    clean_env(PYTHONPATH=str(ROOT / "src"), ASSAY_STORE=f"sqlite:///{tmp / 'big.db'}"))
         print(f"assay eval streaming {args.big_rows:,} rows: {wall:.1f} s, {args.big_rows / wall:,.0f} rows/s, "
               f"peak RSS {rss / 1024:.0f} MiB (goal < 1024 MiB)")
     subprocess.run(["rm", "-rf", str(tmp)])
