@@ -466,11 +466,11 @@ class ChunkRunner:
             try:
                 self.sink.close()   # the last store write; if it fails, the run stays resumable
             finally:
+                if froze:
+                    gc.unfreeze()
                 for (_, lim), n in zip(breakers, before):
                     lim.arm_breaker(n)
                 self.scorer.close()
-                if froze:
-                    gc.unfreeze()
                 if self.beat is not None:
                     self.beat.stop()
                 if saved.store is not None and status != "completed":
