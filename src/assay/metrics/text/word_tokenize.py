@@ -98,6 +98,7 @@ _CONTR_HINTS_QUOTE = ("d'ye", "more'n", "'tis", "'twas")
 
 # Characters that no rule looks at: letters, digits and the space.
 _PLAIN = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ")
+_PLAIN_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "   # the same, for ASCII text as bytes
 _PAD_A = frozenset(";@#$%&")
 _PAD_B = frozenset("*[](){}<>")
 _OTHER_WS = frozenset("\t\n\r\x0b\x0c")
@@ -315,7 +316,7 @@ def _fast_tokens(text: str, rest: str) -> list[str]:
 
 def word_tokenize(text: str) -> list[str]:
     """``nltk.word_tokenize(text)`` (English) for ASCII text."""
-    rest = text.translate(_PLAIN)
+    rest = text.encode().translate(None, _PLAIN_BYTES).decode()
     if not rest:
         # words and spaces only: one sentence, and only the contractions can apply
         if _has_contraction(text):

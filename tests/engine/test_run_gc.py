@@ -1,0 +1,60 @@
+"""The run keeps the heap it started with out of the collector's scans, and gives it back after."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from assay.engine.evaluate import evaluate
+from assay.engine.run import freeze_heap
+from assay.metrics.base import REGISTRY, metric
+
+SEEN: list[int] = []
+
+
+@pytest.fixture
+def freeze_probe():
+    SEEN.clear()
+
+    @metric("freeze_probe_t", threshold=0.5)
+    def probe(response: str) -> float:
+        SEEN.append(gc.get_freeze_count())
+        return 1.0
+
+    yield "freeze_probe_t"
+    REGISTRY.pop("freeze_probe_t", None)
+
+
+def test_the_heap_is_frozen_while_rows_are_scored_and_unfrozen_after(freeze_probe):
+    assert gc.get_freeze_count() == 0
+    rows = [{"response": f"r{i}"} for i in range(20)]
+    res = evaluate(rows, metrics=[freeze_probe], workers=1, store="off")
+    assert len(SEEN) == 20 and min(SEEN) > 1000       # scored with the old heap frozen
+    assert gc.get_freeze_count() == 0                  # and given back afterwards
+    assert res.metrics[f"{freeze_probe}"]["evaluated"] == 20
+
+
+def test_a_process_that_froze_objects_itself_keeps_them_frozen(freeze_probe):
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        assert freeze_heap() is False and gc.get_freeze_count() == before
+        evaluate([{"response": "x"}], metrics=[freeze_probe], workers=1, store="off")
+        assert gc.get_freeze_count() > before // 2      # not unfrozen by the run (some frozen objects died)
+    finally:
+        gc.unfreeze()
+
+
+def test_a_run_that_stops_on_an_error_unfreezes_too(freeze_probe):
+    class Stop(Exception):
+        pass
+
+    def progress(n: int) -> None:
+        raise Stop()     # stops the run after its first chunk
+
+    with pytest.raises(Stop):
+        evaluate([{"response": f"r{i}"} for i in range(600)], metrics=[freeze_probe], workers=1, store="off",
+                 progress=progress)
+    assert SEEN and min(SEEN) > 1000
+    assert gc.get_freeze_count() == 0
