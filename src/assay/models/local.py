@@ -57,9 +57,10 @@ from assay.models.base import (Generation, Messages, ModelCallError, TokenUsage,
 T = TypeVar("T")
 log = logging.getLogger("assay.models.local")
 
-INSTALL_HINT = ("the local backend needs llama-cpp-python: install it with "
-                "`scripts/install_local_backend.sh .venv/bin/python` (a portable build; `make test` "
-                "and `make demo` run it), or use an endpoint judge (--judge openai:MODEL, "
+INSTALL_HINT = ("the local backend needs llama-cpp-python: install it with `make local-judge` or "
+                "`scripts/install_local_backend.sh .venv/bin/python` (a portable build, made once per "
+                "machine: about 5 min on 2 cores; `make test` runs it too), or use an endpoint judge "
+                "(--judge openai:MODEL, "
                 "azure:DEPLOYMENT or http://HOST:PORT/v1#MODEL)")
 
 # Gemma's turn format (as in Google's chat template): the system prompt is folded into the
