@@ -8,7 +8,9 @@
    ``bench_judge`` that returns a 1-5 score with a one-sentence reason, like a judge) twice,
    side by side: with ``store=False`` and with the run saved into a SQLite store, ``--runs``
    times each, alternating (the best of each is kept: on a shared machine the other load only
-   ever adds time). Prints both wall times and what the store adds. The saved runs are
+   ever adds time). Prints both wall times and what the store adds, and the CPU seconds of
+   each (this process and its metric workers: steadier than wall time on a loaded machine,
+   and on a machine whose cores the scoring keeps busy what the store adds). The saved runs are
    ``baseline`` and ``candidate`` (the last ones).
 3. Times the first search of a run (nothing cached) for a rare word, a common word and a
    word of the reasons, side by side: through the full-text index (what the dashboard and the
@@ -70,17 +72,30 @@ def make_rows(n: int, variant: bool = False) -> list[dict]:
 METRICS = ["f1_score", "exact_match", "bench_judge"]
 
 
+CPU: list[tuple[str, float]] = []   # (what, CPU seconds) of every evaluation, in order
+
+
+def cpu_now() -> float:
+    """CPU seconds (user + system) of this process and its finished children (metric workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def timed_eval(rows: list[dict], store, name: str | None, index: bool = True) -> float:
-    """Seconds to evaluate ``rows``; ``index=False``: the store writes no full-text index."""
+    """Seconds to evaluate ``rows``; ``index=False``: the store writes no full-text index.
+    Its CPU seconds (this process and its metric workers) go to :data:`CPU`."""
     from assay.store import Store
 
     real = Store.has_text_index
     if not index:
         Store.has_text_index = lambda self: False   # type: ignore[method-assign]
     try:
+        c0 = cpu_now()
         t0 = time.perf_counter()
         assay.evaluate(rows, metrics=METRICS, store=store, name=name)
-        return time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        CPU.append(("off" if store is False else "bare" if not index else "on", cpu_now() - c0))
+        return wall
     finally:
         Store.has_text_index = real   # type: ignore[method-assign]
 
@@ -186,6 +201,7 @@ def main() -> None:
             os.remove(db)
         print(f"{args.rows:,} rows x {len(METRICS)} metric outputs; store: {db}; cores: {os.cpu_count()}")
         results = []
+        cpus: list[tuple[float, float]] = []
         for label, variant, name in (("data A", False, "baseline"), ("data B", True, "candidate")):
             rows = make_rows(args.rows, variant)
             offs, ons, bare = [], [], []
@@ -202,11 +218,17 @@ def main() -> None:
                 else:
                     ons.append(timed_eval(rows, db, name))
             off, on = min(offs), min(ons)
+            cpu_off = min(c for w, c in CPU if w == "off")
+            cpu_on = min(c for w, c in CPU if w == "on")
+            cpus.append((cpu_off, cpu_on))
+            CPU.clear()
             results.append((label, off, on, min(bare) if bare else None))
             print(f"    off: {', '.join(f'{x:.2f}' for x in offs)} s; on: {', '.join(f'{x:.2f}' for x in ons)} s"
                   + (f"; on without the index: {', '.join(f'{x:.2f}' for x in bare)} s" if bare else ""), flush=True)
             print(f"  {label}: store off {off:.2f} s, store on {on:.2f} s, "
-                  f"store adds {100 * (on - off) / off:+.1f}%", flush=True)
+                  f"store adds {100 * (on - off) / off:+.1f}%; CPU (all processes, best): off {cpu_off:.2f} s, "
+                  f"on {cpu_on:.2f} s, the store adds {cpu_on - cpu_off:+.2f} s "
+                  f"({100 * (cpu_on - cpu_off) / cpu_off:+.1f}%)", flush=True)
         off_t = sum(r[1] for r in results)
         on_t = sum(r[2] for r in results)
         extra = args.no_index_too
@@ -216,6 +238,9 @@ def main() -> None:
         for label, off, on, nb in results + [("both", off_t, on_t, sum(r[3] for r in results) if extra else None)]:
             print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |"
                   + (f" {nb:.2f} s | {100 * (nb - off) / off:+.1f}% |" if extra else ""))
+        c_off, c_on = sum(c[0] for c in cpus), sum(c[1] for c in cpus)
+        print(f"\nCPU seconds, both data sets (the best of each; on a loaded machine the steadier figure): "
+              f"store off {c_off:.2f} s, store on {c_on:.2f} s, the store adds {100 * (c_on - c_off) / c_off:+.1f}%")
         print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")
 
     found = bench_search(db, args.rows)
