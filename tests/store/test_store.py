@@ -253,9 +253,11 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
         finally:
             st._insert_rows = real
 
+    from assay import results
     from assay.engine import run as engine_run
 
     monkeypatch.setattr(engine_run, "CHUNK", 10)
+    monkeypatch.setattr(results, "WRITE_ROWS", 1)     # a store write per chunk
     monkeypatch.setattr(st, "write_rows", failing_write)
     with pytest.raises(AssayError, match=r"cannot write run \w+ to the store .*--resume"):
         assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", workers=1)

@@ -309,6 +309,7 @@ class Store:
         size = PART_ROWS
         part: _Part | None = None
         nan = math.nan
+        dumps, row_doc = orjson.dumps, T.row_doc
         for r in batch:
             if fmt == 2:
                 i = r.idx
@@ -330,16 +331,17 @@ class Store:
                 for m, outs in r.scores.items():
                     for o, s in outs.items():
                         v = s.value
-                        if v is None:
-                            value = None
-                        elif type(v) is float and v == v and v not in _INF:
+                        if type(v) is float and v == v and v not in _INF:
                             value = repr(v)
+                        elif v is None:
+                            value = None
                         else:
                             value = _dump_value(v)
                         sc = s.score
                         if sc is not None:
                             sc = None if sc != sc else float(sc)   # NaN: none (the value keeps it)
-                        packed.append((m, o, value, sc, s.passed, s.result, s.status, s.threshold,
+                        res = s.result
+                        packed.append((m, o, value, sc, s.passed, res, s.status, s.threshold,
                                        s.properties or None))
                         why = s.reason
                         reasons.append(why)
@@ -349,12 +351,13 @@ class Store:
                         if j is not None:
                             at.append(j * size + pi)
                             col_score.append(nan if sc is None else sc)
-                            col_code.append(result_code(s.result, s.status))
-                row_params.append((run_id, i, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs),
-                                   orjson.dumps(packed, option=_DUMP, default=_default).decode(),
-                                   orjson.dumps(reasons).decode() if any_reason else None))
+                            col_code.append(1 if res == "pass" else 2 if res == "fail" else result_code(res, s.status))
+                row_params.append((run_id, i, r.row_id, r.conversation_id, r.target_error,
+                                   dumps(r.inputs, option=_DUMP, default=_default).decode(),
+                                   dumps(packed, option=_DUMP, default=_default).decode(),
+                                   dumps(reasons).decode() if any_reason else None))
                 if index:
-                    docs.append((i, T.row_doc(r.inputs, reasons)))
+                    docs.append((i, row_doc(r.inputs, reasons)))
                 continue
             row_params.append((run_id, r.idx, r.row_id, r.conversation_id, r.target_error, _dumps(r.inputs),
                                None, None))
