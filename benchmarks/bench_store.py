@@ -10,7 +10,9 @@
    times each, alternating (the best of each is kept: on a shared machine the other load only
    ever adds time). Prints both wall times and what the store adds, and the CPU seconds of
    each (this process and its metric workers: steadier than wall time on a loaded machine,
-   and on a machine whose cores the scoring keeps busy what the store adds). The saved runs are
+   and on a machine whose cores the scoring keeps busy what the store adds), and the CPU
+   seconds of the store's own writes (the writer thread's time in ``Store.write_rows`` and
+   ``finish_run``), the steadiest figure of the three. The saved runs are
    ``baseline`` and ``candidate`` (the last ones).
 3. Times the first search of a run (nothing cached) for a rare word, a common word and a
    word of the reasons, side by side: through the full-text index (what the dashboard and the
@@ -73,6 +75,7 @@ METRICS = ["f1_score", "exact_match", "bench_judge"]
 
 
 CPU: list[tuple[str, float]] = []   # (what, CPU seconds) of every evaluation, in order
+WRITER: list[float] = []            # CPU seconds of the store's writes (thread time), per saved run
 
 
 def cpu_now() -> float:
@@ -87,17 +90,33 @@ def timed_eval(rows: list[dict], store, name: str | None, index: bool = True) ->
     from assay.store import Store
 
     real = Store.has_text_index
+    real_write, real_finish = Store.write_rows, Store.finish_run
+    writer = [0.0]
+
+    def timed(fn):
+        def call(self, *a, **k):
+            t = time.thread_time()
+            try:
+                return fn(self, *a, **k)
+            finally:
+                writer[0] += time.thread_time() - t
+        return call
+
     if not index:
         Store.has_text_index = lambda self: False   # type: ignore[method-assign]
+    Store.write_rows, Store.finish_run = timed(real_write), timed(real_finish)   # type: ignore[method-assign]
     try:
         c0 = cpu_now()
         t0 = time.perf_counter()
         assay.evaluate(rows, metrics=METRICS, store=store, name=name)
         wall = time.perf_counter() - t0
         CPU.append(("off" if store is False else "bare" if not index else "on", cpu_now() - c0))
+        if store is not False:
+            WRITER.append(writer[0])
         return wall
     finally:
         Store.has_text_index = real   # type: ignore[method-assign]
+        Store.write_rows, Store.finish_run = real_write, real_finish   # type: ignore[method-assign]
 
 
 def bench_pages(store_path: str, repeat: int, rows: int) -> list[tuple[str, float, float, float, int]]:
@@ -239,6 +258,9 @@ def main() -> None:
             print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |"
                   + (f" {nb:.2f} s | {100 * (nb - off) / off:+.1f}% |" if extra else ""))
         c_off, c_on = sum(c[0] for c in cpus), sum(c[1] for c in cpus)
+        print(f"\nthe store's writes (Store.write_rows and finish_run, CPU of the thread running them), "
+              f"per saved run: {', '.join(f'{x:.2f}' for x in WRITER)} s, best {min(WRITER):.2f} s = "
+              f"{100 * min(WRITER) / (c_off / len(cpus)):.1f}% of a run's CPU with the store off")
         print(f"\nCPU seconds, both data sets (the best of each; on a loaded machine the steadier figure): "
               f"store off {c_off:.2f} s, store on {c_on:.2f} s, the store adds {100 * (c_on - c_off) / c_off:+.1f}%")
         print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")

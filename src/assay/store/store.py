@@ -3,10 +3,12 @@
 Location: ``url`` if given, else ``$ASSAY_STORE`` (a path or a SQLAlchemy URL;
 ``off`` turns saving off), else ``.assay/assay.db`` under the working directory.
 
-A run is written as it goes: :meth:`Store.write_rows` commits chunks of scored rows (one
-insert per row: its inputs, its scores in compact form, its full-text index entry) with the
-run's progress in one transaction, on a writer thread behind the scoring, so a run killed at
-any moment leaves a consistent prefix of its rows that ``assay eval --resume`` continues from. SQLite runs
+A run is written as it goes: :meth:`Store.write_rows` commits scored rows (one insert per
+row: its inputs, its scores in compact form, its full-text index entry) with the run's
+progress in one transaction, on a writer thread behind the scoring (the engine's sink hands
+it 4,096 rows at a time, or what came in a second: ``assay.results.WRITE_ROWS``), so a run
+killed at any moment leaves a consistent prefix of its rows that ``assay eval --resume``
+continues from. SQLite runs
 in WAL mode with a busy timeout, so several processes can write one store at once.
 
 A running run is owned by the session (process) writing it, which keeps a heartbeat; a run
