@@ -1,6 +1,7 @@
 """What the store costs an evaluation, and how fast the dashboard answers on a 100,000-row run.
 
     python benchmarks/bench_store.py [--rows 100000] [--repeat 5] [--runs 3] [--keep DIR]
+    python benchmarks/bench_store.py --writes-only [--rows 100000] [--batch 4096] [--repeat 5]
 
 1. Writes ``--rows`` deterministic RAG rows (query, response, ground truth, two context
    documents, a row id) and a variant of them in which every tenth response changed.
@@ -21,6 +22,9 @@
    (in process, no network), in milliseconds: the first call (nothing cached by the app:
    searches, histograms and comparisons of finished runs are kept in memory once computed),
    then the median and the worst of ``--repeat`` more calls, and prints a table.
+
+``--writes-only``: just the CPU seconds of the store writing ``--rows`` scored rows in writes
+of ``--batch`` rows (no scoring), best of ``--repeat``.
 """
 
 from __future__ import annotations
@@ -200,6 +204,44 @@ def bench_search(store_path: str, rows: int) -> list[tuple[str, float, float, in
     return out
 
 
+def bench_writes(n: int, batch: int, repeat: int) -> list[float]:
+    """CPU seconds of ``Store.write_rows`` (and ``finish_run``) writing ``n`` scored rows of
+    :func:`make_rows` in batches of ``batch`` rows to a new SQLite store, ``repeat`` times: the
+    store's own cost, without the scoring (the steadiest figure on a shared machine). The
+    engine's sink hands the writer 4,096 rows at a time (512, one chunk, before 2026-11-24)."""
+    from assay.results import StoredRow
+    from assay.store import Store
+
+    rows = make_rows(n)
+    stored = []
+    for i, r in enumerate(rows):
+        inputs = {k: v for k, v in r.items() if k != "id"}
+        judged = bench_judge(inputs["query"], inputs["response"])
+        stored.append(StoredRow(i, r["id"], None, False, inputs, {
+            "f1_score": {"f1_score": Score(0.5, 0.5, True, "pass", None, "completed", 0.5, {})},
+            "exact_match": {"exact_match": Score(1.0, 1.0, True, "pass", None, "completed", 0.5, {})},
+            "bench_judge": {"bench_judge": Score(judged.value, float(judged.value), judged.value >= 3,
+                                                 "pass" if judged.value >= 3 else "fail", judged.reason,
+                                                 "completed", 3, {})}}))
+    layout = {"layout": [[m, [m]] for m in METRICS]}
+    out = []
+    for _ in range(repeat):
+        tmp = Path(tempfile.mkdtemp(prefix="assay-bench-writes-"))
+        st = Store(str(tmp / "w.db"))
+        rid = st.start_run(name="writes", source=None, fingerprint=None, config=layout, config_hash="-",
+                           metrics=METRICS, judge=None)
+        t0 = time.process_time()
+        for lo in range(0, n, batch):
+            st.write_rows(rid, stored[lo:lo + batch])
+        st.finish_run(rid, "completed", aggregates={m: {} for m in METRICS})
+        out.append(time.process_time() - t0)
+        st.close()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
@@ -210,7 +252,16 @@ def main() -> None:
     ap.add_argument("--no-index-too", action="store_true",
                     help="Also evaluate with the store on but no full-text index (what the index costs).")
     ap.add_argument("--pages-only", action="store_true", help="Only time the pages (needs --keep with a store).")
+    ap.add_argument("--writes-only", action="store_true",
+                    help="Only time the store's writes of --rows rows (CPU seconds, best of --repeat).")
+    ap.add_argument("--batch", type=int, default=4096, help="Rows per store write with --writes-only.")
     args = ap.parse_args()
+    if args.writes_only:
+        got = bench_writes(args.rows, args.batch, args.repeat)
+        print(f"Store.write_rows of {args.rows:,} rows in writes of {args.batch:,}: CPU "
+              f"{', '.join(f'{x:.3f}' for x in got)} s, best {min(got):.3f} s "
+              f"({1e6 * min(got) / args.rows:.1f} us a row)")
+        return
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="assay-bench-store-"))
     tmp.mkdir(parents=True, exist_ok=True)
