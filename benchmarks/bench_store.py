@@ -1,6 +1,7 @@
 """What the store costs an evaluation, and how fast the dashboard answers on a 100,000-row run.
 
     python benchmarks/bench_store.py [--rows 100000] [--repeat 5] [--runs 3] [--keep DIR]
+    python benchmarks/bench_store.py --writes-only [--rows 100000] [--batch 4096] [--repeat 5]
 
 1. Writes ``--rows`` deterministic RAG rows (query, response, ground truth, two context
    documents, a row id) and a variant of them in which every tenth response changed.
@@ -8,7 +9,11 @@
    ``bench_judge`` that returns a 1-5 score with a one-sentence reason, like a judge) twice,
    side by side: with ``store=False`` and with the run saved into a SQLite store, ``--runs``
    times each, alternating (the best of each is kept: on a shared machine the other load only
-   ever adds time). Prints both wall times and what the store adds. The saved runs are
+   ever adds time). Prints both wall times and what the store adds, and the CPU seconds of
+   each (this process and its metric workers: steadier than wall time on a loaded machine,
+   and on a machine whose cores the scoring keeps busy what the store adds), and the CPU
+   seconds of the store's own writes (the writer thread's time in ``Store.write_rows`` and
+   ``finish_run``), the steadiest figure of the three. The saved runs are
    ``baseline`` and ``candidate`` (the last ones).
 3. Times the first search of a run (nothing cached) for a rare word, a common word and a
    word of the reasons, side by side: through the full-text index (what the dashboard and the
@@ -17,6 +22,9 @@
    (in process, no network), in milliseconds: the first call (nothing cached by the app:
    searches, histograms and comparisons of finished runs are kept in memory once computed),
    then the median and the worst of ``--repeat`` more calls, and prints a table.
+
+``--writes-only``: just the CPU seconds of the store writing ``--rows`` scored rows in writes
+of ``--batch`` rows (no scoring), best of ``--repeat``.
 """
 
 from __future__ import annotations
@@ -70,19 +78,49 @@ def make_rows(n: int, variant: bool = False) -> list[dict]:
 METRICS = ["f1_score", "exact_match", "bench_judge"]
 
 
+CPU: list[tuple[str, float]] = []   # (what, CPU seconds) of every evaluation, in order
+WRITER: list[float] = []            # CPU seconds of the store's writes (thread time), per saved run
+
+
+def cpu_now() -> float:
+    """CPU seconds (user + system) of this process and its finished children (metric workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def timed_eval(rows: list[dict], store, name: str | None, index: bool = True) -> float:
-    """Seconds to evaluate ``rows``; ``index=False``: the store writes no full-text index."""
+    """Seconds to evaluate ``rows``; ``index=False``: the store writes no full-text index.
+    Its CPU seconds (this process and its metric workers) go to :data:`CPU`."""
     from assay.store import Store
 
     real = Store.has_text_index
+    real_write, real_finish = Store.write_rows, Store.finish_run
+    writer = [0.0]
+
+    def timed(fn):
+        def call(self, *a, **k):
+            t = time.thread_time()
+            try:
+                return fn(self, *a, **k)
+            finally:
+                writer[0] += time.thread_time() - t
+        return call
+
     if not index:
         Store.has_text_index = lambda self: False   # type: ignore[method-assign]
+    Store.write_rows, Store.finish_run = timed(real_write), timed(real_finish)   # type: ignore[method-assign]
     try:
+        c0 = cpu_now()
         t0 = time.perf_counter()
         assay.evaluate(rows, metrics=METRICS, store=store, name=name)
-        return time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        CPU.append(("off" if store is False else "bare" if not index else "on", cpu_now() - c0))
+        if store is not False:
+            WRITER.append(writer[0])
+        return wall
     finally:
         Store.has_text_index = real   # type: ignore[method-assign]
+        Store.write_rows, Store.finish_run = real_write, real_finish   # type: ignore[method-assign]
 
 
 def bench_pages(store_path: str, repeat: int, rows: int) -> list[tuple[str, float, float, float, int]]:
@@ -166,6 +204,44 @@ def bench_search(store_path: str, rows: int) -> list[tuple[str, float, float, in
     return out
 
 
+def bench_writes(n: int, batch: int, repeat: int) -> list[float]:
+    """CPU seconds of ``Store.write_rows`` (and ``finish_run``) writing ``n`` scored rows of
+    :func:`make_rows` in batches of ``batch`` rows to a new SQLite store, ``repeat`` times: the
+    store's own cost, without the scoring (the steadiest figure on a shared machine). The
+    engine's sink hands the writer 4,096 rows at a time (512, one chunk, before 2026-11-24)."""
+    from assay.results import StoredRow
+    from assay.store import Store
+
+    rows = make_rows(n)
+    stored = []
+    for i, r in enumerate(rows):
+        inputs = {k: v for k, v in r.items() if k != "id"}
+        judged = bench_judge(inputs["query"], inputs["response"])
+        stored.append(StoredRow(i, r["id"], None, False, inputs, {
+            "f1_score": {"f1_score": Score(0.5, 0.5, True, "pass", None, "completed", 0.5, {})},
+            "exact_match": {"exact_match": Score(1.0, 1.0, True, "pass", None, "completed", 0.5, {})},
+            "bench_judge": {"bench_judge": Score(judged.value, float(judged.value), judged.value >= 3,
+                                                 "pass" if judged.value >= 3 else "fail", judged.reason,
+                                                 "completed", 3, {})}}))
+    layout = {"layout": [[m, [m]] for m in METRICS]}
+    out = []
+    for _ in range(repeat):
+        tmp = Path(tempfile.mkdtemp(prefix="assay-bench-writes-"))
+        st = Store(str(tmp / "w.db"))
+        rid = st.start_run(name="writes", source=None, fingerprint=None, config=layout, config_hash="-",
+                           metrics=METRICS, judge=None)
+        t0 = time.process_time()
+        for lo in range(0, n, batch):
+            st.write_rows(rid, stored[lo:lo + batch])
+        st.finish_run(rid, "completed", aggregates={m: {} for m in METRICS})
+        out.append(time.process_time() - t0)
+        st.close()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
@@ -176,7 +252,16 @@ def main() -> None:
     ap.add_argument("--no-index-too", action="store_true",
                     help="Also evaluate with the store on but no full-text index (what the index costs).")
     ap.add_argument("--pages-only", action="store_true", help="Only time the pages (needs --keep with a store).")
+    ap.add_argument("--writes-only", action="store_true",
+                    help="Only time the store's writes of --rows rows (CPU seconds, best of --repeat).")
+    ap.add_argument("--batch", type=int, default=4096, help="Rows per store write with --writes-only.")
     args = ap.parse_args()
+    if args.writes_only:
+        got = bench_writes(args.rows, args.batch, args.repeat)
+        print(f"Store.write_rows of {args.rows:,} rows in writes of {args.batch:,}: CPU "
+              f"{', '.join(f'{x:.3f}' for x in got)} s, best {min(got):.3f} s "
+              f"({1e6 * min(got) / args.rows:.1f} us a row)")
+        return
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="assay-bench-store-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -186,6 +271,7 @@ def main() -> None:
             os.remove(db)
         print(f"{args.rows:,} rows x {len(METRICS)} metric outputs; store: {db}; cores: {os.cpu_count()}")
         results = []
+        cpus: list[tuple[float, float]] = []
         for label, variant, name in (("data A", False, "baseline"), ("data B", True, "candidate")):
             rows = make_rows(args.rows, variant)
             offs, ons, bare = [], [], []
@@ -202,11 +288,17 @@ def main() -> None:
                 else:
                     ons.append(timed_eval(rows, db, name))
             off, on = min(offs), min(ons)
+            cpu_off = min(c for w, c in CPU if w == "off")
+            cpu_on = min(c for w, c in CPU if w == "on")
+            cpus.append((cpu_off, cpu_on))
+            CPU.clear()
             results.append((label, off, on, min(bare) if bare else None))
             print(f"    off: {', '.join(f'{x:.2f}' for x in offs)} s; on: {', '.join(f'{x:.2f}' for x in ons)} s"
                   + (f"; on without the index: {', '.join(f'{x:.2f}' for x in bare)} s" if bare else ""), flush=True)
             print(f"  {label}: store off {off:.2f} s, store on {on:.2f} s, "
-                  f"store adds {100 * (on - off) / off:+.1f}%", flush=True)
+                  f"store adds {100 * (on - off) / off:+.1f}%; CPU (all processes, best): off {cpu_off:.2f} s, "
+                  f"on {cpu_on:.2f} s, the store adds {cpu_on - cpu_off:+.2f} s "
+                  f"({100 * (cpu_on - cpu_off) / cpu_off:+.1f}%)", flush=True)
         off_t = sum(r[1] for r in results)
         on_t = sum(r[2] for r in results)
         extra = args.no_index_too
@@ -216,6 +308,12 @@ def main() -> None:
         for label, off, on, nb in results + [("both", off_t, on_t, sum(r[3] for r in results) if extra else None)]:
             print(f"| {label} | {off:.2f} s | {on:.2f} s | {100 * (on - off) / off:+.1f}% |"
                   + (f" {nb:.2f} s | {100 * (nb - off) / off:+.1f}% |" if extra else ""))
+        c_off, c_on = sum(c[0] for c in cpus), sum(c[1] for c in cpus)
+        print(f"\nthe store's writes (Store.write_rows and finish_run, CPU of the thread running them), "
+              f"per saved run: {', '.join(f'{x:.2f}' for x in WRITER)} s, best {min(WRITER):.2f} s = "
+              f"{100 * min(WRITER) / (c_off / len(cpus)):.1f}% of a run's CPU with the store off")
+        print(f"\nCPU seconds, both data sets (the best of each; on a loaded machine the steadier figure): "
+              f"store off {c_off:.2f} s, store on {c_on:.2f} s, the store adds {100 * (c_on - c_off) / c_off:+.1f}%")
         print(f"\nstore file: {os.path.getsize(db) / 2**20:.0f} MiB (+ WAL)")
 
     found = bench_search(db, args.rows)

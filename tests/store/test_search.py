@@ -242,3 +242,26 @@ def test_a_version_5_postgres_store_is_indexed_when_opened(postgres_url):
     assert indexed(st, name, name[4:] + "zz") == [9] and search(st, name, name[4:] + "zz marker") == [9]
     assert search(st, name, "judge answered nothing") == [31]
     st.close()
+
+
+def test_the_text_a_row_is_indexed_by_is_the_same_for_every_kind_of_value():
+    """Deleting a run's rows from the contentless FTS5 table makes each row's text again: the
+    fast path for plain dicts, lists and strings must give what the general one gives."""
+    from collections import OrderedDict
+
+    import numpy as np
+
+    class Text(str):
+        pass
+
+    inputs = {"q": "what?", "empty": "", "n": 3, "x": 2.5, "flag": True, "none": None,
+              "ctx": [{"content": "alpha beta", "uri": "doc://1", "score": 0.25, "ok": False},
+                      ["", "nested", 7, (8, "tuple")], "gamma"],
+              "od": OrderedDict(k="ordered"), "np": np.float64(0.5), "npint": np.int64(9),
+              "sub": Text("subclass"), "deep": {"a": {"b": [{"c": "deepest"}]}}}
+    assert T.row_doc(inputs, [None, "a reason", "", "another"]) == "\n".join([
+        "what?", "", "3", "2.5", "alpha beta", "doc://1", "0.25", "nested", "7", "8", "tuple", "gamma",
+        "ordered", "0.5", "subclass", "deepest", "a reason", "another"])
+    assert T.row_doc({"q": ""}, ()) == ""           # a top-level empty string keeps its (empty) line
+    assert T.row_doc({"q": "", "r": "x"}, ()) == "\nx"
+    assert T.row_doc("plain", ["why"]) == "plain\nwhy"

@@ -253,9 +253,11 @@ def test_a_failed_write_is_a_clear_error_and_the_run_resumes(tmp_path, monkeypat
         finally:
             st._insert_rows = real
 
+    from assay import results
     from assay.engine import run as engine_run
 
     monkeypatch.setattr(engine_run, "CHUNK", 10)
+    monkeypatch.setattr(results, "WRITE_ROWS", 1)     # a store write per chunk
     monkeypatch.setattr(st, "write_rows", failing_write)
     with pytest.raises(AssayError, match=r"cannot write run \w+ to the store .*--resume"):
         assay.evaluate(ROWS, metrics="f1_score", store=st, name="w", workers=1)
@@ -304,3 +306,16 @@ def test_a_finished_runs_columns_are_written_a_batch_at_a_time(store, monkeypatc
     for m, o in (("f1_score", "f1_score"), ("rougeL", "rougeL_precision"), ("rougeL", "rougeL_recall"),
                  ("rougeL", "rougeL_f1_score")):
         assert cols[f"score:{o}"].tolist() == [row[f"outputs.{m}.{o}"] for row in res.rows]
+
+
+def test_sqlite_connections_run_in_wal_mode_with_a_larger_checkpoint_interval(tmp_path):
+    from assay.store.store import WAL_CHECKPOINT
+
+    st = Store(str(tmp_path / "p.db"))
+    try:
+        with st.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1          # NORMAL
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == WAL_CHECKPOINT > 1000
+    finally:
+        st.close()

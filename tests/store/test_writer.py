@@ -36,6 +36,7 @@ def add_chunk(sink: R.RowSink, lo: int, n: int = 5) -> None:
 def test_scoring_goes_on_while_the_writer_is_busy_and_waiting_chunks_are_written_together():
     st = SlowStore()
     sink = R.RowSink(None, [("m", ["m"])], store=st, run_id="r")
+    sink.batch_rows = 1                         # every commit starts a write
     for k in range(R.WRITE_BEHIND):             # the writer is stuck on the first chunk ...
         add_chunk(sink, 5 * k)                  # ... and every commit returns all the same
     assert st.writes == []
@@ -49,6 +50,7 @@ def test_scoring_goes_on_while_the_writer_is_busy_and_waiting_chunks_are_written
 def test_after_a_failed_write_nothing_more_is_written():
     st = SlowStore(fail_on=1)
     sink = R.RowSink(None, [("m", ["m"])], store=st, run_id="r")
+    sink.batch_rows = 1
     add_chunk(sink, 0)
     add_chunk(sink, 5)
     st.gate.set()
@@ -58,3 +60,36 @@ def test_after_a_failed_write_nothing_more_is_written():
         sink.close()                            # ... or at the end
     sink.close()
     assert st.writes == []                      # the chunks after the failed one were not written
+
+
+def test_small_chunks_are_written_together_and_close_writes_the_rest():
+    st = SlowStore()
+    st.gate.set()
+    sink = R.RowSink(None, [("m", ["m"])], store=st, run_id="r")
+    sink.batch_rows, sink.batch_seconds = 12, 3600.0
+    add_chunk(sink, 0)
+    add_chunk(sink, 5)
+    sink._wait()
+    assert st.writes == []                      # 10 rows waiting: fewer than 12, no write yet
+    add_chunk(sink, 10)                         # 15 rows: one write of all of them
+    sink._wait()
+    assert st.writes == [list(range(15))]
+    add_chunk(sink, 15)
+    sink.close()                                # the last rows are written at the end
+    assert st.writes == [list(range(15)), list(range(15, 20))]
+
+
+def test_rows_are_written_after_the_time_limit_even_when_few():
+    st = SlowStore()
+    st.gate.set()
+    sink = R.RowSink(None, [("m", ["m"])], store=st, run_id="r")
+    sink.batch_rows, sink.batch_seconds = 10**9, 0.0
+    add_chunk(sink, 0)
+    sink._wait()
+    assert st.writes == [[0, 1, 2, 3, 4]]
+    sink.close()
+    assert st.writes == [[0, 1, 2, 3, 4]]
+
+
+def test_the_default_batches_are_large_enough_to_matter():
+    assert R.WRITE_ROWS >= 1_000 and 0 < R.WRITE_EVERY <= 5

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -105,7 +106,9 @@ class StoredRow:
     scores: dict[str, dict[str, Score]]
 
 
-WRITE_BEHIND = 8   # chunks the store writer may be behind the scoring before scoring waits
+WRITE_BEHIND = 8   # store writes that may be under way before scoring waits
+WRITE_ROWS = 4_096  # rows waiting that make a store write (one transaction) ...
+WRITE_EVERY = 1.0   # ... or seconds since the last one began
 
 
 class RowSink:
@@ -130,6 +133,8 @@ class RowSink:
         self._queue: list[Any] = []
         self._lock = threading.Lock()
         self._failed = False
+        self.batch_rows, self.batch_seconds = WRITE_ROWS, WRITE_EVERY   # see commit()
+        self._last_write = time.monotonic()
         if self.out is None:
             self.rows = []
         else:
@@ -158,10 +163,20 @@ class RowSink:
             yield from read_rows(self.out / ROWS_FILE)
 
     def commit(self) -> None:
-        """Make the rows added so far durable: flushed to the file, committed to the store."""
+        """Make the rows added so far durable: flushed to the file, committed to the store
+        once :data:`WRITE_ROWS` rows are waiting or :data:`WRITE_EVERY` seconds passed since
+        the last store write began (fewer, larger transactions cost the store less; a run
+        killed loses at most those rows, which ``--resume`` scores again). :meth:`close`
+        writes the rest."""
         if self._fh is not None:
             self._fh.flush()
+        if self._pending and (len(self._pending) >= self.batch_rows
+                              or time.monotonic() - self._last_write >= self.batch_seconds):
+            self._submit()
+
+    def _submit(self) -> None:
         if self._pending:
+            self._last_write = time.monotonic()
             with self._lock:
                 self._queue.extend(self._pending)
             self._pending = []
@@ -189,6 +204,8 @@ class RowSink:
     def close(self) -> None:
         """Finish the writes under way; the file is closed and the store is up to date."""
         try:
+            if self._writer is not None:
+                self._submit()
             self._wait()
         finally:
             if self._writer is not None:

@@ -32,7 +32,23 @@ _OLD_BATCH = 2_000
 
 
 def _strings(v: Any, out: list[str]) -> None:
-    if isinstance(v, str):
+    # Plain dicts, lists, strings and floats are read by their exact type (the hot path of
+    # writing rows); anything else (subclasses, numpy numbers) by isinstance, as before.
+    t = type(v)
+    if t is str:
+        if v:
+            out.append(v)
+    elif t is dict or t is list or t is tuple:
+        for x in (v.values() if t is dict else v):
+            tx = type(x)
+            if tx is str:
+                if x:
+                    out.append(x)
+            else:
+                _strings(x, out)
+    elif t is int or t is float:
+        out.append(str(v))
+    elif isinstance(v, str):
         if v:
             out.append(v)
     elif isinstance(v, dict):
@@ -46,14 +62,17 @@ def _strings(v: Any, out: list[str]) -> None:
 
 
 def row_doc(inputs: Any, reasons: Iterable[str | None]) -> str:
-    """The text a row is found by: its inputs' strings and numbers, then its reasons."""
+    """The text a row is found by: its inputs' strings and numbers, then its reasons (one a
+    line). Deleting a run's rows from the index makes this text again: it must not change."""
     out: list[str] = []
     for v in inputs.values() if type(inputs) is dict else (inputs,):
         if type(v) is str:
             out.append(v)
         else:
             _strings(v, out)
-    out.extend(r for r in reasons if r)
+    for r in reasons:
+        if r:
+            out.append(r)
     return "\n".join(out)
 
 
