@@ -25,7 +25,8 @@ def answer(query):
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ASSAY_STORE": str(tmp_path / "store.db"), "ASSAY_CACHE": "off"}
+    # wide enough that no message is wrapped (the store's path is long under pytest-xdist)
+    env = {**os.environ, "ASSAY_STORE": str(tmp_path / "store.db"), "ASSAY_CACHE": "off", "COLUMNS": "400"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
     for k in ("ASSAY_JUDGE", "ASSAY_JUDGE_PRICE", "ASSAY_TARGET_PRICE"):
         env.pop(k, None)
