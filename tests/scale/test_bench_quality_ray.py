@@ -238,3 +238,25 @@ def test_cli_engine_ray_and_the_install_hint_without_ray(fake, tmp_path):
     assert "pip install 'assay[ray]'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
     assert Store(str(db)).list_runs()[0]["id"] == summary["run_id"]       # nothing opened for the refused run
+
+
+def refuse_logliks(req: dict) -> dict:
+    """An endpoint without prompt log-probabilities: /completions is refused (400)."""
+    if req["path"].split("?")[0].endswith("/completions") and not req["path"].split("?")[0].endswith("/chat/completions"):
+        return {"status": 400, "json": {"error": {"message": "echo is not supported", "type": "invalid_request_error"}}}
+    return answer(req)
+
+
+def test_a_refused_loglik_on_the_workers_switches_the_run_to_generation_as_locally(fake):
+    fake.default = refuse_logliks
+    cfg = dict(model=f"{fake.base_url}#m", tasks=str(TASKS / "science_mc.yaml"), api="chat")
+    local = asyncio.run(run_quality(QualityConfig(**cfg), store=None))
+    on_ray = asyncio.run(run_quality(QualityConfig(**cfg), store=None, engine="ray"))
+    t = on_ray.summary["tasks"]["science_mc"]
+    assert t["modes"] == ["generate"] and t["metrics"]["acc"]["mean"] == 0.5
+    assert any("refused log-likelihood scoring" in n for n in t["notes"])       # the workers' finding, reported
+    assert on_ray.items == local.items
+    # each worker finds out once (two actors, one chunk of 8 items each): one refused call more than locally
+    assert (local.summary["calls"]["errors"], on_ray.summary["calls"]["errors"]) == (1, 2)
+    assert on_ray.summary["calls"]["calls"] == local.summary["calls"]["calls"] + 1
+    assert comparable({**on_ray.summary, "calls": None}) == comparable({**local.summary, "calls": None})
