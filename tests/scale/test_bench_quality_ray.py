@@ -260,3 +260,28 @@ def test_a_refused_loglik_on_the_workers_switches_the_run_to_generation_as_local
     assert (local.summary["calls"]["errors"], on_ray.summary["calls"]["errors"]) == (1, 2)
     assert on_ray.summary["calls"]["calls"] == local.summary["calls"]["calls"] + 1
     assert comparable({**on_ray.summary, "calls": None}) == comparable({**local.summary, "calls": None})
+
+
+def test_an_embedded_subject_is_loaded_once_per_actor_and_scores_as_locally(monkeypatch):
+    from assay.models.embedded import embedded_available
+
+    if not embedded_available():
+        pytest.skip("the embedded model is not installed")
+    loads: list = []
+    close = rbq.RayItemScorer.close
+
+    def ask_then_close(self):
+        loads.extend(ray.get([a.loads.remote() for a in self.actors]))
+        close(self)
+
+    monkeypatch.setattr(rbq.RayItemScorer, "close", ask_then_close)
+    # log-likelihood multiple choice in process: 8 items, chunks of 2, two chunks on each of two actors
+    cfg = dict(model="embedded", tasks=str(TASKS / "science_mc.yaml"), limit=8, concurrency=1)
+    on_ray = asyncio.run(run_quality(QualityConfig(**cfg), store=None, engine="ray", actors=2))
+    assert sorted(x["chunks"] for x in loads) == [2, 2]
+    assert [x["models_loaded"] for x in loads] == [1, 1]          # the GGUF once per actor, not per chunk
+    local = asyncio.run(run_quality(QualityConfig(**cfg), store=None))
+    assert on_ray.summary["tasks"]["science_mc"]["modes"] == ["loglik"]
+    flat = lambda run: [x for i in run.items for x in i["logliks"]]    # noqa: E731
+    assert flat(on_ray) == pytest.approx(flat(local), abs=1e-4)
+    assert [i["scores"] for i in on_ray.items] == [i["scores"] for i in local.items]
