@@ -251,8 +251,8 @@ class QualityRunner:
             scored = start
             while pending:
                 got = await pending.popleft()
-                send()
                 self.take(got)
+                send()
                 scored += len(got["rows"])
                 if progress:
                     progress("items", scored, total)

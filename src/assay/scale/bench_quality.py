@@ -54,13 +54,18 @@ class ItemWorker:
     """One Ray actor of the pool (made remote by :class:`RayItemScorer`): the run's item scorer,
     built once here, its models' limits shared through the cluster limiters."""
 
-    def __init__(self, build: Callable[[], Any], env: dict[str, str], limits: dict[str, Any]):
+    def __init__(self, build: Callable[[], Any], env: dict[str, str], limits: dict[str, str]):
         for k, v in env.items():
             os.environ[k] = v
         self.scorer = build()
         self.models = {role: m for role, m in self.scorer.models.items() if m is not None}
         for role, model in self.models.items():
-            share_cluster_limits(model, limits.get(role))
+            if limits.get(role):
+                # the limiter actor by name: a handle given as an argument would keep the actor's
+                # constructor arguments in the object store, which Ray warns about for restartable actors
+                import ray
+
+                share_cluster_limits(model, ray.get_actor(limits[role]))
         self.seen = {role: _counts(m) for role, m in self.models.items()}
         self.chunks = 0
 
@@ -130,13 +135,15 @@ class RayItemScorer:
         self.depth = 2 * self.n
         run = self.items.run_id or os.getpid()
         # kept while the run lasts: Ray ends a named actor once no handle to it is left
+        names = {}
         for role, model in self.items.models.items():
-            handle = start_cluster_limits(model, f"assay-limits-{run}-{role}") if model is not None else None
+            name = f"assay-limits-{run}-{role}"
+            handle = start_cluster_limits(model, name) if model is not None else None
             if handle is not None:
-                self.limits[role] = handle
+                self.limits[role], names[role] = handle, name
         worker = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(ItemWorker)
         env = self.worker_env()
-        self.actors = [worker.remote(self.items.build, env, self.limits) for _ in range(self.n)]
+        self.actors = [worker.remote(self.items.build, env, names) for _ in range(self.n)]
 
     async def score(self, ks: list[int]) -> dict[str, Any]:
         actor = self.actors[self.turn % len(self.actors)]
