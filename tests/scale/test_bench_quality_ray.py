@@ -285,3 +285,27 @@ def test_an_embedded_subject_is_loaded_once_per_actor_and_scores_as_locally(monk
     flat = lambda run: [x for i in run.items for x in i["logliks"]]    # noqa: E731
     assert flat(on_ray) == pytest.approx(flat(local), abs=1e-4)
     assert [i["scores"] for i in on_ray.items] == [i["scores"] for i in local.items]
+
+
+def test_a_worker_keeps_concurrency_items_in_flight_whatever_the_chunks_it_holds(tmp_path, monkeypatch):
+    # the item scorer of one actor, two chunks at once (the driver keeps two in flight per actor)
+    from assay.bench.quality import ItemScorer, plan_tasks
+    from assay.bench.tasks import load_tasks
+
+    (tmp_path / "qpipe_peak.py").write_text(
+        "import asyncio\nNOW = [0]\nPEAK = [0]\n"
+        "async def answer(prompt):\n"
+        "    NOW[0] += 1\n    PEAK[0] = max(PEAK[0], NOW[0])\n"
+        "    await asyncio.sleep(0.02)\n    NOW[0] -= 1\n    return '#### 0'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = QualityConfig(model="python:qpipe_peak:answer", tasks=str(TASKS / "arithmetic.yaml"), concurrency=3)
+    scorer = ItemScorer(cfg, plan_tasks(cfg, load_tasks(cfg.tasks)))
+
+    async def two_chunks():
+        return await asyncio.gather(scorer.score(list(range(0, 6))), scorer.score(list(range(6, 12))))
+
+    a, b = asyncio.run(two_chunks())
+    assert [r.idx for r in a["rows"] + b["rows"]] == list(range(12))
+    import qpipe_peak
+
+    assert qpipe_peak.PEAK[0] == 3

@@ -446,6 +446,7 @@ class ItemScorer:
 
             judge = resolve(cfg.judge, role="judge")
         self.runner = QualityRunner(cfg, self.subject, plans, None, sandbox, judge)
+        self.sem: asyncio.Semaphore | None = None
 
     @property
     def models(self) -> dict[str, Any]:
@@ -453,7 +454,9 @@ class ItemScorer:
         return {"subject": self.subject.model, "judge": self.runner.judge}
 
     async def score(self, ks: list[int]) -> dict[str, Any]:
-        sem = asyncio.Semaphore(self.cfg.concurrency)
+        if self.sem is None:        # one for every chunk in flight here: concurrency items at a time in all
+            self.sem = asyncio.Semaphore(self.cfg.concurrency)
+        sem = self.sem
 
         async def one(k: int) -> StoredRow:
             async with sem:
