@@ -26,8 +26,11 @@ the run completes, its summary (per-task figures with bootstrap intervals and th
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import re
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -52,6 +55,10 @@ from assay.store.schema import new_ref
 SCORINGS = ("auto", "loglik", "generate")
 DEFAULT_SAMPLE_TEMPERATURE = 0.8   # sampling several answers per code item needs some randomness
 COMMIT_EVERY = 16
+# Engines that score items elsewhere, by name: ``module:function`` giving the item scorer factory
+# (:class:`RemoteItems` -> scorer) from ``address=`` and ``actors=``; imported by name on first use,
+# as the evaluation engines are (``assay.engine.evaluate.BUILTIN_ENGINES``).
+ITEM_ENGINES = {"ray": "assay.scale.bench_quality:make_ray_item_scorer"}
 
 Progress = Callable[[str, int, "int | None"], None]
 
@@ -155,15 +162,19 @@ def plan_tasks(cfg: QualityConfig, tasks: list[Task]) -> list[_Plan]:
 class QualityRunner:
     """Scores the items of planned tasks against one subject and writes them in order."""
 
-    def __init__(self, cfg: QualityConfig, subject: Subject, plans: list[_Plan], saved: StoreRun,
-                 sandbox: Sandbox | None, judge: Any = None):
-        self.cfg, self.subject, self.plans, self.saved = cfg, subject, plans, saved
+    def __init__(self, cfg: QualityConfig, subject: Subject, plans: list[_Plan], saved: StoreRun | None,
+                 sandbox: Sandbox | None, judge: Any = None, scorer: Callable[["RemoteItems"], Any] | None = None):
+        self.cfg, self.subject, self.plans, self.saved = cfg, subject, plans, saved or StoreRun()
         self.sandbox, self.judge = sandbox, judge
+        self.make_scorer = scorer
         self.items: list[tuple[_Plan, int]] = [(p, i) for p in plans for i in range(len(p.task.docs))]
         self.modes: dict[str, set[str]] = {p.task.name: set() for p in plans}
         self.kept: list[StoredRow] = []      # rows, when the run is not saved
 
     async def run(self, progress: Progress | None = None) -> None:
+        if self.make_scorer is not None:
+            await self.run_chunks(progress)
+            return
         start = self.saved.done
         total = len(self.items)
         todo: asyncio.Queue[int] = asyncio.Queue()
@@ -201,6 +212,64 @@ class QualityRunner:
             await asyncio.gather(*(worker() for _ in range(min(self.cfg.concurrency, max(1, total - start)))))
         finally:
             collect(final=True)
+
+    def remote(self) -> "RemoteItems":
+        """What a scorer elsewhere needs: how to build this run's :class:`ItemScorer` on a worker,
+        the driver's models (their limits shared, the workers' counts added to them), the store."""
+        return RemoteItems(build=functools.partial(ItemScorer, self.cfg, self.plans),
+                           models={"subject": self.subject.model, "judge": self.judge},
+                           store=self.saved.store, run_id=self.saved.run_id)
+
+    def chunk_size(self) -> int:
+        """Items per chunk sent to a worker: two rounds of the worker's ``concurrency``, at most
+        :data:`COMMIT_EVERY` (a chunk is written when it comes back)."""
+        return max(1, min(COMMIT_EVERY, 2 * self.cfg.concurrency))
+
+    async def run_chunks(self, progress: Progress | None = None) -> None:
+        """The items scored in chunks by the scorer ``make_scorer`` gives (e.g. on Ray actors,
+        :mod:`assay.scale.bench_quality`), ``scorer.depth`` chunks in flight, each taken back in
+        order and written as the local path writes its finished prefix: the store has the same
+        rows in the same order, and a stopped run resumes after the last chunk written."""
+        start, total = self.saved.done, len(self.items)
+        size = self.chunk_size()
+        chunks = iter([list(range(a, min(a + size, total))) for a in range(start, total, size)])
+        if progress:
+            progress("items", start, total)
+        assert self.make_scorer is not None
+        scorer = self.make_scorer(self.remote())
+        pending: deque[asyncio.Future] = deque()
+        try:
+            scorer.start()
+
+            def send() -> None:
+                ks = next(chunks, None)
+                if ks is not None:
+                    pending.append(asyncio.ensure_future(scorer.score(ks)))
+
+            for _ in range(max(1, int(getattr(scorer, "depth", 2)))):
+                send()
+            scored = start
+            while pending:
+                got = await pending.popleft()
+                self.take(got)
+                send()
+                scored += len(got["rows"])
+                if progress:
+                    progress("items", scored, total)
+        finally:
+            for f in pending:
+                f.cancel()
+            scorer.close()
+
+    def take(self, got: dict[str, Any]) -> None:
+        """A chunk scored elsewhere: its rows written, its tasks' modes kept, and what its subject
+        found out about log-likelihoods (a refusal switches the run to generation, as locally)."""
+        self._write(list(got["rows"]))
+        for task, modes in (got.get("modes") or {}).items():
+            self.modes.setdefault(task, set()).update(modes)
+        loglik, note = got.get("loglik") or (self.subject.loglik, None)
+        if not loglik and self.subject.loglik:
+            self.subject.loglik, self.subject.loglik_note = False, note
 
     def _write(self, batch: list[StoredRow]) -> None:
         if not batch:
@@ -346,6 +415,74 @@ class QualityRunner:
                 for k in p.pass_at}
 
 
+@dataclass
+class RemoteItems:
+    """A run's items as a scorer elsewhere sees them. ``build()`` (picklable) makes the
+    :class:`ItemScorer` on a worker; ``models``: the driver's subject model and judge by role
+    (None where there is none), whose limiters the workers share and whose counts the workers'
+    are added to; ``store`` / ``run_id``: where the run is saved (the call cache may live there)."""
+
+    build: Callable[[], "ItemScorer"]
+    models: dict[str, Any]
+    store: Any = None
+    run_id: str | None = None
+
+
+class ItemScorer:
+    """Scores chunks of a run's items where it is made (a Ray actor): the subject resolved once
+    (a GGUF loaded once, however many chunks), the judge if the tasks need one, the sandbox for
+    code tasks, and the local runner's own :meth:`QualityRunner.score_item`, ``concurrency``
+    items at a time. :meth:`score` gives each chunk's rows in order, the modes its items were
+    scored by, and whether the subject still gives log-likelihoods (and why not)."""
+
+    def __init__(self, cfg: QualityConfig, plans: list[_Plan]):
+        self.cfg = cfg
+        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency)
+        sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
+            if any(p.task.is_code for p in plans) else None
+        judge = None
+        if cfg.judge:
+            from assay.models import resolve
+
+            judge = resolve(cfg.judge, role="judge")
+        self.runner = QualityRunner(cfg, self.subject, plans, None, sandbox, judge)
+        self.sem: asyncio.Semaphore | None = None
+
+    @property
+    def models(self) -> dict[str, Any]:
+        """This worker's subject model and judge by role (as :attr:`RemoteItems.models`)."""
+        return {"subject": self.subject.model, "judge": self.runner.judge}
+
+    async def score(self, ks: list[int]) -> dict[str, Any]:
+        if self.sem is None:        # one for every chunk in flight here: concurrency items at a time in all
+            self.sem = asyncio.Semaphore(self.cfg.concurrency)
+        sem = self.sem
+
+        async def one(k: int) -> StoredRow:
+            async with sem:
+                return await self.runner.score_item(k)
+
+        rows = await asyncio.gather(*(one(k) for k in ks))
+        return {"rows": rows, "modes": {t: sorted(m) for t, m in self.runner.modes.items() if m},
+                "loglik": (self.subject.loglik, self.subject.loglik_note)}
+
+
+def item_scorer(engine: str | None, *, address: str | None = None,
+                actors: int | None = None) -> Callable[[RemoteItems], Any] | None:
+    """The item scorer factory of ``engine`` (None for ``local``, the in-process runner), checked
+    before the run is opened: an :class:`AssayError` names the engines there are, or says how
+    to install what one needs."""
+    name = str(engine or "local").strip().lower()
+    if name == "local":
+        if address:
+            raise AssayError("--ray-address needs --engine ray")
+        return None
+    if name not in ITEM_ENGINES:
+        raise AssayError(f"unknown engine {engine!r}: use one of {', '.join(['local', *sorted(ITEM_ENGINES)])}")
+    module, _, fn = ITEM_ENGINES[name].partition(":")
+    return getattr(importlib.import_module(module), fn)(address=address, actors=actors)
+
+
 def _binary(v: float, reason: str) -> Score:
     v = float(v)
     return Score(value=v, score=v, passed=v == 1.0, result="pass" if v == 1.0 else "fail", reason=reason)
@@ -386,9 +523,17 @@ def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
 
 async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
                       out: str | Path | None = None, progress: Progress | None = None,
-                      subject: Subject | None = None) -> QualityRun:
-    """Run the benchmark ``cfg`` describes; see the module docstring."""
+                      subject: Subject | None = None, engine: str = "local", ray_address: str | None = None,
+                      actors: int | None = None) -> QualityRun:
+    """Run the benchmark ``cfg`` describes; see the module docstring. ``engine="ray"`` scores the
+    items in chunks on Ray actors (``ray_address``: the cluster; default a local Ray on every
+    core; ``actors``: how many, default one per CPU): the same rows, store and summary as
+    ``"local"`` (docs/scale.md)."""
     cfg.check()
+    make_scorer = item_scorer(engine, address=ray_address, actors=actors)
+    if make_scorer is not None and subject is not None:
+        raise AssayError("engine 'ray' resolves the model on every worker from its spec: pass the spec "
+                         "(QualityConfig.model), not a Subject")
     tasks = load_tasks(cfg.tasks, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed)
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
@@ -408,7 +553,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
              "items": len(p.task.docs)} for p in plans]
     saved = open_run(store, resume, cfg.name, data, f"tasks: {', '.join(p.task.name for p in plans)}", config,
                      subject)
-    runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge)
+    runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge, scorer=make_scorer)
     started = time.time()
     beat = saved.heartbeat()
     try:
@@ -432,7 +577,8 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
-                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject))
+                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
+                   engine="local" if make_scorer is None else str(engine).strip().lower())
     items = [stored_item(r) for r in rows]
     ref = None
     if saved.store is not None:

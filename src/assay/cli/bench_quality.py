@@ -41,7 +41,8 @@ def quality_cmd(
     api: str = typer.Option("auto", "--api", help="auto, chat or completions (raw prompts, as lm-eval's "
                             "local-completions). auto: chat for openai/azure, completions otherwise."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for judged metrics (similarity ...)."),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
+                                    "on each worker; the model's calls in flight stay under it cluster-wide)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
@@ -50,6 +51,12 @@ def quality_cmd(
     store: Optional[str] = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    engine: str = typer.Option("local", "--engine", help="Where items are scored: local (this process) or ray (chunks "
+                               "of items on a pool of Ray workers, the model loaded once per worker; needs pip "
+                               "install 'assay[ray]'). Same items, store and summary either way."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join "
+                                              "(ray://HOST:10001, auto); default: a local Ray on every core.",
+                                              metavar="ADDR"),
 ) -> None:
     """Score a model on standard tasks (lm-evaluation-harness task YAML): accuracy by log-likelihood or
     generation, exact match with the task's filters, pass@k in a sandbox, and the quality index."""
@@ -61,7 +68,8 @@ def quality_cmd(
                         sandbox_timeout=sandbox_timeout, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
-        run = asyncio.run(run_quality(cfg, resume=resume, store=store, out=out_dir, progress=progress))
+        run = asyncio.run(run_quality(cfg, resume=resume, store=store, out=out_dir, progress=progress,
+                                      engine=engine, ray_address=ray_address))
     if json_out:
         print_json(run.summary)
         return
