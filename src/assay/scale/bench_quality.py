@@ -24,8 +24,8 @@ import os
 from typing import Any, Callable
 
 from assay.errors import AssayError
-from assay.scale.ray_engine import (MAX_RESTARTS, MAX_TASK_RETRIES, STAT_FIELDS, import_ray, share_cluster_limits,
-                                    start_cluster_limits, worker_cache)
+from assay.scale.ray_engine import (MAX_RESTARTS, MAX_TASK_RETRIES, STAT_FIELDS, connect, import_ray,
+                                    share_cluster_limits, start_cluster_limits, worker_settings)
 
 log = logging.getLogger("assay.scale")
 
@@ -110,26 +110,16 @@ class RayItemScorer:
     def worker_env(self) -> dict[str, str]:
         """The driver's ``ASSAY_*`` settings, with the call cache the workers share
         (:func:`assay.scale.ray_engine.worker_cache`, for the subject's model or else the judge)."""
-        env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_")}
         models = self.items.models
         model = models.get("subject") if models.get("subject") is not None else models.get("judge")
-        cache, note = worker_cache(model, self.items.store, self.address)
+        env, note = worker_settings(model, self.items.store, self.address)
         if note:
             log.warning(note)
-        if cache is None:
-            env.pop("ASSAY_CACHE", None)
-        else:
-            env["ASSAY_CACHE"] = cache
         return env
 
     def start(self) -> None:
         ray = self.ray
-        if not ray.is_initialized():
-            if self.address is None:
-                ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
-            else:
-                ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
-            self.started_ray = True
+        self.started_ray = connect(ray, self.address)
         if self.n is None:
             self.n = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.depth = 2 * self.n

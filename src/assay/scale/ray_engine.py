@@ -214,6 +214,30 @@ def worker_cache(judge: Any, store: Any, address: str | None) -> tuple[str | Non
     return None, PER_WORKER_CACHE
 
 
+def worker_settings(model: Any, store: Any, address: str | None) -> tuple[dict[str, str], str | None]:
+    """The driver's ``ASSAY_*`` settings for the workers, with ``ASSAY_CACHE`` where they keep
+    ``model``'s call cache (:func:`worker_cache`), and the note for the user or None."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_")}
+    cache, note = worker_cache(model, store, address)
+    if cache is None:
+        env.pop("ASSAY_CACHE", None)
+    else:
+        env["ASSAY_CACHE"] = cache
+    return env, note
+
+
+def connect(ray: Any, address: str | None) -> bool:
+    """Start Ray on this machine (every core), or join the cluster at ``address``, unless Ray is
+    running already; True when this call started it (the caller shuts it down at the end)."""
+    if ray.is_initialized():
+        return False
+    if address is None:
+        ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    else:
+        ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+    return True
+
+
 class RayScorer:
     """The :class:`~assay.engine.run.ChunkRunner`'s scorer on Ray: a pool of :class:`ChunkWorker`
     actors, chunks sent to them in turn, ``2 * actors`` chunks in flight. Starts Ray on this
@@ -236,24 +260,14 @@ class RayScorer:
     def worker_env(self) -> dict[str, str]:
         """The driver's ``ASSAY_*`` settings for the workers, with the call cache every worker
         uses (``ASSAY_CACHE``, :func:`worker_cache`)."""
-        env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_")}
+        env, self.cache_note = worker_settings(self.runner.ctx.judge, getattr(self.runner.saved, "store", None),
+                                               self.address)
         env[JUDGE_ENV] = os.environ.get(JUDGE_ENV, "")
-        cache, self.cache_note = worker_cache(self.runner.ctx.judge, getattr(self.runner.saved, "store", None),
-                                              self.address)
-        if cache is None:
-            env.pop("ASSAY_CACHE", None)
-        else:
-            env["ASSAY_CACHE"] = cache
         return env
 
     def start(self) -> None:
         ray = self.ray
-        if not ray.is_initialized():
-            if self.address is None:
-                ray.init(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
-            else:
-                ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
-            self.started_ray = True
+        self.started_ray = connect(ray, self.address)
         cpus = float(ray.cluster_resources().get("CPU", 1))
         # a ray.data.Dataset's pipeline runs on the cluster while the actors score: one CPU is left
         # to it, or its tasks would wait for the actors' CPUs and the run for its rows
