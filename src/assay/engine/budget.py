@@ -183,13 +183,11 @@ class DeadLetter:
     chunk, so a stopped run's file has the rows it saved); nothing without ``out``."""
 
     def __init__(self, out: str | Path | None):
-        self.count = 0
         self._fh = open(Path(out) / ERRORS_FILE, "wb") if out is not None else None
 
     def add(self, idx: int, inputs: Mapping[str, Any], scores: Mapping[str, Mapping[str, Score]], **kw: Any) -> None:
         letter = dead_letter(idx, inputs, scores, **kw)
         if letter is not None:
-            self.count += 1
             self._write(letter)
 
     def _write(self, letter: dict[str, Any]) -> None:

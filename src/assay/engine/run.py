@@ -396,7 +396,8 @@ class ChunkRunner:
         """The chunk's records (a target's reply filled in, or its TargetError) and their scores."""
         return await self.scorer.score(chunk)
 
-    def tally(self, scores: dict[str, dict[str, Score]], conv: str | None, target_error: bool) -> None:
+    def tally(self, scores: dict[str, dict[str, Score]], conv: str | None, target_error: bool) -> bool:
+        """Count one row into the aggregates; True when it errored (a metric, or the target)."""
         had_error = False
         for mname, outs in scores.items():
             for oname, s in outs.items():
@@ -406,6 +407,7 @@ class ChunkRunner:
         self.counts["target_errors"] += target_error
         self.counts["evaluated"] += 1
         self.counts["errored"] += had_error
+        return had_error or target_error
 
     def consume(self, chunk: list[Record], filled: list, per_row: list) -> None:
         """Tally and write one scored chunk, then commit it (one store transaction)."""
@@ -413,10 +415,11 @@ class ChunkRunner:
             failed = isinstance(r, TargetError)
             if failed:
                 r = src
-            self.tally(scores, src.conversation_id, failed)
+            errored = self.tally(scores, src.conversation_id, failed)
             inputs = row_inputs(r)
-            self.dead.add(self.counts["evaluated"] - 1, inputs, scores, row_id=r.id,   # first: the sink may
-                          conversation_id=r.conversation_id, target_error=failed)      # add to ``inputs``
+            if errored:     # first: the sink may add to ``inputs``
+                self.dead.add(self.counts["evaluated"] - 1, inputs, scores, row_id=r.id,
+                              conversation_id=r.conversation_id, target_error=failed)
             self.sink.add(inputs, scores, idx=self.counts["evaluated"] - 1, record=r, target_error=failed)
         if self.budget is not None and self.plan.target is not None:
             self.budget.add_target(r for r in filled if not isinstance(r, TargetError))
@@ -429,9 +432,9 @@ class ChunkRunner:
         """A resumed run: its stored rows count as they did, and are not scored again."""
         st, done = self.saved.store, self.saved.done
         for row in st.iter_scored(self.saved.run_id, stop=done):
-            self.tally(row.scores, row.conversation_id, row.target_error)
-            self.dead.add(row.idx, row.inputs, row.scores, row_id=row.row_id, conversation_id=row.conversation_id,
-                          target_error=row.target_error)
+            if self.tally(row.scores, row.conversation_id, row.target_error):
+                self.dead.add(row.idx, row.inputs, row.scores, row_id=row.row_id, conversation_id=row.conversation_id,
+                              target_error=row.target_error)
             self.sink.add(row.inputs, row.scores, stored=True)
 
     async def run(self, progress: Callable[[int], None] | None = None) -> None:
