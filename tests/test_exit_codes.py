@@ -52,6 +52,12 @@ def stored_run(tmp_path: Path, *, name: str = "kept") -> str:
 
 
 # -- signals ---------------------------------------------------------------------------------------
+def _ctrl_c_on() -> None:
+    """In the child: Ctrl-C acts as at a terminal even when pytest was started with SIGINT ignored
+    (a background job of a script inherits that, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code,line", [(signal.SIGINT, 130, "interrupted"),
                                            (signal.SIGTERM, 143, "terminated (SIGTERM)")])
 def test_a_signal_stops_eval_with_its_code_and_leaves_the_run_resumable(tmp_path, fake, sig, code, line):
@@ -63,7 +69,7 @@ def test_a_signal_stops_eval_with_its_code_and_leaves_the_run_resumable(tmp_path
     args = ["eval", str(data), "--metrics", "coherence", "--judge", f"{fake.base_url}#fake-judge", "-q",
             "--concurrency", "4", "--name", "cut"]
     p = subprocess.Popen([sys.executable, "-m", "assay.cli", *args], env=_env(tmp_path), cwd=tmp_path,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_on)
     try:
         deadline = time.monotonic() + 60
         while len(fake.chat_requests) < 12:      # the run is under way: judge calls are being made
@@ -95,7 +101,7 @@ def _at_the_delete_prompt(tmp_path: Path, rid: str, then) -> tuple[subprocess.Po
     master, slave = pty.openpty()
     try:
         p = subprocess.Popen([sys.executable, "-m", "assay.cli", "delete", rid], env=_env(tmp_path), cwd=tmp_path,
-                             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_on)
         asked = b""
         while b"?" not in asked:
             ready, _, _ = select.select([p.stdout], [], [], 60)
