@@ -8,6 +8,12 @@
 * :func:`clipped_matches` is BLEU's clipped n-gram count / ROUGE-N's intersection size
   ``sum(min(count_h[g], count_r[g]))``, computed with set operations and falling back
   to counting only when both sides repeat a shared n-gram.
+
+The metrics call :func:`lcs_length`, :func:`clipped_counts` and :func:`clipped_count`,
+which are the compiled functions of ``ngram_native.c`` when that extension is built (and
+``ASSAY_NATIVE`` is not ``0``) and their pure-Python twins here otherwise:
+:func:`lcs_length_py`, :func:`clipped_counts_py`, :func:`clipped_count_py`. Both give the
+same integers (``tests/metrics/test_native_ngram.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +21,14 @@ from __future__ import annotations
 from collections import _count_elements  # the C loop behind Counter.update
 from typing import Sequence
 
-__all__ = ["lcs_length", "clipped_matches", "clipped_ngram_matches", "counted_matches", "counts", "ngrams"]
+from assay.metrics.text import native
+
+__all__ = ["lcs_length", "clipped_counts", "clipped_count", "NATIVE",
+           "lcs_length_py", "clipped_counts_py", "clipped_count_py",
+           "clipped_matches", "clipped_ngram_matches", "counted_matches", "counts", "ngrams"]
 
 
-def lcs_length(a: Sequence, b: Sequence) -> int:
+def lcs_length_py(a: Sequence, b: Sequence) -> int:
     """Length of a longest common subsequence of ``a`` and ``b`` (tokens compared by ==)."""
     if not a or not b:
         return 0
@@ -113,8 +123,40 @@ def counted_matches(h: Sequence, r: Sequence) -> int:
     return total
 
 
+def clipped_count_py(h: Sequence, r: Sequence, n: int) -> int:
+    """Clipped matches of the n-grams of token sequences ``h`` and ``r`` (any n >= 1)."""
+    if n == 1:
+        return clipped_matches(h, r)
+    return clipped_ngram_matches(h, r, n)
+
+
+def clipped_counts_py(h: Sequence, r: Sequence, max_n: int) -> tuple[int, ...]:
+    """:func:`clipped_count_py` for n = 1..max_n, as a tuple; from the first n with no
+    match on the rest are 0 without being counted (no n-gram match, no longer one)."""
+    num = counted_matches(h, r)
+    out = [num]
+    for n in range(2, max_n + 1):
+        if num:
+            num = clipped_ngram_matches(h, r, n)
+        out.append(num)
+    return tuple(out)
+
+
 def counts(items: Sequence) -> dict:
     """``dict(Counter(items))`` without Counter's Python-level overhead."""
     d: dict = {}
     _count_elements(d, items)
     return d
+
+
+_native = native.load("ngram_native")
+#: True when the metrics use the compiled functions.
+NATIVE = _native is not None
+if _native is not None:
+    lcs_length = _native.lcs_length
+    clipped_counts = _native.clipped_counts
+    clipped_count = _native.clipped_count
+else:
+    lcs_length = lcs_length_py
+    clipped_counts = clipped_counts_py
+    clipped_count = clipped_count_py

