@@ -192,7 +192,7 @@ def _text_pairs():
     return pairs
 
 
-METRICS = ("bleu", "gleu", "rouge1", "rouge2", "rouge3", "rouge4", "rouge5", "rougeL")
+METRICS = ("f1_score", "bleu", "gleu", "rouge1", "rouge2", "rouge3", "rouge4", "rouge5", "rougeL")
 
 
 def _values(pairs):
@@ -206,7 +206,11 @@ def test_metric_values_identical_on_generated_texts(path, monkeypatch):
     monkeypatch.setattr(lexical, "lcs_length", lcs.lcs_length_py)
     monkeypatch.setattr(lexical, "clipped_counts", lcs.clipped_counts_py)
     monkeypatch.setattr(lexical, "clipped_count", lcs.clipped_count_py)
+    monkeypatch.setattr(lexical, "_f1", lexical._f1_dicts)
     python = _values(pairs)
+    # F1 through the clipped count (what runs when it is compiled), here with the twin
+    monkeypatch.setattr(lexical, "_f1", lexical._f1_clipped)
+    assert _values(pairs) == python
     if path == "compiled":
         monkeypatch.setattr(lexical, "lcs_length", C.lcs_length)
         monkeypatch.setattr(lexical, "clipped_counts", C.clipped_counts)
@@ -218,10 +222,26 @@ def test_metric_values_identical_on_generated_texts(path, monkeypatch):
         grams = lambda t: [g for n in range(1, 5) for g in lcs.ngrams(t, n)]  # noqa: E731
         n_all = max(len(grams(h)), len(grams(r)))
         want = sum((Counter(grams(h)) & Counter(grams(r))).values()) / n_all if n_all else 0.0
-        assert row[1] == want
+        assert row[METRICS.index("gleu")] == want
         p, t = lexical.rouge_tokens(a), lexical.rouge_tokens(b)
         if p and t:
             assert row[-1]["rougeL_precision"] == _lcs_dp(t, p) / len(p)
+
+
+ARTICLE_TEXTS = ["", "a", "the", "a an the", "The cat, the hat.", "a a a b", "b a a", "an apple a day",
+                 "The THE the", "l’a the", "x\x01 the a", "théâtre the a", "a\tan\nthe", "the. a, an!",
+                 "b b b the", "b", "A B", "a b c d e the the"]
+
+
+@pytest.mark.parametrize("path", ["python", pytest.param("compiled", marks=needs_c)])
+def test_f1_through_the_clipped_count_keeps_every_value(path, monkeypatch):
+    monkeypatch.setattr(lexical, "clipped_count", C.clipped_count if path == "compiled" else lcs.clipped_count_py)
+    rng = random.Random(9)
+    texts = ARTICLE_TEXTS + [" ".join(rng.choice(ARTICLE_TEXTS) for _ in range(rng.randint(1, 6)))
+                             for _ in range(200)]
+    for a in texts:
+        for b in texts[:60]:
+            assert lexical._f1_clipped(a, b) == lexical._f1_dicts(a, b), (a, b)
 
 
 def test_metrics_use_the_compiled_functions_when_built():
@@ -232,6 +252,7 @@ def test_metrics_use_the_compiled_functions_when_built():
         assert lcs.lcs_length is C.lcs_length
         assert lexical.clipped_counts is C.clipped_counts
         assert lexical.clipped_count is C.clipped_count
+        assert lexical._f1 is lexical._f1_clipped
 
 
 def test_assay_native_0_switches_to_the_python_twins():
@@ -240,6 +261,7 @@ def test_assay_native_0_switches_to_the_python_twins():
             "assert lexical.lcs_length is lcs.lcs_length_py\n"
             "assert lexical.clipped_counts is lcs.clipped_counts_py\n"
             "assert lexical.clipped_count is lcs.clipped_count_py\n"
+            "assert lexical._f1 is lexical._f1_dicts\n"
             "print(lexical.bleu('the cat sat on the mat', 'the cat sat on a mat'))\n")
     env = dict(os.environ, ASSAY_NATIVE="0", PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
