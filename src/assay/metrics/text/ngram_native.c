@@ -111,10 +111,10 @@ mix64(uint64_t x)
 static inline uint64_t
 gram_hash(const Py_ssize_t *ids, Py_ssize_t n)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL;
-    for (Py_ssize_t k = 0; k < n; k++)
-        h = mix64(h ^ (uint64_t)ids[k]) + (uint64_t)k;
-    return h & hash_mask;
+    uint64_t h = (uint64_t)ids[0];
+    for (Py_ssize_t k = 1; k < n; k++)
+        h = (h * 0x100000001b3ULL) ^ (uint64_t)ids[k];
+    return mix64(h) & hash_mask;
 }
 
 static inline int
