@@ -114,6 +114,11 @@ def test_long_texts_many_words():
     assert C.lcs_length(a, a) == 700
     assert C.clipped_counts(a, a, 4) == (700, 699, 698, 697)
     assert C.lcs_length(a[:400], a[150:]) == _lcs_dp(a[:400], a[150:]) == 250
+    # 20,000 distinct tokens each side: 313 words per step, masks built per token
+    a = tuple(f"d{i}" for i in range(20_000))
+    b = a[::-1][:10_000] + a[:10_000]
+    assert C.lcs_length(a, b) == lcs.lcs_length_py(a, b) == 10_000
+    assert C.lcs_length(b, a[:15_000]) == 10_000
 
 
 class SameHash(str):

@@ -1,11 +1,11 @@
 """Longest common subsequence length and clipped n-gram matches, fast in pure Python.
 
-* :func:`lcs_length` is the bit-parallel LCS of Allison & Dix (1986) in the form given by
+* :func:`lcs_length_py` is the bit-parallel LCS of Allison & Dix (1986) in the form given by
   Hyyrö (2004): one machine word per 64 tokens of the shorter sequence, handled by
   Python's arbitrary-size ints, so a pair of 50-token texts costs ~50 int operations
   instead of rouge-score's 2,500-cell dynamic-programming table. It returns the same
   length as the table (``rouge_score.rouge_scorer._lcs_table(...)[-1][-1]``).
-* :func:`clipped_matches` is BLEU's clipped n-gram count / ROUGE-N's intersection size
+* :func:`clipped_matches` (:func:`clipped_count_py`) is BLEU's clipped n-gram count / ROUGE-N's intersection size
   ``sum(min(count_h[g], count_r[g]))``, computed with set operations and falling back
   to counting only when both sides repeat a shared n-gram.
 

@@ -372,6 +372,79 @@ POPCOUNT64(uint64_t x)
 }
 #endif
 
+/* LCS length of id sequences `bits` (m ids, the shorter) and `other` (n ids), all ids
+   below k. Memory is linear: for more than 64 bits the mask of each token of `other` is
+   written into one scratch vector from the token's positions and cleared after use. */
+static Py_ssize_t
+lcs_ids(const Py_ssize_t *bits, Py_ssize_t m, const Py_ssize_t *other, Py_ssize_t n, Py_ssize_t k,
+        int *error)
+{
+    Py_ssize_t words = (m + 63) / 64;
+    uint64_t top = (m % 64) ? (((uint64_t)1 << (m % 64)) - 1) : ~(uint64_t)0;
+    if (words == 1) {
+        uint64_t *masks = PyMem_Calloc((size_t)k, sizeof(uint64_t));
+        if (masks == NULL) {
+            *error = 1;
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < m; i++)
+            masks[bits[i]] |= (uint64_t)1 << i;
+        uint64_t x = top;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t u = x & masks[other[i]];
+            x = (x + u) | (x - u);
+        }
+        PyMem_Free(masks);
+        return m - POPCOUNT64(x & top);
+    }
+    /* positions of each id in `bits`, grouped by id: start[id] .. start[id + 1] in pos */
+    size_t cells = (size_t)(k + 1) + (size_t)m + (size_t)k;
+    Py_ssize_t *start = PyMem_Calloc(cells, sizeof(Py_ssize_t));
+    uint64_t *vec = PyMem_Calloc(2 * (size_t)words, sizeof(uint64_t));
+    if (start == NULL || vec == NULL) {
+        PyMem_Free(start);
+        PyMem_Free(vec);
+        *error = 1;
+        return 0;
+    }
+    Py_ssize_t *pos = start + (k + 1), *fill = pos + m;
+    for (Py_ssize_t i = 0; i < m; i++)
+        start[bits[i] + 1]++;
+    for (Py_ssize_t id = 0; id < k; id++) {
+        start[id + 1] += start[id];
+        fill[id] = start[id];
+    }
+    for (Py_ssize_t i = 0; i < m; i++)
+        pos[fill[bits[i]]++] = i;
+    uint64_t *v = vec, *mk = vec + words;
+    for (Py_ssize_t w = 0; w < words; w++)
+        v[w] = ~(uint64_t)0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_ssize_t *p0 = pos + start[other[i]], *p1 = pos + start[other[i] + 1];
+        for (const Py_ssize_t *q = p0; q < p1; q++)
+            mk[*q / 64] |= (uint64_t)1 << (*q % 64);
+        uint64_t carry = 0;
+        for (Py_ssize_t w = 0; w < words; w++) {
+            uint64_t x = v[w], u = x & mk[w];
+            uint64_t s1 = x + u;
+            uint64_t c1 = s1 < x;
+            uint64_t sum = s1 + carry;
+            carry = c1 | (sum < s1);
+            /* v - u: u's bits are a subset of v's in every word, so no borrow */
+            v[w] = sum | (x - u);
+        }
+        for (const Py_ssize_t *q = p0; q < p1; q++)
+            mk[*q / 64] = 0;
+    }
+    Py_ssize_t ones = 0;
+    for (Py_ssize_t w = 0; w < words - 1; w++)
+        ones += POPCOUNT64(v[w]);
+    ones += POPCOUNT64(v[words - 1] & top);
+    PyMem_Free(start);
+    PyMem_Free(vec);
+    return m - ones;
+}
+
 static PyObject *
 ngram_lcs_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -389,86 +462,39 @@ ngram_lcs_length(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         pair_free(&p);
         return PyLong_FromLong(0);
     }
-    /* keep only the tokens both sides have (ids below ka that b also has) */
-    unsigned char *in_b = PyMem_Calloc((size_t)ka + 1, 1);
-    Py_ssize_t *sa = PyMem_Malloc(((size_t)na + (size_t)nb) * sizeof(Py_ssize_t));
-    if (in_b == NULL || sa == NULL) {
-        PyMem_Free(in_b);
-        PyMem_Free(sa);
+    /* only the tokens both sides have can be in the LCS: keep those, renumbered 0..kc-1
+       (remap[id] = new id + 1 for a's ids that b has too, 0 otherwise) */
+    Py_ssize_t *remap = PyMem_Calloc((size_t)ka + (size_t)na + (size_t)nb, sizeof(Py_ssize_t));
+    if (remap == NULL) {
         pair_free(&p);
         return PyErr_NoMemory();
     }
+    Py_ssize_t *sa = remap + ka;
     const Py_ssize_t *ia = p.ids, *ib = p.ids + na;
+    Py_ssize_t kc = 0, ma = 0, mb = 0;
     for (Py_ssize_t i = 0; i < nb; i++)
-        if (ib[i] < ka)
-            in_b[ib[i]] = 1;
-    Py_ssize_t ma = 0, mb = 0;
+        if (ib[i] < ka && remap[ib[i]] == 0)
+            remap[ib[i]] = ++kc;
     for (Py_ssize_t i = 0; i < na; i++)
-        if (in_b[ia[i]])
-            sa[ma++] = ia[i];
+        if (remap[ia[i]])
+            sa[ma++] = remap[ia[i]] - 1;
     Py_ssize_t *sb = sa + ma;
     for (Py_ssize_t i = 0; i < nb; i++)
         if (ib[i] < ka)
-            sb[mb++] = ib[i];
-    PyMem_Free(in_b);
+            sb[mb++] = remap[ib[i]] - 1;
     pair_free(&p);
-    if (ma == 0) {
-        PyMem_Free(sa);
-        return PyLong_FromLong(0);
+    Py_ssize_t length = 0;
+    int error = 0;
+    if (ma > 0) {
+        /* bits index the shorter sequence */
+        if (ma <= mb)
+            length = lcs_ids(sa, ma, sb, mb, kc, &error);
+        else
+            length = lcs_ids(sb, mb, sa, ma, kc, &error);
     }
-    /* bits index the shorter sequence */
-    const Py_ssize_t *bits = sa, *other = sb;
-    Py_ssize_t m = ma, n = mb;
-    if (ma > mb) {
-        bits = sb;
-        other = sa;
-        m = mb;
-        n = ma;
-    }
-    Py_ssize_t words = (m + 63) / 64;
-    /* masks for ids 0..ka-1, then v */
-    uint64_t *masks = PyMem_Calloc((size_t)ka * (size_t)words + (size_t)words, sizeof(uint64_t));
-    if (masks == NULL) {
-        PyMem_Free(sa);
+    PyMem_Free(remap);
+    if (error)
         return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < m; i++)
-        masks[bits[i] * words + i / 64] |= (uint64_t)1 << (i % 64);
-    uint64_t *v = masks + (size_t)ka * (size_t)words;
-    Py_ssize_t length;
-    uint64_t top = (m % 64) ? (((uint64_t)1 << (m % 64)) - 1) : ~(uint64_t)0;
-    if (words == 1) {
-        uint64_t x = top;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t u = x & masks[other[i]];
-            x = (x + u) | (x - u);
-        }
-        length = m - POPCOUNT64(x & top);
-    }
-    else {
-        for (Py_ssize_t w = 0; w < words; w++)
-            v[w] = ~(uint64_t)0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            const uint64_t *mk = masks + other[i] * words;
-            uint64_t carry = 0;
-            for (Py_ssize_t w = 0; w < words; w++) {
-                uint64_t x = v[w], u = x & mk[w];
-                uint64_t s1 = x + u;
-                uint64_t c1 = s1 < x;
-                uint64_t s = s1 + carry;
-                carry = c1 | (s < s1);
-                /* v - u: u's bits are a subset of v's in every word, so no borrow */
-                v[w] = s | (x - u);
-            }
-        }
-        Py_ssize_t ones = 0;
-        for (Py_ssize_t w = 0; w < words - 1; w++)
-            ones += POPCOUNT64(v[w]);
-        ones += POPCOUNT64(v[words - 1] & top);
-        length = m - ones;
-    }
-    PyMem_Free(masks);
-    PyMem_Free(sa);
     return PyLong_FromSsize_t(length);
 }
 
