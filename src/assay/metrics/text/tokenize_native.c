@@ -1,0 +1,397 @@
+/* Compiled twin of word_tokenize.py's whole-text path (``_fast_tokens``) for ASCII prose.
+ *
+ * ``tokenize(text)`` returns the list of tokens ``word_tokenize(text)`` gives, or None when the
+ * text is outside what this file decides exactly; the caller then runs the Python path. It
+ * accepts a text when it is ASCII and made of letters, digits, whitespace and the marks
+ * , . : ' ? ! ; @ # $ % & * [ ] ( ) { } < > - / \ | ~ ^ = + _
+ * with none of: "..", a comma or colon before a digit, comma or colon, an apostrophe not between
+ * two letters/digits, a possible MacIntyre contraction (cannot, gimme, gonna, gotta, lemme, wanna,
+ * d'ye, more'n, 'tis, 'twas, any case), or a closing bracket together with a tab/newline/CR/VT/FF
+ * (Punkt's boundary realignment). Double quotes, backquotes and control characters are left to
+ * Python too.
+ *
+ * On such a text the Python path is: Punkt decides which periods end a sentence (punkt.py's
+ * ``period_breaks``: the candidate walk of NLTK's ``_match_potential_end_contexts``, then a
+ * decision per period), a space goes before each of those and before a text-final period
+ * (closing brackets and spaces after it allowed), the pad marks become tokens of their own,
+ * "--" too, and clitics ('s 'm 'd 'll 're 've n't) are split off. Every token is a slice of
+ * the text, so this file walks the text once and cuts it.
+ *
+ * Period decisions: the common case ("word. Next" with a plain word before and a plain token
+ * after) is decided here from the abbreviation and collocation sets; every other context is
+ * handed to punkt.py's memoised decision function. Both come from ``configure(loader)``:
+ * ``loader()`` -> (abbreviations, collocations, decide), called once, when a first period needs
+ * deciding.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* character classes */
+#define C_ALPHA 1   /* A-Z a-z */
+#define C_DIGIT 2   /* 0-9 */
+#define C_SPACE 4   /* ' ' */
+#define C_WS 8      /* \t \n \r \v \f (not the space) */
+#define C_PAD 16    /* , : ? ! ; @ # $ % & * [ ] ( ) { } < > : a token of their own */
+#define C_OTHER 32  /* . ' - / \ | ~ ^ = + _ : handled or left in words */
+#define C_NONWORD 64 /* Punkt: a mark that may follow a sentence end directly */
+
+static unsigned char cls[128];
+
+static PyObject *loader = NULL;      /* configure()'s callable */
+static PyObject *abbrevs = NULL;     /* frozenset of str */
+static PyObject *collocs = NULL;     /* frozenset of (str, str) */
+static PyObject *decide = NULL;      /* context str -> bool */
+static PyObject *number_type = NULL; /* "##number##" */
+
+static void init_classes(void) {
+    int c;
+    memset(cls, 0, sizeof cls);
+    for (c = 'a'; c <= 'z'; c++) cls[c] |= C_ALPHA;
+    for (c = 'A'; c <= 'Z'; c++) cls[c] |= C_ALPHA;
+    for (c = '0'; c <= '9'; c++) cls[c] |= C_DIGIT;
+    cls[' '] |= C_SPACE;
+    for (const char *p = "\t\n\r\x0b\x0c"; *p; p++) cls[(unsigned char)*p] |= C_WS;
+    for (const char *p = ",:?!;@#$%&*[](){}<>"; *p; p++) cls[(unsigned char)*p] |= C_PAD;
+    for (const char *p = ".'-/\\|~^=+_"; *p; p++) cls[(unsigned char)*p] |= C_OTHER;
+    for (const char *p = ")\";}]*:@'({[?!"; *p; p++) cls[(unsigned char)*p] |= C_NONWORD;
+}
+
+#define IS_WS(c) (cls[(unsigned char)(c)] & (C_SPACE | C_WS))
+#define IS_ALNUM(c) (cls[(unsigned char)(c)] & (C_ALPHA | C_DIGIT))
+
+static inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c; }
+
+/* Does the lower-cased text contain `word` at i? */
+static inline int at_ci(const char *s, Py_ssize_t n, Py_ssize_t i, const char *word, Py_ssize_t len) {
+    if (i + len > n) return 0;
+    for (Py_ssize_t k = 0; k < len; k++)
+        if (lower(s[i + k]) != word[k]) return 0;
+    return 1;
+}
+
+/* word_tokenize.py's _has_contraction: could a MacIntyre contraction rule match? */
+static int has_contraction(const char *s, Py_ssize_t n, int apos) {
+    static const char *plain[] = {"cannot", "gimme", "gonna", "gotta", "lemme", "wanna"};
+    static const char *quoted[] = {"d'ye", "more'n", "'tis", "'twas"};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = lower(s[i]);
+        if (c == 'c' || c == 'g' || c == 'l' || c == 'w') {
+            for (int k = 0; k < 6; k++)
+                if (plain[k][0] == c && at_ci(s, n, i, plain[k], (Py_ssize_t)strlen(plain[k]))) return 1;
+        }
+        if (apos && (c == 'd' || c == 'm' || c == '\'')) {
+            for (int k = 0; k < 4; k++)
+                if (quoted[k][0] == c && at_ci(s, n, i, quoted[k], (Py_ssize_t)strlen(quoted[k]))) return 1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *slice(const char *s, Py_ssize_t a, Py_ssize_t b) {
+    PyObject *u = PyUnicode_New(b - a, 127);
+    if (u != NULL) memcpy(PyUnicode_1BYTE_DATA(u), s + a, (size_t)(b - a));
+    return u;
+}
+
+static PyObject *lower_slice(const char *s, Py_ssize_t a, Py_ssize_t b) {
+    PyObject *u = PyUnicode_New(b - a, 127);
+    if (u != NULL) {
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(u);
+        for (Py_ssize_t k = a; k < b; k++) d[k - a] = (Py_UCS1)lower(s[k]);
+    }
+    return u;
+}
+
+static int load_params(void) {
+    if (decide != NULL) return 0;
+    if (loader == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "tokenize_native: configure() was not called");
+        return -1;
+    }
+    PyObject *t = PyObject_CallNoArgs(loader);
+    if (t == NULL) return -1;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3 || !PyAnySet_Check(PyTuple_GET_ITEM(t, 0))
+        || !PyAnySet_Check(PyTuple_GET_ITEM(t, 1)) || !PyCallable_Check(PyTuple_GET_ITEM(t, 2))) {
+        Py_DECREF(t);
+        PyErr_SetString(PyExc_TypeError, "tokenize_native: loader() must give (set, set, callable)");
+        return -1;
+    }
+    abbrevs = Py_NewRef(PyTuple_GET_ITEM(t, 0));
+    collocs = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+    decide = Py_NewRef(PyTuple_GET_ITEM(t, 2));
+    Py_DECREF(t);
+    return 0;
+}
+
+/* punkt.py's _period_decision: does the period at `stop` end a sentence? The word before it is
+ * s[start:stop]; the candidate's lookahead ends at `mend`; the next token is s[ns:mend] when
+ * ns >= 0 (whitespace came between), none otherwise. 1 / 0, or -1 with an exception set. */
+static int period_decision(const char *s, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t ns, Py_ssize_t mend) {
+    if (load_params() < 0) return -1;
+    if (ns >= 0 && stop - start > 1) {
+        int plain = 1, digits = 1;
+        for (Py_ssize_t k = start; k < stop && plain; k++)
+            if (!(cls[(unsigned char)s[k]] & C_ALPHA)) plain = 0;
+        for (Py_ssize_t k = ns; k < mend && plain; k++) {
+            if (!IS_ALNUM(s[k])) plain = 0;
+            else if (!(cls[(unsigned char)s[k]] & C_DIGIT)) digits = 0;
+        }
+        for (Py_ssize_t k = stop + 1; k < ns && plain; k++)
+            if (s[k] == '\n') plain = 0;
+        if (plain) {
+            PyObject *low = lower_slice(s, start, stop);
+            if (low == NULL) return -1;
+            int abbr = PySet_Contains(abbrevs, low);
+            if (abbr < 0) { Py_DECREF(low); return -1; }
+            if (!abbr) {
+                PyObject *nxt = digits ? Py_NewRef(number_type) : lower_slice(s, ns, mend);
+                if (nxt == NULL) { Py_DECREF(low); return -1; }
+                PyObject *pair = PyTuple_Pack(2, low, nxt);
+                Py_DECREF(low);
+                Py_DECREF(nxt);
+                if (pair == NULL) return -1;
+                int colloc = PySet_Contains(collocs, pair);
+                Py_DECREF(pair);
+                return colloc < 0 ? -1 : !colloc;
+            }
+            Py_DECREF(low);
+        }
+    }
+    PyObject *ctx = slice(s, start, mend);
+    if (ctx == NULL) return -1;
+    PyObject *r = PyObject_CallOneArg(decide, ctx);
+    Py_DECREF(ctx);
+    if (r == NULL) return -1;
+    int yes = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return yes;
+}
+
+/* punkt.py's period_breaks: append to cuts[] the index of each "." that ends a sentence. */
+static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize_t *ncuts) {
+    int have_prev = 0;
+    Py_ssize_t prev_start = 0, prev_stop = 0, prev_ns = -1, prev_mend = 0;
+    Py_ssize_t last_ws = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (IS_WS(c)) { last_ws = i; continue; }
+        if (c != '.' && c != '?' && c != '!') continue;
+        /* NLTK's period context: [.?!] followed by a non-word mark, or by whitespace and a token */
+        Py_ssize_t j = i + 1, ns = -1, mend;
+        if (j >= n) continue;
+        if (cls[(unsigned char)s[j]] & C_NONWORD) {
+            mend = j + 1;
+        } else if (IS_WS(s[j])) {
+            Py_ssize_t k = j;
+            while (k < n && IS_WS(s[k])) k++;
+            if (k >= n) continue;
+            ns = k;
+            while (k < n && !IS_WS(s[k])) k++;
+            mend = k;
+        } else {
+            continue;
+        }
+        /* the word before starts after the last whitespace since the previous candidate */
+        Py_ssize_t idx = last_ws > prev_stop ? last_ws + 1 : prev_start;
+        if (have_prev && prev_stop <= idx && s[prev_stop] == '.') {
+            int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
+            if (d < 0) return -1;
+            if (d) cuts[(*ncuts)++] = prev_stop;
+        }
+        have_prev = 1;
+        prev_start = idx;
+        prev_stop = i;
+        prev_ns = ns;
+        prev_mend = mend;
+    }
+    if (have_prev && s[prev_stop] == '.') {
+        int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
+        if (d < 0) return -1;
+        if (d) cuts[(*ncuts)++] = prev_stop;
+    }
+    return 0;
+}
+
+static inline int add(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
+    PyObject *t = slice(s, a, b);
+    if (t == NULL) return -1;
+    int r = PyList_Append(out, t);
+    Py_DECREF(t);
+    return r;
+}
+
+/* The second clitic rule on a token: a cut before 'll 're 've (either case) and n't / N'T. */
+static int add_clitic2(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
+    if (b - a >= 4 && s[b - 4] != '\'' && !IS_WS(s[b - 4])) {
+        const char *e = s + b - 3;
+        if (e[0] == '\'' && ((e[1] == 'l' && e[2] == 'l') || (e[1] == 'L' && e[2] == 'L')
+                             || (e[1] == 'r' && e[2] == 'e') || (e[1] == 'R' && e[2] == 'E')
+                             || (e[1] == 'v' && e[2] == 'e') || (e[1] == 'V' && e[2] == 'E'))) {
+            if (add(out, s, a, b - 3) < 0) return -1;
+            return add(out, s, b - 3, b);
+        }
+        if ((e[0] == 'n' && e[1] == '\'' && e[2] == 't') || (e[0] == 'N' && e[1] == '\'' && e[2] == 'T')) {
+            if (add(out, s, a, b - 3) < 0) return -1;
+            return add(out, s, b - 3, b);
+        }
+    }
+    return add(out, s, a, b);
+}
+
+/* A token s[a:b] (b > a); with apostrophes in the text, the clitic rules. */
+static int add_token(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b, int apos) {
+    if (!apos) return add(out, s, a, b);
+    if (b - a >= 3 && s[b - 2] == '\'' && s[b - 3] != '\'' && !IS_WS(s[b - 3]) && strchr("sSmMdD", s[b - 1])) {
+        if (add_clitic2(out, s, a, b - 2) < 0) return -1;
+        return add(out, s, b - 2, b);
+    }
+    return add_clitic2(out, s, a, b);
+}
+
+static PyObject *tokenize(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "tokenize() needs a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(arg)) Py_RETURN_NONE;
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+
+    /* which path, and can this file take it? */
+    int special = 0, apos = 0, other_ws = 0, closer = 0;
+    Py_ssize_t dots = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned char k = cls[c];
+        if (k & (C_ALPHA | C_DIGIT | C_SPACE)) continue;
+        if (!(k & (C_WS | C_PAD | C_OTHER))) Py_RETURN_NONE; /* " ` control characters */
+        special = 1;
+        if (k & C_WS) { other_ws = 1; continue; }
+        switch (c) {
+        case '.':
+            if (i + 1 < n && s[i + 1] == '.') Py_RETURN_NONE;
+            dots++;
+            break;
+        case ',':
+        case ':':
+            if (i + 1 < n && (s[i + 1] == ',' || s[i + 1] == ':' || (cls[(unsigned char)s[i + 1]] & C_DIGIT)))
+                Py_RETURN_NONE;
+            break;
+        case '\'':
+            if (i == 0 || i + 1 >= n || !IS_ALNUM(s[i - 1]) || !IS_ALNUM(s[i + 1])) Py_RETURN_NONE;
+            apos = 1;
+            break;
+        case ')':
+        case ']':
+        case '}':
+            closer = 1;
+            break;
+        }
+    }
+    if (other_ws && closer) Py_RETURN_NONE;
+    if (has_contraction(s, n, apos)) Py_RETURN_NONE;
+
+    Py_ssize_t cut_buf[32], *cuts = cut_buf, ncuts = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    if (!special) {
+        /* words and spaces only */
+        Py_ssize_t a = -1;
+        for (Py_ssize_t i = 0; i <= n; i++) {
+            if (i == n || s[i] == ' ') {
+                if (a >= 0 && add(out, s, a, i) < 0) goto fail;
+                a = -1;
+            } else if (a < 0) {
+                a = i;
+            }
+        }
+        return out;
+    }
+
+    if (dots) {
+        if (dots + 1 > 32) {
+            cuts = PyMem_New(Py_ssize_t, dots + 1);
+            if (cuts == NULL) { PyErr_NoMemory(); goto fail; }
+        }
+        if (period_breaks(s, n, cuts, &ncuts) < 0) goto fail;
+        /* a text-final period, behind trailing whitespace then closing brackets and spaces */
+        Py_ssize_t e = n;
+        while (e > 0 && IS_WS(s[e - 1])) e--;
+        while (e > 0 && strchr(" ])}>", s[e - 1]) != NULL) e--;
+        if (e > 0 && s[e - 1] == '.' && (ncuts == 0 || cuts[ncuts - 1] != e - 1)) cuts[ncuts++] = e - 1;
+    }
+
+    Py_ssize_t a = -1, next_cut = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (next_cut < ncuts && cuts[next_cut] == i) {
+            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            a = -1;
+            next_cut++;
+        }
+        unsigned char c = (unsigned char)s[i];
+        unsigned char k = cls[c];
+        if (k & (C_SPACE | C_WS)) {
+            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            a = -1;
+        } else if (k & C_PAD) {
+            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (add(out, s, i, i + 1) < 0) goto fail;
+            a = -1;
+        } else if (c == '-' && i + 1 < n && s[i + 1] == '-') {
+            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (add(out, s, i, i + 2) < 0) goto fail;
+            a = -1;
+            i++;
+        } else if (a < 0) {
+            a = i;
+        }
+    }
+    if (a >= 0 && add_token(out, s, a, n, apos) < 0) goto fail;
+    if (cuts != cut_buf) PyMem_Free(cuts);
+    return out;
+fail:
+    if (cuts != cut_buf) PyMem_Free(cuts);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *configure(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyCallable_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "configure() needs a callable");
+        return NULL;
+    }
+    Py_XSETREF(loader, Py_NewRef(arg));
+    Py_CLEAR(abbrevs);
+    Py_CLEAR(collocs);
+    Py_CLEAR(decide);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"tokenize", tokenize, METH_O,
+     "tokenize(text) -> list of str, or None: word_tokenize(text) for the ASCII texts this module\n"
+     "decides exactly (None for the others: use the Python path)."},
+    {"configure", configure, METH_O,
+     "configure(loader): loader() -> (abbreviations, collocations, decide), Punkt's English\n"
+     "parameters and the decision for a period context; called once, when first needed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "tokenize_native",
+    "NLTK-equal word tokens for ASCII prose (compiled twin of word_tokenize.py's whole-text path).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit_tokenize_native(void) {
+    init_classes();
+    if (number_type == NULL) {
+        number_type = PyUnicode_InternFromString("##number##");
+        if (number_type == NULL) return NULL;
+    }
+    return PyModule_Create(&module);
+}
