@@ -26,6 +26,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 /* character classes */
@@ -43,6 +44,7 @@ static PyObject *loader = NULL;      /* configure()'s callable */
 static PyObject *abbrevs = NULL;     /* frozenset of str */
 static PyObject *collocs = NULL;     /* frozenset of (str, str) */
 static PyObject *decide = NULL;      /* context str -> bool */
+static PyObject *colloc_firsts = NULL; /* set of the first types of the collocations */
 static PyObject *number_type = NULL; /* "##number##" */
 
 static void init_classes(void) {
@@ -75,6 +77,15 @@ static inline int at_ci(const char *s, Py_ssize_t n, Py_ssize_t i, const char *w
 static int has_contraction(const char *s, Py_ssize_t n, int apos) {
     static const char *plain[] = {"cannot", "gimme", "gonna", "gotta", "lemme", "wanna"};
     static const char *quoted[] = {"d'ye", "more'n", "'tis", "'twas"};
+    if (!apos) {
+        /* each word without an apostrophe has a doubled n, m or t (any case) */
+        int doubled = 0;
+        for (Py_ssize_t i = 0; i + 1 < n && !doubled; i++) {
+            char c = (char)(s[i] | 0x20);
+            doubled = (c == 'n' || c == 'm' || c == 't') && (char)(s[i + 1] | 0x20) == c;
+        }
+        if (!doubled) return 0;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         char c = lower(s[i]);
         if (c == 'c' || c == 'g' || c == 'l' || c == 'w') {
@@ -89,19 +100,55 @@ static int has_contraction(const char *s, Py_ssize_t n, int apos) {
     return 0;
 }
 
-static PyObject *slice(const char *s, Py_ssize_t a, Py_ssize_t b) {
-    PyObject *u = PyUnicode_New(b - a, 127);
-    if (u != NULL) memcpy(PyUnicode_1BYTE_DATA(u), s + a, (size_t)(b - a));
+/* Recently made short tokens, by a hash of their characters (direct-mapped: a new token takes
+ * its slot). The same word gives the same str object again, which saves the allocation and
+ * keeps its hash computed for the n-gram counting that follows. Only ever holds immutable str
+ * objects, so sharing them is invisible to callers. */
+#define CACHE_SLOTS 8192
+#define CACHE_MAXLEN 24
+static PyObject *cache[CACHE_SLOTS];
+
+static PyObject *make(const char *p, Py_ssize_t len) {
+    PyObject *u = PyUnicode_New(len, 127);
+    if (u != NULL) memcpy(PyUnicode_1BYTE_DATA(u), p, (size_t)len);
     return u;
 }
 
-static PyObject *lower_slice(const char *s, Py_ssize_t a, Py_ssize_t b) {
-    PyObject *u = PyUnicode_New(b - a, 127);
-    if (u != NULL) {
-        Py_UCS1 *d = PyUnicode_1BYTE_DATA(u);
-        for (Py_ssize_t k = a; k < b; k++) d[k - a] = (Py_UCS1)lower(s[k]);
+static PyObject *cached(const char *p, Py_ssize_t len) {
+    if (len > CACHE_MAXLEN) return make(p, len);
+    /* a hash of up to three 8-byte words (the last one zero-padded) */
+    uint64_t h = (uint64_t)len * 0x9E3779B97F4A7C15ull;
+    for (Py_ssize_t k = 0; k < len; k += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + k, (size_t)(len - k < 8 ? len - k : 8));
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
     }
+    h ^= h >> 32;
+    PyObject **slot = &cache[h & (CACHE_SLOTS - 1)];
+    PyObject *u = *slot;
+    if (u != NULL && PyUnicode_GET_LENGTH(u) == len && memcmp(PyUnicode_1BYTE_DATA(u), p, (size_t)len) == 0)
+        return Py_NewRef(u);
+    u = make(p, len);
+    if (u != NULL) Py_XSETREF(*slot, Py_NewRef(u));
     return u;
+}
+
+static PyObject *slice(const char *s, Py_ssize_t a, Py_ssize_t b) {
+    return cached(s + a, b - a);
+}
+
+static PyObject *lower_slice(const char *s, Py_ssize_t a, Py_ssize_t b) {
+    char buf[CACHE_MAXLEN];
+    if (b - a > CACHE_MAXLEN) {
+        PyObject *u = PyUnicode_New(b - a, 127);
+        if (u != NULL) {
+            Py_UCS1 *d = PyUnicode_1BYTE_DATA(u);
+            for (Py_ssize_t k = a; k < b; k++) d[k - a] = (Py_UCS1)lower(s[k]);
+        }
+        return u;
+    }
+    for (Py_ssize_t k = a; k < b; k++) buf[k - a] = lower(s[k]);
+    return cached(buf, b - a);
 }
 
 static int load_params(void) {
@@ -118,8 +165,24 @@ static int load_params(void) {
         PyErr_SetString(PyExc_TypeError, "tokenize_native: loader() must give (set, set, callable)");
         return -1;
     }
+    PyObject *firsts = PySet_New(NULL);
+    if (firsts == NULL) { Py_DECREF(t); return -1; }
+    PyObject *it = PyObject_GetIter(PyTuple_GET_ITEM(t, 1)), *pair;
+    if (it == NULL) { Py_DECREF(firsts); Py_DECREF(t); return -1; }
+    while ((pair = PyIter_Next(it)) != NULL) {
+        int bad = !PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || PySet_Add(firsts, PyTuple_GET_ITEM(pair, 0)) < 0;
+        Py_DECREF(pair);
+        if (bad) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "tokenize_native: collocations must be pairs");
+            Py_DECREF(it); Py_DECREF(firsts); Py_DECREF(t);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) { Py_DECREF(firsts); Py_DECREF(t); return -1; }
     abbrevs = Py_NewRef(PyTuple_GET_ITEM(t, 0));
     collocs = Py_NewRef(PyTuple_GET_ITEM(t, 1));
+    colloc_firsts = firsts;
     decide = Py_NewRef(PyTuple_GET_ITEM(t, 2));
     Py_DECREF(t);
     return 0;
@@ -146,6 +209,8 @@ static int period_decision(const char *s, Py_ssize_t start, Py_ssize_t stop, Py_
             int abbr = PySet_Contains(abbrevs, low);
             if (abbr < 0) { Py_DECREF(low); return -1; }
             if (!abbr) {
+                int first = PySet_Contains(colloc_firsts, low);
+                if (first <= 0) { Py_DECREF(low); return first < 0 ? -1 : 1; }
                 PyObject *nxt = digits ? Py_NewRef(number_type) : lower_slice(s, ns, mend);
                 if (nxt == NULL) { Py_DECREF(low); return -1; }
                 PyObject *pair = PyTuple_Pack(2, low, nxt);
@@ -214,16 +279,21 @@ static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize
     return 0;
 }
 
-static inline int add(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
+/* The tokens made so far (room for one per character of the text: tokens never overlap). */
+struct toks {
+    PyObject **items;
+    Py_ssize_t len;
+};
+
+static inline int add(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
     PyObject *t = slice(s, a, b);
     if (t == NULL) return -1;
-    int r = PyList_Append(out, t);
-    Py_DECREF(t);
-    return r;
+    out->items[out->len++] = t;
+    return 0;
 }
 
 /* The second clitic rule on a token: a cut before 'll 're 've (either case) and n't / N'T. */
-static int add_clitic2(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
+static int add_clitic2(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
     if (b - a >= 4 && s[b - 4] != '\'' && !IS_WS(s[b - 4])) {
         const char *e = s + b - 3;
         if (e[0] == '\'' && ((e[1] == 'l' && e[2] == 'l') || (e[1] == 'L' && e[2] == 'L')
@@ -241,7 +311,7 @@ static int add_clitic2(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b)
 }
 
 /* A token s[a:b] (b > a); with apostrophes in the text, the clitic rules. */
-static int add_token(PyObject *out, const char *s, Py_ssize_t a, Py_ssize_t b, int apos) {
+static int add_token(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b, int apos) {
     if (!apos) return add(out, s, a, b);
     if (b - a >= 3 && s[b - 2] == '\'' && s[b - 3] != '\'' && !IS_WS(s[b - 3]) && strchr("sSmMdD", s[b - 1])) {
         if (add_clitic2(out, s, a, b - 2) < 0) return -1;
@@ -295,8 +365,12 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
     if (has_contraction(s, n, apos)) Py_RETURN_NONE;
 
     Py_ssize_t cut_buf[32], *cuts = cut_buf, ncuts = 0;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
+    PyObject *item_buf[256], *list = NULL;
+    struct toks toks = {item_buf, 0}, *out = &toks;
+    if (n > 256) {
+        toks.items = PyMem_New(PyObject *, n);
+        if (toks.items == NULL) return PyErr_NoMemory();
+    }
     if (!special) {
         /* words and spaces only */
         Py_ssize_t a = -1;
@@ -308,7 +382,7 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
                 a = i;
             }
         }
-        return out;
+        goto done;
     }
 
     if (dots) {
@@ -350,12 +424,16 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         }
     }
     if (a >= 0 && add_token(out, s, a, n, apos) < 0) goto fail;
-    if (cuts != cut_buf) PyMem_Free(cuts);
-    return out;
+done:
+    list = PyList_New(toks.len);
+    if (list == NULL) goto fail;
+    memcpy(((PyListObject *)list)->ob_item, toks.items, (size_t)toks.len * sizeof(PyObject *));
+    toks.len = 0; /* the list owns them now */
 fail:
+    for (Py_ssize_t k = 0; k < toks.len; k++) Py_DECREF(toks.items[k]);
+    if (toks.items != item_buf) PyMem_Free(toks.items);
     if (cuts != cut_buf) PyMem_Free(cuts);
-    Py_DECREF(out);
-    return NULL;
+    return list;
 }
 
 static PyObject *configure(PyObject *self, PyObject *arg) {
@@ -368,6 +446,7 @@ static PyObject *configure(PyObject *self, PyObject *arg) {
     Py_CLEAR(abbrevs);
     Py_CLEAR(collocs);
     Py_CLEAR(decide);
+    Py_CLEAR(colloc_firsts);
     Py_RETURN_NONE;
 }
 
