@@ -1,0 +1,197 @@
+"""The compiled word tokenizer (``tokenize_native``) gives the pure-Python path's tokens, token for token.
+
+``word_tokenize`` uses ``tokenize_native.tokenize`` where it is built and falls back to
+``word_tokenize_python`` for every text the C code returns None for; the tests here compare the two
+on generated corpora (the benchmark's pairs, the azure conformance generator, the generators of
+test_text.py) and on hand-written adversarial texts, and check that what the C code declines is
+exactly what it should decline. (test_text.py compares both paths with NLTK itself.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assay.metrics.text import native, word_tokenize as wt
+
+from test_text import PUNCT, SPECIAL, SPACES, UNICODE, WORDS, gen_pairs, gen_text
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+tok_native = native.load("tokenize_native")
+needs_native = pytest.mark.skipif(tok_native is None, reason="tokenize_native is not built (setup.py build_ext) "
+                                  "or ASSAY_NATIVE=0; the Python path is the only one")
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ADVERSARIAL = [
+    "", " ", "  \n ", ".", "a.", ". a", "?", "!", "a?b", "Hello.", "Hello. World.", " Hello. World",
+    "Mr. Smith went to Washington. He arrived at 3 p.m. today!", "e.g. i.e. etc.", "U.S. policy. The U.S. Army",
+    "J. R. R. Tolkien wrote it. J. Smith did not.", "See No. 5. No. It is not.", "Jan. 5 was cold. Feb. too.",
+    "It is 3. Then 4. Then 5 p.m. Yes.", "In 1989. The wall fell.", "version 3.14. Next", "100. 200. 300.",
+    "St. Louis. St. Paul.", "Inc. Ltd. Co. Corp.", "a. b. c. d.", "A. B. C. D.", "x.y.z. Done.",
+    "He left (at noon.) She stayed.", "(Really.) Yes.", "word.) next", "Word.] Next", "Word.} Next.",
+    "End.)", "End. )", "End.) ", "End.>", "End .", "end.\t", "end.\n", "end. \n ", "a.b", "a. b", "a .b",
+    "it's", "It's.", "it's,", "we'll's", "a'n't", "x'LL", "i'M", "Don't.", "DON'T stop", "don'T stop",
+    "Y'all's rock'n'roll", "o'clock o'Clock", "they're we've you'll he'd I'm", "can't've", "ma'am's",
+    "it's.x", "it's. and", "Smith's. Jones's", "12's 3'4", "A'B'C's",
+    "a,b", "a, b", "a ,b", "a,", "a:", ":a", "a: b", "a;b", "a@b#c$d%e&f*g", "[a](b){c}<d>",
+    "a-b", "a--b", "a---b", "a----b", "--", "---", "-", "- -", "a - - b", "a/b\\c|d~e^f=g+h_i",
+    "tab\tsep", "line\nbreak", "cr\r\nlf", "vt\x0bff\x0c", "\n\nx\n\n", "a.\nB", "a.\n\nB", "a.\tB",
+    "a;\tb", "Is it?\nYes!\tNo.", "What?! Really?? No!!", "Why? Because. Fine!", "stop.Next", "stop.  Next",
+    "The end. 42 is the answer.", "I saw it. a man came.", "Number 5. 6 more.", "He said no. and left.",
+    "Cost $5. Paid.", "Dr. Who? Mr. X! Mrs. Y.", "vs. them", "approx. 3 items", "Fig. 3 shows it.",
+]
+
+# texts the C code must leave to the Python path (and the reason)
+DECLINED = [
+    '"Quoted," he said.', "back`quote", "Wait... what", "a..b", "1,000", "a,1", "a:1", "a,,b", "a,:b",
+    "'tis", "dogs' bones", "'quoted'", "it'", "x ' y", "cannot", "I gonna go", "WANNA", "lemme", "gimme",
+    "gotta", "d'ye", "more'n", "'twas", "a)\nb", "(x)\ty", "a]\rb", "a}\x0bb", "ctl\x1cchar", "nul\x00",
+    "bell\x07", "caf\u00e9", "end. \n ) ", "Smith's. Jones'", "\u201cq\u201d", "del\x7f",
+]
+
+
+def _bench_pairs() -> list[str]:
+    """The texts of the speed benchmark's pairs (benchmarks/gen_pairs.py)."""
+    gp = _bench_module("gen_pairs")
+    rng = random.Random(11)
+    texts = []
+    for _ in range(1500):
+        texts += gp.pair(rng)
+    return texts
+
+
+def _other_corpora() -> list[str]:
+    """The azure conformance pairs (benchmarks/conformance_azure.py) and test_text.py's texts."""
+    texts = []
+    for p in _bench_module("conformance_azure").make_pairs(1500, 3):
+        texts += [p["response"], p["ground_truth"]]
+    for a, b in gen_pairs(4, 1500):
+        texts += [a, b]
+    rng = random.Random(12)
+    texts += [gen_text(rng, rng.randint(0, 40)) for _ in range(3000)]
+    return texts
+
+
+def _adversarial_generated() -> list[str]:
+    """Words, abbreviations, initials, numbers, clitics and every mark the C code takes, with
+    spaces, newlines and tabs between (and sometimes nothing)."""
+    rng = random.Random(13)
+    marks = list(",.:?!;@#$%&*[](){}<>-/\\|~^=+_") + ["word.)", "(x.)", "2.]", "--", "---", "Mr.", "e.g.",
+                                                       "U.S.", "p.m.", "St.", "J.", "3.", "No.", "it's", "we'll",
+                                                       "don't", "Y'all's", "CAN'T", "we'll's", "a'n't", "x'LL"]
+    words = [w for w in WORDS + SPECIAL if "'" not in w[:1] and not w.endswith("'")]
+    out = []
+    for spaces in ([" ", " ", "  ", ""], [" ", " ", "", "\n", "\n\n", "\t", " \n", "\r\n", "\x0b", "\x0c"]):
+        out += [gen_text(rng, rng.randint(0, 30), (words, words, marks), spaces) for _ in range(4000)]
+    out += [gen_text(rng, rng.randint(0, 30), (WORDS, SPECIAL, PUNCT), SPACES) for _ in range(3000)]
+    out += [gen_text(rng, rng.randint(0, 20), (WORDS, SPECIAL, PUNCT, UNICODE)) for _ in range(500)]
+    return out
+
+
+def _compare(texts: list[str]) -> int:
+    """Assert compiled == Python on each text the C code takes; how many it took."""
+    taken = 0
+    bad = []
+    for t in texts:
+        got = tok_native.tokenize(t)
+        if got is None:
+            continue
+        taken += 1
+        want = wt.word_tokenize_python(t)
+        if got != want:
+            bad.append((t, got, want))
+    assert not bad, bad[:3]
+    return taken
+
+
+def test_the_python_path_stays_reachable():
+    # word_tokenize_python is the pure-Python path whatever is built; word_tokenize gives its tokens
+    for t in ["Mr. Smith's dog. It barked!", "a, b; c", '"Quoted," he said...', "caf\u00e9 time."]:
+        assert wt.word_tokenize(t) == wt.word_tokenize_python(t)
+    assert wt.word_tokenize_python("Don't stop. Mr. X left.") == ["Do", "n't", "stop", ".", "Mr.", "X", "left", "."]
+
+
+def test_native_off_means_the_python_path():
+    code = ("from assay.metrics.text import native, word_tokenize as wt; "
+            "print(native.status()['tokenize_native'], wt.word_tokenize is wt.word_tokenize_python)")
+    env = dict(os.environ, ASSAY_NATIVE="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+@needs_native
+def test_word_tokenize_uses_the_compiled_code():
+    assert wt.word_tokenize is not wt.word_tokenize_python
+    assert tok_native.tokenize("Mr. Smith's dog. It barked!") == ["Mr.", "Smith", "'s", "dog", ".", "It", "barked", "!"]
+
+
+@needs_native
+def test_compiled_equals_python_on_the_benchmark_pairs():
+    texts = _bench_pairs()
+    taken = _compare(texts)
+    # the compiled path must carry most prose (here all but the texts with an ellipsis)
+    assert taken > 0.9 * len(texts), (taken, len(texts))
+
+
+@needs_native
+def test_compiled_equals_python_on_the_conformance_and_test_corpora():
+    # made to be hard (quotes, "1,000", ellipses, contractions, non-ASCII...): the C code takes fewer
+    texts = _other_corpora()
+    assert _compare(texts) > 1000
+
+
+@needs_native
+def test_compiled_equals_python_on_adversarial_texts():
+    taken = _compare(ADVERSARIAL + _adversarial_generated())
+    assert taken > 3000
+    for t in ADVERSARIAL:
+        assert tok_native.tokenize(t) is not None, t
+
+
+@needs_native
+def test_what_the_compiled_code_declines():
+    for t in DECLINED:
+        assert tok_native.tokenize(t) is None, t
+        assert wt.word_tokenize(t) == wt.word_tokenize_python(t), t
+
+
+@needs_native
+def test_long_texts_and_many_periods():
+    # more tokens and periods than the C code's stack buffers hold
+    rng = random.Random(14)
+    words = [w for w in WORDS + SPECIAL if tok_native.tokenize(w) is not None]
+    texts = [" ".join(rng.choice(words + [".", "Mr.", "end.", "J."]) for _ in range(n)) for n in (300, 1000, 5000)]
+    texts += ["a. " * 500, "x" * 1000 + ".", "word " * 2000, ". " * 700]
+    assert _compare(texts) == len(texts)
+
+
+@needs_native
+def test_same_word_same_token_whatever_the_cache_holds():
+    # tokens are shared between calls; many distinct words evict each other from the cache
+    rng = random.Random(15)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyzABC") for _ in range(rng.randint(1, 30))) for _ in range(20000)]
+    text = " ".join(vocab) + "."
+    assert tok_native.tokenize(text) == wt.word_tokenize_python(text)
+    assert tok_native.tokenize(text) == vocab + ["."]
+
+
+@needs_native
+def test_bad_arguments():
+    with pytest.raises(TypeError):
+        tok_native.tokenize(b"bytes")
+    with pytest.raises(TypeError):
+        tok_native.configure("not callable")
