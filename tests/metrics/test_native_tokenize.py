@@ -53,11 +53,15 @@ ADVERSARIAL = [
     "a;\tb", "Is it?\nYes!\tNo.", "What?! Really?? No!!", "Why? Because. Fine!", "stop.Next", "stop.  Next",
     "The end. 42 is the answer.", "I saw it. a man came.", "Number 5. 6 more.", "He said no. and left.",
     "Cost $5. Paid.", "Dr. Who? Mr. X! Mrs. Y.", "vs. them", "approx. 3 items", "Fig. 3 shows it.",
+    # ellipses
+    "Wait... what", "a..b", "..", "...", "....", ". . .", "Hello... World", "Hello... world.", "end...",
+    "end... ", "end...)", "x. ..", "x. ...", "a..?", "a...(b", "?..", "!...", "it's...", "we'll... go",
+    "The end... The U.S... Mr... OK.", "a. . . b", "word.... Next", "3... 2... 1...", "...--x", "wait..\nNo",
 ]
 
 # texts the C code must leave to the Python path (and the reason)
 DECLINED = [
-    '"Quoted," he said.', "back`quote", "Wait... what", "a..b", "1,000", "a,1", "a:1", "a,,b", "a,:b",
+    '"Quoted," he said.', "back`quote", "1,000", "a,1", "a:1", "a,,b", "a,:b",
     "'tis", "dogs' bones", "'quoted'", "it'", "x ' y", "cannot", "I gonna go", "WANNA", "lemme", "gimme",
     "gotta", "d'ye", "more'n", "'twas", "a)\nb", "(x)\ty", "a]\rb", "a}\x0bb", "ctl\x1cchar", "nul\x00",
     "bell\x07", "caf\u00e9", "end. \n ) ", "Smith's. Jones'", "\u201cq\u201d", "del\x7f",
@@ -92,7 +96,8 @@ def _adversarial_generated() -> list[str]:
     rng = random.Random(13)
     marks = list(",.:?!;@#$%&*[](){}<>-/\\|~^=+_") + ["word.)", "(x.)", "2.]", "--", "---", "Mr.", "e.g.",
                                                        "U.S.", "p.m.", "St.", "J.", "3.", "No.", "it's", "we'll",
-                                                       "don't", "Y'all's", "CAN'T", "we'll's", "a'n't", "x'LL"]
+                                                       "don't", "Y'all's", "CAN'T", "we'll's", "a'n't", "x'LL",
+                                                       "...", "..", "....", ". . .", "word...", "(x...)", "?..", "..!"]
     words = [w for w in WORDS + SPECIAL if "'" not in w[:1] and not w.endswith("'")]
     out = []
     for spaces in ([" ", " ", "  ", ""], [" ", " ", "", "\n", "\n\n", "\t", " \n", "\r\n", "\x0b", "\x0c"]):
@@ -143,8 +148,8 @@ def test_word_tokenize_uses_the_compiled_code():
 def test_compiled_equals_python_on_the_benchmark_pairs():
     texts = _bench_pairs()
     taken = _compare(texts)
-    # the compiled path must carry most prose (here all but the texts with an ellipsis)
-    assert taken > 0.9 * len(texts), (taken, len(texts))
+    # the compiled path must carry (nearly) all plain prose: here the texts with double quotes are left
+    assert taken > 0.95 * len(texts), (taken, len(texts))
 
 
 @needs_native

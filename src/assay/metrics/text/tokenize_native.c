@@ -260,7 +260,7 @@ static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize
         }
         /* the word before starts after the last whitespace since the previous candidate */
         Py_ssize_t idx = last_ws > prev_stop ? last_ws + 1 : prev_start;
-        if (have_prev && prev_stop <= idx && s[prev_stop] == '.') {
+        if (have_prev && prev_stop <= idx && s[prev_stop] == '.' && !(prev_stop > 0 && s[prev_stop - 1] == '.')) {
             int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
             if (d < 0) return -1;
             if (d) cuts[(*ncuts)++] = prev_stop;
@@ -271,7 +271,7 @@ static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize
         prev_ns = ns;
         prev_mend = mend;
     }
-    if (have_prev && s[prev_stop] == '.') {
+    if (have_prev && s[prev_stop] == '.' && !(prev_stop > 0 && s[prev_stop - 1] == '.')) {
         int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
         if (d < 0) return -1;
         if (d) cuts[(*ncuts)++] = prev_stop;
@@ -342,7 +342,6 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         if (k & C_WS) { other_ws = 1; continue; }
         switch (c) {
         case '.':
-            if (i + 1 < n && s[i + 1] == '.') Py_RETURN_NONE;
             dots++;
             break;
         case ',':
@@ -395,7 +394,7 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         Py_ssize_t e = n;
         while (e > 0 && IS_WS(s[e - 1])) e--;
         while (e > 0 && strchr(" ])}>", s[e - 1]) != NULL) e--;
-        if (e > 0 && s[e - 1] == '.' && (ncuts == 0 || cuts[ncuts - 1] != e - 1)) cuts[ncuts++] = e - 1;
+        if (e > 0 && s[e - 1] == '.' && !(e > 1 && s[e - 2] == '.') && (ncuts == 0 || cuts[ncuts - 1] != e - 1)) cuts[ncuts++] = e - 1;
     }
 
     Py_ssize_t a = -1, next_cut = 0;
@@ -414,6 +413,14 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
             if (add(out, s, i, i + 1) < 0) goto fail;
             a = -1;
+        } else if (c == '.' && i + 1 < n && s[i + 1] == '.') {
+            /* an ellipsis (two or more periods) is a token of its own */
+            Py_ssize_t j = i + 2;
+            while (j < n && s[j] == '.') j++;
+            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (add(out, s, i, j) < 0) goto fail;
+            a = -1;
+            i = j - 1;
         } else if (c == '-' && i + 1 < n && s[i + 1] == '-') {
             if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
             if (add(out, s, i, i + 2) < 0) goto fail;
