@@ -20,7 +20,10 @@ import pytest
 
 from assay.metrics.text import native, word_tokenize as wt
 
+import test_text
 from test_text import PUNCT, SPECIAL, SPACES, UNICODE, WORDS, gen_pairs, gen_text
+
+nltk_data = test_text.nltk_data  # the fixture: NLTK with the English Punkt model, offline
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -200,3 +203,18 @@ def test_bad_arguments():
         tok_native.tokenize(b"bytes")
     with pytest.raises(TypeError):
         tok_native.configure("not callable")
+
+
+@pytest.mark.parametrize("path", ["word_tokenize", "word_tokenize_python"])
+def test_prose_with_ellipses_and_clitics_matches_nltk(nltk_data, path):
+    # the texts the compiled code takes beyond the Python whole-text path (ellipses), against NLTK
+    nltk = nltk_data["nltk"]
+    tokenize = getattr(wt, path)
+    rng = random.Random(16)
+    marks = list(",.:?!;()[]-") + ["...", "..", "....", ". . .", "word...", "(x...)", "...)", "?..", "..!", "--",
+                                   "Mr.", "e.g.", "U.S.", "J.", "3.", "it's", "we'll", "don't", "No."]
+    words = [w for w in WORDS + SPECIAL if "'" not in w[:1] and not w.endswith("'")]
+    texts = ADVERSARIAL + [gen_text(rng, rng.randint(0, 30), (words, words, marks), [" ", " ", "  ", "", "\n"])
+                           for _ in range(2500)]
+    bad = [(t, nltk.word_tokenize(t), tokenize(t)) for t in texts if nltk.word_tokenize(t) != tokenize(t)]
+    assert not bad, bad[:3]
