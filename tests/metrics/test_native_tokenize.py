@@ -66,7 +66,7 @@ ADVERSARIAL = [
 DECLINED = [
     '"Quoted," he said.', "back`quote", "1,000", "a,1", "a:1", "a,,b", "a,:b",
     "'tis", "dogs' bones", "'quoted'", "it'", "x ' y", "cannot", "I gonna go", "WANNA", "lemme", "gimme",
-    "gotta", "d'ye", "more'n", "'twas", "a)\nb", "(x)\ty", "a]\rb", "a}\x0bb", "ctl\x1cchar", "nul\x00",
+    "gotta", "d'ye", "more'n", "'twas", "Xcannotx", "MORE'N", "it'tis", "a'TWAS", "x'd'ye", "UnWanna", "a)\nb", "(x)\ty", "a]\rb", "a}\x0bb", "ctl\x1cchar", "nul\x00",
     "bell\x07", "caf\u00e9", "end. \n ) ", "Smith's. Jones'", "\u201cq\u201d", "del\x7f",
 ]
 

@@ -37,6 +37,7 @@
 #define C_PAD 16    /* , : ? ! ; @ # $ % & * [ ] ( ) { } < > : a token of their own */
 #define C_OTHER 32  /* . ' - / \ | ~ ^ = + _ : handled or left in words */
 #define C_NONWORD 64 /* Punkt: a mark that may follow a sentence end directly */
+#define C_NMT 128   /* n m t N M T: doubled in each contraction word without an apostrophe */
 
 static unsigned char cls[128];
 
@@ -53,6 +54,7 @@ static void init_classes(void) {
     for (c = 'a'; c <= 'z'; c++) cls[c] |= C_ALPHA;
     for (c = 'A'; c <= 'Z'; c++) cls[c] |= C_ALPHA;
     for (c = '0'; c <= '9'; c++) cls[c] |= C_DIGIT;
+    for (const char *p = "nmtNMT"; *p; p++) cls[(unsigned char)*p] |= C_NMT;
     cls[' '] |= C_SPACE;
     for (const char *p = "\t\n\r\x0b\x0c"; *p; p++) cls[(unsigned char)*p] |= C_WS;
     for (const char *p = ",:?!;@#$%&*[](){}<>"; *p; p++) cls[(unsigned char)*p] |= C_PAD;
@@ -73,31 +75,20 @@ static inline int at_ci(const char *s, Py_ssize_t n, Py_ssize_t i, const char *w
     return 1;
 }
 
-/* word_tokenize.py's _has_contraction: could a MacIntyre contraction rule match? */
-static int has_contraction(const char *s, Py_ssize_t n, int apos) {
-    static const char *plain[] = {"cannot", "gimme", "gonna", "gotta", "lemme", "wanna"};
-    static const char *quoted[] = {"d'ye", "more'n", "'tis", "'twas"};
-    if (!apos) {
-        /* each word without an apostrophe has a doubled n, m or t (any case) */
-        int doubled = 0;
-        for (Py_ssize_t i = 0; i + 1 < n && !doubled; i++) {
-            char c = (char)(s[i] | 0x20);
-            doubled = (c == 'n' || c == 'm' || c == 't') && (char)(s[i + 1] | 0x20) == c;
-        }
-        if (!doubled) return 0;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        char c = lower(s[i]);
-        if (c == 'c' || c == 'g' || c == 'l' || c == 'w') {
-            for (int k = 0; k < 6; k++)
-                if (plain[k][0] == c && at_ci(s, n, i, plain[k], (Py_ssize_t)strlen(plain[k]))) return 1;
-        }
-        if (apos && (c == 'd' || c == 'm' || c == '\'')) {
-            for (int k = 0; k < 4; k++)
-                if (quoted[k][0] == c && at_ci(s, n, i, quoted[k], (Py_ssize_t)strlen(quoted[k]))) return 1;
-        }
-    }
+/* word_tokenize.py's _has_contraction (could a MacIntyre contraction rule match?), checked
+ * where the scan meets a doubled n, m or t (each of cannot gimme gonna gotta lemme wanna has
+ * one two characters in) or an apostrophe (d'ye more'n 'tis 'twas). */
+static int contraction_at_double(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    static const char *words[] = {"cannot", "gimme", "gonna", "gotta", "lemme", "wanna"};
+    if (i < 2) return 0;
+    for (int k = 0; k < 6; k++)
+        if (at_ci(s, n, i - 2, words[k], (Py_ssize_t)strlen(words[k]))) return 1;
     return 0;
+}
+
+static int contraction_at_quote(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    return (i >= 1 && at_ci(s, n, i - 1, "d'ye", 4)) || (i >= 4 && at_ci(s, n, i - 4, "more'n", 6))
+           || at_ci(s, n, i, "'tis", 4) || at_ci(s, n, i, "'twas", 5);
 }
 
 /* Recently made short tokens, by a hash of their characters (direct-mapped: a new token takes
@@ -238,11 +229,8 @@ static int period_decision(const char *s, Py_ssize_t start, Py_ssize_t stop, Py_
 static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize_t *ncuts) {
     int have_prev = 0;
     Py_ssize_t prev_start = 0, prev_stop = 0, prev_ns = -1, prev_mend = 0;
-    Py_ssize_t last_ws = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (IS_WS(c)) { last_ws = i; continue; }
-        if (c != '.' && c != '?' && c != '!') continue;
+    /* the text has no NUL (the scan declines control characters) and str data ends with one */
+    for (Py_ssize_t i = (Py_ssize_t)strcspn(s, ".?!"); i < n; i += 1 + (Py_ssize_t)strcspn(s + i + 1, ".?!")) {
         /* NLTK's period context: [.?!] followed by a non-word mark, or by whitespace and a token */
         Py_ssize_t j = i + 1, ns = -1, mend;
         if (j >= n) continue;
@@ -259,6 +247,8 @@ static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize
             continue;
         }
         /* the word before starts after the last whitespace since the previous candidate */
+        Py_ssize_t last_ws = i - 1;
+        while (last_ws > prev_stop && !IS_WS(s[last_ws])) last_ws--;
         Py_ssize_t idx = last_ws > prev_stop ? last_ws + 1 : prev_start;
         if (have_prev && prev_stop <= idx && s[prev_stop] == '.' && !(prev_stop > 0 && s[prev_stop - 1] == '.')) {
             int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
@@ -336,7 +326,11 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         unsigned char k = cls[c];
-        if (k & (C_ALPHA | C_DIGIT | C_SPACE)) continue;
+        if (k & (C_ALPHA | C_DIGIT | C_SPACE)) {
+            if ((k & C_NMT) && i + 1 < n && (s[i + 1] | 0x20) == (c | 0x20) && contraction_at_double(s, n, i))
+                Py_RETURN_NONE;
+            continue;
+        }
         if (!(k & (C_WS | C_PAD | C_OTHER))) Py_RETURN_NONE; /* " ` control characters */
         special = 1;
         if (k & C_WS) { other_ws = 1; continue; }
@@ -351,6 +345,7 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             break;
         case '\'':
             if (i == 0 || i + 1 >= n || !IS_ALNUM(s[i - 1]) || !IS_ALNUM(s[i + 1])) Py_RETURN_NONE;
+            if (contraction_at_quote(s, n, i)) Py_RETURN_NONE;
             apos = 1;
             break;
         case ')':
@@ -361,7 +356,6 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         }
     }
     if (other_ws && closer) Py_RETURN_NONE;
-    if (has_contraction(s, n, apos)) Py_RETURN_NONE;
 
     Py_ssize_t cut_buf[32], *cuts = cut_buf, ncuts = 0;
     PyObject *item_buf[256], *list = NULL;
