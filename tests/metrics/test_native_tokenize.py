@@ -60,14 +60,19 @@ ADVERSARIAL = [
     "Wait... what", "a..b", "..", "...", "....", ". . .", "Hello... World", "Hello... world.", "end...",
     "end... ", "end...)", "x. ..", "x. ...", "a..?", "a...(b", "?..", "!...", "it's...", "we'll... go",
     "The end... The U.S... Mr... OK.", "a. . . b", "word.... Next", "3... 2... 1...", "...--x", "wait..\nNo",
+    # double quotes, and closing brackets with newlines/tabs (exact sentence spans)
+    '"Quoted," he said.', '"Hi." "Bye."', 'He said "no." Then left.', '"a"b"', '""', '"', '" "', '("x.")', '"(x.)"',
+    'x "y" z', 'He said: "Stop." (Really.) "Yes."', 'end."', 'end.")', 'end. "', 'Mr. "Smith" came.',
+    '"It\'s." "We\'ll."', '"Hello.\n" World', "a)\nb", "(x)\ty", "a]\rb", "a}\x0bb", "end. \n ) ", "(x.)\n(y.)",
+    'Stop.\n"Go."', 'Stop. )\nGo.', 'Stop.)--go', 'Stop. "--go"', '"x.")\n"y."', 'a. ) ) b. ]',
 ]
 
 # texts the C code must leave to the Python path (and the reason)
 DECLINED = [
-    '"Quoted," he said.', "back`quote", "1,000", "a,1", "a:1", "a,,b", "a,:b",
+    '"Wait..." he said.', 'a)\n... b', "back`quote", "1,000", "a,1", "a:1", "a,,b", "a,:b",
     "'tis", "dogs' bones", "'quoted'", "it'", "x ' y", "cannot", "I gonna go", "WANNA", "lemme", "gimme",
-    "gotta", "d'ye", "more'n", "'twas", "Xcannotx", "MORE'N", "it'tis", "a'TWAS", "x'd'ye", "UnWanna", "a)\nb", "(x)\ty", "a]\rb", "a}\x0bb", "ctl\x1cchar", "nul\x00",
-    "bell\x07", "caf\u00e9", "end. \n ) ", "Smith's. Jones'", "\u201cq\u201d", "del\x7f",
+    "gotta", "d'ye", "more'n", "'twas", "Xcannotx", "MORE'N", "it'tis", "a'TWAS", "x'd'ye", "UnWanna", "ctl\x1cchar", "nul\x00",
+    "bell\x07", "caf\u00e9", "Smith's. Jones'", "\u201cq\u201d", "del\x7f",
 ]
 
 
@@ -100,7 +105,8 @@ def _adversarial_generated() -> list[str]:
     marks = list(",.:?!;@#$%&*[](){}<>-/\\|~^=+_") + ["word.)", "(x.)", "2.]", "--", "---", "Mr.", "e.g.",
                                                        "U.S.", "p.m.", "St.", "J.", "3.", "No.", "it's", "we'll",
                                                        "don't", "Y'all's", "CAN'T", "we'll's", "a'n't", "x'LL",
-                                                       "...", "..", "....", ". . .", "word...", "(x...)", "?..", "..!"]
+                                                       "...", "..", "....", ". . .", "word...", "(x...)", "?..", "..!",
+                                                       '"', '"', '"x."', '""', '."', '("', '.")', ".)", '?"']
     words = [w for w in WORDS + SPECIAL if "'" not in w[:1] and not w.endswith("'")]
     out = []
     for spaces in ([" ", " ", "  ", ""], [" ", " ", "", "\n", "\n\n", "\t", " \n", "\r\n", "\x0b", "\x0c"]):
@@ -206,12 +212,13 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize("path", ["word_tokenize", "word_tokenize_python"])
-def test_prose_with_ellipses_and_clitics_matches_nltk(nltk_data, path):
-    # the texts the compiled code takes beyond the Python whole-text path (ellipses), against NLTK
+def test_prose_with_ellipses_quotes_and_clitics_matches_nltk(nltk_data, path):
+    # ellipses (which the compiled code takes beyond the Python whole-text path), double quotes,
+    # brackets and clitics, against NLTK
     nltk = nltk_data["nltk"]
     tokenize = getattr(wt, path)
     rng = random.Random(16)
-    marks = list(",.:?!;()[]-") + ["...", "..", "....", ". . .", "word...", "(x...)", "...)", "?..", "..!", "--",
+    marks = list(",.:?!;()[]-\"") + ['"x."', '.")', '?"', "...", "..", "....", ". . .", "word...", "(x...)", "...)", "?..", "..!", "--",
                                    "Mr.", "e.g.", "U.S.", "J.", "3.", "it's", "we'll", "don't", "No."]
     words = [w for w in WORDS + SPECIAL if "'" not in w[:1] and not w.endswith("'")]
     texts = ADVERSARIAL + [gen_text(rng, rng.randint(0, 30), (words, words, marks), [" ", " ", "  ", "", "\n"])

@@ -47,6 +47,8 @@ static PyObject *collocs = NULL;     /* frozenset of (str, str) */
 static PyObject *decide = NULL;      /* context str -> bool */
 static PyObject *colloc_firsts = NULL; /* set of the first types of the collocations */
 static PyObject *number_type = NULL; /* "##number##" */
+static PyObject *open_quote = NULL;  /* "``" */
+static PyObject *close_quote = NULL; /* "''" */
 
 static void init_classes(void) {
     int c;
@@ -58,7 +60,7 @@ static void init_classes(void) {
     cls[' '] |= C_SPACE;
     for (const char *p = "\t\n\r\x0b\x0c"; *p; p++) cls[(unsigned char)*p] |= C_WS;
     for (const char *p = ",:?!;@#$%&*[](){}<>"; *p; p++) cls[(unsigned char)*p] |= C_PAD;
-    for (const char *p = ".'-/\\|~^=+_"; *p; p++) cls[(unsigned char)*p] |= C_OTHER;
+    for (const char *p = ".'\"-/\\|~^=+_"; *p; p++) cls[(unsigned char)*p] |= C_OTHER;
     for (const char *p = ")\";}]*:@'({[?!"; *p; p++) cls[(unsigned char)*p] |= C_NONWORD;
 }
 
@@ -225,8 +227,12 @@ static int period_decision(const char *s, Py_ssize_t start, Py_ssize_t stop, Py_
     return yes;
 }
 
-/* punkt.py's period_breaks: append to cuts[] the index of each "." that ends a sentence. */
-static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize_t *ncuts) {
+/* NLTK's _match_potential_end_contexts walk (punkt.py's _candidates): on_cand(state, s, start,
+ * stop, ns, mend) for each candidate, in order: the end mark at `stop`, the word before it from
+ * `start`, the lookahead to `mend`, its next token from `ns` (-1: none). */
+typedef int (*cand_fn)(void *state, const char *s, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t ns, Py_ssize_t mend);
+
+static int walk_candidates(const char *s, Py_ssize_t n, cand_fn on_cand, void *state) {
     int have_prev = 0;
     Py_ssize_t prev_start = 0, prev_stop = 0, prev_ns = -1, prev_mend = 0;
     /* the text has no NUL (the scan declines control characters) and str data ends with one */
@@ -250,23 +256,144 @@ static int period_breaks(const char *s, Py_ssize_t n, Py_ssize_t *cuts, Py_ssize
         Py_ssize_t last_ws = i - 1;
         while (last_ws > prev_stop && !IS_WS(s[last_ws])) last_ws--;
         Py_ssize_t idx = last_ws > prev_stop ? last_ws + 1 : prev_start;
-        if (have_prev && prev_stop <= idx && s[prev_stop] == '.' && !(prev_stop > 0 && s[prev_stop - 1] == '.')) {
-            int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
-            if (d < 0) return -1;
-            if (d) cuts[(*ncuts)++] = prev_stop;
-        }
+        if (have_prev && prev_stop <= idx && on_cand(state, s, prev_start, prev_stop, prev_ns, prev_mend) < 0)
+            return -1;
         have_prev = 1;
         prev_start = idx;
         prev_stop = i;
         prev_ns = ns;
         prev_mend = mend;
     }
-    if (have_prev && s[prev_stop] == '.' && !(prev_stop > 0 && s[prev_stop - 1] == '.')) {
-        int d = period_decision(s, prev_start, prev_stop, prev_ns, prev_mend);
-        if (d < 0) return -1;
-        if (d) cuts[(*ncuts)++] = prev_stop;
+    if (have_prev && on_cand(state, s, prev_start, prev_stop, prev_ns, prev_mend) < 0) return -1;
+    return 0;
+}
+
+struct cuts {
+    Py_ssize_t *at;
+    Py_ssize_t len;
+};
+
+/* punkt.py's period_breaks: each "." that ends a sentence (one ending an ellipsis is never
+ * split off: NLTK's final-period rule needs a character other than "." before it). */
+static int period_break(void *state, const char *s, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t ns, Py_ssize_t mend) {
+    struct cuts *cuts = state;
+    if (s[stop] != '.' || (stop > 0 && s[stop - 1] == '.')) return 0;
+    int d = period_decision(s, start, stop, ns, mend);
+    if (d < 0) return -1;
+    if (d) cuts->at[cuts->len++] = stop;
+    return 0;
+}
+
+/* punkt.py's sentence_spans, first part: the slices between the sentence breaks. */
+struct slices {
+    Py_ssize_t *beg, *end;
+    Py_ssize_t len, last_break;
+};
+
+static int sentence_break(void *state, const char *s, Py_ssize_t start, Py_ssize_t stop, Py_ssize_t ns, Py_ssize_t mend) {
+    struct slices *sl = state;
+    int d;
+    if (s[stop] == '.') {
+        d = period_decision(s, start, stop, ns, mend);
+    } else {
+        if (load_params() < 0) return -1;
+        PyObject *ctx = slice(s, start, mend);
+        if (ctx == NULL) return -1;
+        PyObject *r = PyObject_CallOneArg(decide, ctx);
+        Py_DECREF(ctx);
+        if (r == NULL) return -1;
+        d = PyObject_IsTrue(r);
+        Py_DECREF(r);
+    }
+    if (d < 0) return -1;
+    if (d) {
+        sl->beg[sl->len] = sl->last_break;
+        sl->end[sl->len++] = stop + 1;
+        sl->last_break = ns >= 0 ? ns : stop + 1;
     }
     return 0;
+}
+
+/* Punkt's boundary realignment: closing quotes/brackets at the start of s[a:b] followed by
+ * whitespace, "--" or the end (["')\]}]+?(?:\s+|(?=--)|$)); how many closers (0: no match) and,
+ * in *len, the length of the match. */
+static Py_ssize_t realign_match(const char *s, Py_ssize_t a, Py_ssize_t b, Py_ssize_t *len) {
+    Py_ssize_t k = a;
+    while (k < b && strchr("\"')]}", s[k]) != NULL && s[k] != '\0') {
+        k++;
+        if (k < b && IS_WS(s[k])) {
+            Py_ssize_t w = k;
+            while (w < b && IS_WS(s[w])) w++;
+            *len = w - a;
+            return k - a;
+        }
+        if ((k + 1 < b && s[k] == '-' && s[k + 1] == '-') || k == b) {
+            *len = k - a;
+            return k - a;
+        }
+    }
+    return 0;
+}
+
+/* word_tokenize.py's _fast_tokens with double quotes (or closing brackets and newlines/tabs): the
+ * exact sentence spans give which double quotes open (``) and which periods are split off.
+ * Fills cuts (sorted) and opening[i] for each '"'. */
+static int span_cuts(const char *s, Py_ssize_t n, Py_ssize_t marks, struct cuts *cuts, unsigned char *opening) {
+    Py_ssize_t buf[4 * 33], *mem = buf;
+    if (marks + 1 > 32) {
+        mem = PyMem_New(Py_ssize_t, 4 * (marks + 1));
+        if (mem == NULL) { PyErr_NoMemory(); return -1; }
+    }
+    struct slices sl = {mem, mem + (marks + 1), 0, 0};
+    Py_ssize_t *ob = mem + 2 * (marks + 1), *oe = mem + 3 * (marks + 1), no = 0;
+    int rc = -1;
+    if (walk_candidates(s, n, sentence_break, &sl) < 0) goto out;
+    Py_ssize_t e = n;
+    while (e > 0 && IS_WS(s[e - 1])) e--;
+    sl.beg[sl.len] = sl.last_break;
+    sl.end[sl.len++] = e;
+    /* realignment */
+    Py_ssize_t realign = 0;
+    for (Py_ssize_t k = 0; k < sl.len; k++) {
+        Py_ssize_t b1 = sl.beg[k] + realign, e1 = sl.end[k], mlen = 0, nclose;
+        if (k == sl.len - 1) {
+            if (b1 < e1) { ob[no] = b1; oe[no++] = e1; }
+            continue;
+        }
+        nclose = realign_match(s, sl.beg[k + 1], sl.end[k + 1], &mlen);
+        if (nclose > 0) {
+            ob[no] = b1;
+            oe[no++] = sl.beg[k + 1] + nclose;
+            realign = mlen;
+        } else {
+            realign = 0;
+            if (b1 < e1) { ob[no] = b1; oe[no++] = e1; }
+        }
+    }
+    /* double quotes: `` at a sentence start, after a space or an opening bracket, or right after
+     * a sentence-initial one; '' otherwise */
+    Py_ssize_t q = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] != '"') continue;
+        while (q < no && ob[q] < i - 1) q++;
+        int start_here = 0, start_before = 0;
+        for (Py_ssize_t r = q; r < no && ob[r] <= i; r++) {
+            if (ob[r] == i) start_here = 1;
+            if (ob[r] == i - 1) start_before = 1;
+        }
+        opening[i] = start_here || (i > 0 && (strchr(" ([{<", s[i - 1]) != NULL || (start_before && s[i - 1] == '"')));
+    }
+    /* the final period of each sentence, behind closing brackets, closing quotes and spaces */
+    for (Py_ssize_t k = 0; k < no; k++) {
+        Py_ssize_t b = ob[k], x = oe[k];
+        while (x > b && strchr(" ])}>\"", s[x - 1]) != NULL && s[x - 1] != '\0' && !(s[x - 1] == '"' && opening[x - 1]))
+            x--;
+        if (x - b >= 2 && s[x - 1] == '.') cuts->at[cuts->len++] = x - 1;
+    }
+    rc = 0;
+out:
+    if (mem != buf) PyMem_Free(mem);
+    return rc;
 }
 
 /* The tokens made so far (room for one per character of the text: tokens never overlap). */
@@ -321,8 +448,8 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
 
     /* which path, and can this file take it? */
-    int special = 0, apos = 0, other_ws = 0, closer = 0;
-    Py_ssize_t dots = 0;
+    int special = 0, apos = 0, other_ws = 0, closer = 0, quote = 0, ellipsis = 0;
+    Py_ssize_t marks = 0; /* . ? ! */
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         unsigned char k = cls[c];
@@ -331,12 +458,20 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
                 Py_RETURN_NONE;
             continue;
         }
-        if (!(k & (C_WS | C_PAD | C_OTHER))) Py_RETURN_NONE; /* " ` control characters */
+        if (!(k & (C_WS | C_PAD | C_OTHER))) Py_RETURN_NONE; /* ` and control characters */
         special = 1;
         if (k & C_WS) { other_ws = 1; continue; }
         switch (c) {
         case '.':
-            dots++;
+            if (i + 1 < n && s[i + 1] == '.') ellipsis = 1;
+            marks++;
+            break;
+        case '?':
+        case '!':
+            marks++;
+            break;
+        case '"':
+            quote = 1;
             break;
         case ',':
         case ':':
@@ -355,9 +490,14 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             break;
         }
     }
-    if (other_ws && closer) Py_RETURN_NONE;
+    /* exact sentence spans needed (double quotes; Punkt's realignment can move a closing
+     * bracket behind a newline or tab into the sentence before): no ellipses there */
+    int spans = quote || (other_ws && closer);
+    if (spans && ellipsis) Py_RETURN_NONE;
 
-    Py_ssize_t cut_buf[32], *cuts = cut_buf, ncuts = 0;
+    Py_ssize_t cut_buf[32];
+    struct cuts cuts = {cut_buf, 0};
+    unsigned char open_buf[256], *opening = open_buf;
     PyObject *item_buf[256], *list = NULL;
     struct toks toks = {item_buf, 0}, *out = &toks;
     if (n > 256) {
@@ -378,22 +518,29 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         goto done;
     }
 
-    if (dots) {
-        if (dots + 1 > 32) {
-            cuts = PyMem_New(Py_ssize_t, dots + 1);
-            if (cuts == NULL) { PyErr_NoMemory(); goto fail; }
+    if (marks + 1 > 32) {
+        cuts.at = PyMem_New(Py_ssize_t, marks + 1);
+        if (cuts.at == NULL) { PyErr_NoMemory(); goto fail; }
+    }
+    if (spans) {
+        if (n > 256) {
+            opening = PyMem_Malloc((size_t)n);
+            if (opening == NULL) { PyErr_NoMemory(); goto fail; }
         }
-        if (period_breaks(s, n, cuts, &ncuts) < 0) goto fail;
+        if (span_cuts(s, n, marks, &cuts, opening) < 0) goto fail;
+    } else if (marks) {
+        if (walk_candidates(s, n, period_break, &cuts) < 0) goto fail;
         /* a text-final period, behind trailing whitespace then closing brackets and spaces */
         Py_ssize_t e = n;
         while (e > 0 && IS_WS(s[e - 1])) e--;
         while (e > 0 && strchr(" ])}>", s[e - 1]) != NULL) e--;
-        if (e > 0 && s[e - 1] == '.' && !(e > 1 && s[e - 2] == '.') && (ncuts == 0 || cuts[ncuts - 1] != e - 1)) cuts[ncuts++] = e - 1;
+        if (e > 0 && s[e - 1] == '.' && !(e > 1 && s[e - 2] == '.') && (cuts.len == 0 || cuts.at[cuts.len - 1] != e - 1))
+            cuts.at[cuts.len++] = e - 1;
     }
 
     Py_ssize_t a = -1, next_cut = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (next_cut < ncuts && cuts[next_cut] == i) {
+        if (next_cut < cuts.len && cuts.at[next_cut] == i) {
             if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
             a = -1;
             next_cut++;
@@ -406,6 +553,10 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         } else if (k & C_PAD) {
             if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
             if (add(out, s, i, i + 1) < 0) goto fail;
+            a = -1;
+        } else if (c == '"') {
+            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            out->items[out->len++] = Py_NewRef(opening[i] ? open_quote : close_quote);
             a = -1;
         } else if (c == '.' && i + 1 < n && s[i + 1] == '.') {
             /* an ellipsis (two or more periods) is a token of its own */
@@ -433,7 +584,8 @@ done:
 fail:
     for (Py_ssize_t k = 0; k < toks.len; k++) Py_DECREF(toks.items[k]);
     if (toks.items != item_buf) PyMem_Free(toks.items);
-    if (cuts != cut_buf) PyMem_Free(cuts);
+    if (cuts.at != cut_buf) PyMem_Free(cuts.at);
+    if (opening != open_buf) PyMem_Free(opening);
     return list;
 }
 
@@ -471,7 +623,9 @@ PyMODINIT_FUNC PyInit_tokenize_native(void) {
     init_classes();
     if (number_type == NULL) {
         number_type = PyUnicode_InternFromString("##number##");
-        if (number_type == NULL) return NULL;
+        open_quote = PyUnicode_InternFromString("``");
+        close_quote = PyUnicode_InternFromString("''");
+        if (number_type == NULL || open_quote == NULL || close_quote == NULL) return NULL;
     }
     return PyModule_Create(&module);
 }
