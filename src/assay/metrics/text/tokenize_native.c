@@ -1,26 +1,31 @@
 /* Compiled twin of word_tokenize.py's whole-text path (``_fast_tokens``) for ASCII prose.
  *
- * ``tokenize(text)`` returns the list of tokens ``word_tokenize(text)`` gives, or None when the
- * text is outside what this file decides exactly; the caller then runs the Python path. It
+ * ``tokenize(text)`` returns the list of tokens ``word_tokenize_python(text)`` gives, or None when
+ * the text is outside what this file decides exactly; the caller then runs the Python path. It
  * accepts a text when it is ASCII and made of letters, digits, whitespace and the marks
- * , . : ' ? ! ; @ # $ % & * [ ] ( ) { } < > - / \ | ~ ^ = + _
- * with none of: "..", a comma or colon before a digit, comma or colon, an apostrophe not between
- * two letters/digits, a possible MacIntyre contraction (cannot, gimme, gonna, gotta, lemme, wanna,
- * d'ye, more'n, 'tis, 'twas, any case), or a closing bracket together with a tab/newline/CR/VT/FF
- * (Punkt's boundary realignment). Double quotes, backquotes and control characters are left to
+ * , . : ' " ? ! ; @ # $ % & * [ ] ( ) { } < > - / \ | ~ ^ = + _
+ * with none of: a comma or colon before a digit, comma or colon; an apostrophe not between two
+ * letters/digits; a possible MacIntyre contraction (cannot, gimme, gonna, gotta, lemme, wanna,
+ * d'ye, more'n, 'tis, 'twas, any case); an ellipsis ("..") together with a double quote or with
+ * a closing bracket and a tab/newline/CR/VT/FF. Backquotes and control characters are left to
  * Python too.
  *
- * On such a text the Python path is: Punkt decides which periods end a sentence (punkt.py's
- * ``period_breaks``: the candidate walk of NLTK's ``_match_potential_end_contexts``, then a
- * decision per period), a space goes before each of those and before a text-final period
- * (closing brackets and spaces after it allowed), the pad marks become tokens of their own,
- * "--" too, and clitics ('s 'm 'd 'll 're 've n't) are split off. Every token is a slice of
- * the text, so this file walks the text once and cuts it.
+ * On such a text the Python path's tokens are: Punkt decides where sentences end (the candidate
+ * walk of NLTK's ``_match_potential_end_contexts``, then a decision per candidate); a sentence-
+ * final period is split off (behind closing brackets, closing quotes and spaces; never the last
+ * period of an ellipsis, as NLTK's final-period rule needs another character before it); a double
+ * quote becomes `` where it opens (sentence start, after a space or an opening bracket, or after a
+ * sentence-initial quote) and '' elsewhere; the pad marks, "--" and each run of two or more
+ * periods become tokens of their own; clitics ('s 'm 'd 'll 're 've n't) are split off. Without
+ * double quotes (and without closing brackets next to tabs/newlines) only the periods' decisions
+ * are needed (punkt.py's ``period_breaks``); with them, the exact sentence spans with Punkt's
+ * boundary realignment (punkt.py's ``sentence_spans``). Every token is a slice of the text or a
+ * quote token, so this file walks the text and cuts it.
  *
- * Period decisions: the common case ("word. Next" with a plain word before and a plain token
+ * Decisions: the common case for a period ("word. Next" with a plain word before and a plain token
  * after) is decided here from the abbreviation and collocation sets; every other context is
  * handed to punkt.py's memoised decision function. Both come from ``configure(loader)``:
- * ``loader()`` -> (abbreviations, collocations, decide), called once, when a first period needs
+ * ``loader()`` -> (abbreviations, collocations, decide), called once, when a first candidate needs
  * deciding.
  */
 
