@@ -584,7 +584,8 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
 done:
     list = PyList_New(toks.len);
     if (list == NULL) goto fail;
-    memcpy(((PyListObject *)list)->ob_item, toks.items, (size_t)toks.len * sizeof(PyObject *));
+    if (toks.len > 0)
+        memcpy(((PyListObject *)list)->ob_item, toks.items, (size_t)toks.len * sizeof(PyObject *));
     toks.len = 0; /* the list owns them now */
 fail:
     for (Py_ssize_t k = 0; k < toks.len; k++) Py_DECREF(toks.items[k]);
