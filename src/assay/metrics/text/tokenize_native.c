@@ -4,7 +4,7 @@
  * the text is outside what this file decides exactly; the caller then runs the Python path. It
  * accepts a text when it is ASCII and made of letters, digits, whitespace and the marks
  * , . : ' " ? ! ; @ # $ % & * [ ] ( ) { } < > - / \ | ~ ^ = + _
- * with none of: a comma or colon before a digit, comma or colon; an apostrophe not between two
+ * with none of: a comma or colon before a comma or colon; an apostrophe not between two
  * letters/digits; a possible MacIntyre contraction (cannot, gimme, gonna, gotta, lemme, wanna,
  * d'ye, more'n, 'tis, 'twas, any case); an ellipsis ("..") together with a double quote or with
  * a closing bracket and a tab/newline/CR/VT/FF. Backquotes and control characters are left to
@@ -273,10 +273,16 @@ static int walk_candidates(const char *s, Py_ssize_t n, cand_fn on_cand, void *s
     return 0;
 }
 
+/* Token boundaries found by the sentence split, in increasing order (repeats allowed): a token
+ * ends before each. A sentence-final period is a token of its own (a boundary before and after
+ * it); with exact spans every sentence start is a boundary too (a sentence ending with a period
+ * can be followed directly by ":5", which is one token, not a padded colon). */
 struct cuts {
     Py_ssize_t *at;
     Py_ssize_t len;
 };
+
+#define CUTS_FOR(marks) (3 * ((marks) + 1) + 2)
 
 /* punkt.py's period_breaks: each "." that ends a sentence (one ending an ellipsis is never
  * split off: NLTK's final-period rule needs a character other than "." before it). */
@@ -285,7 +291,10 @@ static int period_break(void *state, const char *s, Py_ssize_t start, Py_ssize_t
     if (s[stop] != '.' || (stop > 0 && s[stop - 1] == '.')) return 0;
     int d = period_decision(s, start, stop, ns, mend);
     if (d < 0) return -1;
-    if (d) cuts->at[cuts->len++] = stop;
+    if (d) {
+        cuts->at[cuts->len++] = stop;
+        cuts->at[cuts->len++] = stop + 1;
+    }
     return 0;
 }
 
@@ -391,9 +400,13 @@ static int span_cuts(const char *s, Py_ssize_t n, Py_ssize_t marks, struct cuts 
     /* the final period of each sentence, behind closing brackets, closing quotes and spaces */
     for (Py_ssize_t k = 0; k < no; k++) {
         Py_ssize_t b = ob[k], x = oe[k];
+        cuts->at[cuts->len++] = b;
         while (x > b && strchr(" ])}>\"", s[x - 1]) != NULL && s[x - 1] != '\0' && !(s[x - 1] == '"' && opening[x - 1]))
             x--;
-        if (x - b >= 2 && s[x - 1] == '.') cuts->at[cuts->len++] = x - 1;
+        if (x - b >= 2 && s[x - 1] == '.') {
+            cuts->at[cuts->len++] = x - 1;
+            cuts->at[cuts->len++] = x;
+        }
     }
     rc = 0;
 out:
@@ -480,8 +493,7 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             break;
         case ',':
         case ':':
-            if (i + 1 < n && (s[i + 1] == ',' || s[i + 1] == ':' || (cls[(unsigned char)s[i + 1]] & C_DIGIT)))
-                Py_RETURN_NONE;
+            if (i + 1 < n && (s[i + 1] == ',' || s[i + 1] == ':')) Py_RETURN_NONE;
             break;
         case '\'':
             if (i == 0 || i + 1 >= n || !IS_ALNUM(s[i - 1]) || !IS_ALNUM(s[i + 1])) Py_RETURN_NONE;
@@ -500,7 +512,7 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
     int spans = quote || (other_ws && closer);
     if (spans && ellipsis) Py_RETURN_NONE;
 
-    Py_ssize_t cut_buf[32];
+    Py_ssize_t cut_buf[CUTS_FOR(31)];
     struct cuts cuts = {cut_buf, 0};
     unsigned char open_buf[256], *opening = open_buf;
     PyObject *item_buf[256], *list = NULL;
@@ -523,8 +535,8 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         goto done;
     }
 
-    if (marks + 1 > 32) {
-        cuts.at = PyMem_New(Py_ssize_t, marks + 1);
+    if (marks > 31) {
+        cuts.at = PyMem_New(Py_ssize_t, CUTS_FOR(marks));
         if (cuts.at == NULL) { PyErr_NoMemory(); goto fail; }
     }
     if (spans) {
@@ -539,23 +551,29 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         Py_ssize_t e = n;
         while (e > 0 && IS_WS(s[e - 1])) e--;
         while (e > 0 && strchr(" ])}>", s[e - 1]) != NULL) e--;
-        if (e > 0 && s[e - 1] == '.' && !(e > 1 && s[e - 2] == '.') && (cuts.len == 0 || cuts.at[cuts.len - 1] != e - 1))
+        if (e > 0 && s[e - 1] == '.' && !(e > 1 && s[e - 2] == '.')) {
             cuts.at[cuts.len++] = e - 1;
+            cuts.at[cuts.len++] = e;
+        }
     }
 
     Py_ssize_t a = -1, next_cut = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (next_cut < cuts.len && cuts.at[next_cut] == i) {
-            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
-            a = -1;
-            next_cut++;
+        if (next_cut < cuts.len && cuts.at[next_cut] <= i) {
+            int here = 0;
+            for (; next_cut < cuts.len && cuts.at[next_cut] <= i; next_cut++) here |= cuts.at[next_cut] == i;
+            if (here) {
+                if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+                a = -1;
+            }
         }
         unsigned char c = (unsigned char)s[i];
         unsigned char k = cls[c];
         if (k & (C_SPACE | C_WS)) {
             if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
             a = -1;
-        } else if (k & C_PAD) {
+        } else if ((k & C_PAD) && !((c == ',' || c == ':') && i + 1 < n && (cls[(unsigned char)s[i + 1]] & C_DIGIT))) {
+            /* (NLTK pads a comma or colon only where no digit follows: 1,000 and 10:30 stay whole) */
             if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
             if (add(out, s, i, i + 1) < 0) goto fail;
             a = -1;
