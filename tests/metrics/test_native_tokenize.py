@@ -68,13 +68,16 @@ ADVERSARIAL = [
     # a comma or colon before a digit stays in the token; a sentence break can come right before one
     "1,000 people.", "at 10:30. Then", "3,5", "a,1", "a:1", ",5", ":5", "1,", "3:", "e.g.:5", "He.:5I fast.",
     "a? .:5", "x...:5", "U.S.:42 they", '"Stop.":5', '"a? .:5"', "(x.):5",
+    # MacIntyre contractions (split between word boundaries; "wanna" only before whitespace)
+    "cannot", "I gonna go", "WANNA", "lemme", "gimme", "gotta", "d'ye", "more'n", "Xcannotx", "MORE'N",
+    "x'd'ye", "UnWanna", "cannot-x", "x-cannot", "cannot_x", "_gonna", "wanna.", "wanna,", "wanna\nx", "wanna's",
+    "gonna's", "cannot's", "gotta've", "lemme/gimme", "1cannot", "(wanna)", '"gonna"', "cannot...", "We cannot. Go.",
 ]
 
 # texts the C code must leave to the Python path (and the reason)
 DECLINED = [
     '"Wait..." he said.', 'a)\n... b', "back`quote", "a,,b", "a,:b",
-    "'tis", "dogs' bones", "'quoted'", "it'", "x ' y", "cannot", "I gonna go", "WANNA", "lemme", "gimme",
-    "gotta", "d'ye", "more'n", "'twas", "Xcannotx", "MORE'N", "it'tis", "a'TWAS", "x'd'ye", "UnWanna", "ctl\x1cchar", "nul\x00",
+    "'tis", "dogs' bones", "'quoted'", "it'", "x ' y", "'twas", "it'tis", "a'TWAS", "ctl\x1cchar", "nul\x00",
     "bell\x07", "caf\u00e9", "Smith's. Jones'", "\u201cq\u201d", "del\x7f",
 ]
 
@@ -216,13 +219,14 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize("path", ["word_tokenize", "word_tokenize_python"])
-def test_prose_with_ellipses_quotes_and_clitics_matches_nltk(nltk_data, path):
-    # ellipses (which the compiled code takes beyond the Python whole-text path), double quotes,
-    # brackets and clitics, against NLTK
+def test_prose_with_ellipses_quotes_contractions_and_clitics_matches_nltk(nltk_data, path):
+    # ellipses, "1,000" and contractions (which the compiled code takes beyond the Python whole-text
+    # path), double quotes, brackets and clitics, against NLTK
     nltk = nltk_data["nltk"]
     tokenize = getattr(wt, path)
     rng = random.Random(16)
-    marks = list(",.:?!;()[]-\"") + ['"x."', '.")', '?"', "1,000", "10:30", ":5", ",5", "...", "..", "....", ". . .", "word...", "(x...)", "...)", "?..", "..!", "--",
+    marks = list(",.:?!;()[]-\"") + ['"x."', '.")', '?"', "1,000", "10:30", ":5", ",5", "cannot", "gonna's",
+                                     "wanna", "wanna.", "x-gimme", "d'ye", "More'n", "GOTTA", "lemme_", "...", "..", "....", ". . .", "word...", "(x...)", "...)", "?..", "..!", "--",
                                    "Mr.", "e.g.", "U.S.", "J.", "3.", "it's", "we'll", "don't", "No."]
     words = [w for w in WORDS + SPECIAL if "'" not in w[:1] and not w.endswith("'")]
     texts = ADVERSARIAL + [gen_text(rng, rng.randint(0, 30), (words, words, marks), [" ", " ", "  ", "", "\n"])

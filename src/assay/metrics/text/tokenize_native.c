@@ -5,10 +5,9 @@
  * accepts a text when it is ASCII and made of letters, digits, whitespace and the marks
  * , . : ' " ? ! ; @ # $ % & * [ ] ( ) { } < > - / \ | ~ ^ = + _
  * with none of: a comma or colon before a comma or colon; an apostrophe not between two
- * letters/digits; a possible MacIntyre contraction (cannot, gimme, gonna, gotta, lemme, wanna,
- * d'ye, more'n, 'tis, 'twas, any case); an ellipsis ("..") together with a double quote or with
- * a closing bracket and a tab/newline/CR/VT/FF. Backquotes and control characters are left to
- * Python too.
+ * letters/digits; 'tis or 'twas (any case); an ellipsis ("..") together with a double quote or
+ * with a closing bracket and a tab/newline/CR/VT/FF. Backquotes and control characters are left
+ * to Python too.
  *
  * On such a text the Python path's tokens are: Punkt decides where sentences end (the candidate
  * walk of NLTK's ``_match_potential_end_contexts``, then a decision per candidate); a sentence-
@@ -16,7 +15,8 @@
  * period of an ellipsis, as NLTK's final-period rule needs another character before it); a double
  * quote becomes `` where it opens (sentence start, after a space or an opening bracket, or after a
  * sentence-initial quote) and '' elsewhere; the pad marks, "--" and each run of two or more
- * periods become tokens of their own; clitics ('s 'm 'd 'll 're 've n't) are split off. Without
+ * periods become tokens of their own; clitics ('s 'm 'd 'll 're 've n't) are split off, then the
+ * MacIntyre contractions (cannot gimme gonna gotta lemme wanna d'ye more'n). Without
  * double quotes (and without closing brackets next to tabs/newlines) only the periods' decisions
  * are needed (punkt.py's ``period_breaks``); with them, the exact sentence spans with Punkt's
  * boundary realignment (punkt.py's ``sentence_spans``). Every token is a slice of the text or a
@@ -428,31 +428,66 @@ static inline int add(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t 
 }
 
 /* The second clitic rule on a token: a cut before 'll 're 've (either case) and n't / N'T. */
-static int add_clitic2(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b) {
+#define F_APOS 1   /* the text has apostrophes: the clitic rules */
+#define F_CONTR 2  /* the text may have a MacIntyre contraction */
+#define IS_W(c) (IS_ALNUM(c) || (c) == '_')
+
+/* NLTK's MacIntyre contractions without a leading apostrophe ((?i)\b(can)(not)\b and the like;
+ * "wanna" must be followed by whitespace, i.e. end the token): where to cut each. */
+static const struct { const char *word; Py_ssize_t len, cut; int at_end; } contractions[] = {
+    {"cannot", 6, 3, 0}, {"d'ye", 4, 1, 0}, {"gimme", 5, 3, 0}, {"gonna", 5, 3, 0},
+    {"gotta", 5, 3, 0},  {"lemme", 5, 3, 0}, {"more'n", 6, 4, 0}, {"wanna", 5, 3, 1},
+};
+
+/* A token s[a:b] after the clitic rules; with F_CONTR, the contraction rules split it where a
+ * contraction stands between word boundaries (token edges are boundaries: spaces in NLTK's text). */
+static int add_piece(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b, int flags) {
+    if (!(flags & F_CONTR)) return add(out, s, a, b);
+    Py_ssize_t last = a;
+    for (Py_ssize_t p = a; p < b; p++) {
+        if (p > a && IS_W(s[p - 1])) continue;
+        char c = lower(s[p]);
+        for (size_t k = 0; k < sizeof contractions / sizeof contractions[0]; k++) {
+            Py_ssize_t len = contractions[k].len, q = p + len;
+            if (contractions[k].word[0] != c || !at_ci(s, b, p, contractions[k].word, len)) continue;
+            if (contractions[k].at_end ? q != b : (q < b && IS_W(s[q]))) continue;
+            if (p > last && add(out, s, last, p) < 0) return -1;
+            if (add(out, s, p, p + contractions[k].cut) < 0) return -1;
+            if (add(out, s, p + contractions[k].cut, q) < 0) return -1;
+            last = q;
+            p = q - 1;
+            break;
+        }
+    }
+    return last < b ? add(out, s, last, b) : 0;
+}
+
+/* The second clitic rule on a token: a cut before 'll 're 've (either case) and n't / N'T. */
+static int add_clitic2(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b, int flags) {
     if (b - a >= 4 && s[b - 4] != '\'' && !IS_WS(s[b - 4])) {
         const char *e = s + b - 3;
         if (e[0] == '\'' && ((e[1] == 'l' && e[2] == 'l') || (e[1] == 'L' && e[2] == 'L')
                              || (e[1] == 'r' && e[2] == 'e') || (e[1] == 'R' && e[2] == 'E')
                              || (e[1] == 'v' && e[2] == 'e') || (e[1] == 'V' && e[2] == 'E'))) {
-            if (add(out, s, a, b - 3) < 0) return -1;
-            return add(out, s, b - 3, b);
+            if (add_piece(out, s, a, b - 3, flags) < 0) return -1;
+            return add_piece(out, s, b - 3, b, flags);
         }
         if ((e[0] == 'n' && e[1] == '\'' && e[2] == 't') || (e[0] == 'N' && e[1] == '\'' && e[2] == 'T')) {
-            if (add(out, s, a, b - 3) < 0) return -1;
-            return add(out, s, b - 3, b);
+            if (add_piece(out, s, a, b - 3, flags) < 0) return -1;
+            return add_piece(out, s, b - 3, b, flags);
         }
     }
-    return add(out, s, a, b);
+    return add_piece(out, s, a, b, flags);
 }
 
-/* A token s[a:b] (b > a); with apostrophes in the text, the clitic rules. */
-static int add_token(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b, int apos) {
-    if (!apos) return add(out, s, a, b);
+/* A token s[a:b] (b > a); with apostrophes in the text, the clitic rules; then the contractions. */
+static int add_token(struct toks *out, const char *s, Py_ssize_t a, Py_ssize_t b, int flags) {
+    if (!(flags & F_APOS)) return add_piece(out, s, a, b, flags);
     if (b - a >= 3 && s[b - 2] == '\'' && s[b - 3] != '\'' && !IS_WS(s[b - 3]) && strchr("sSmMdD", s[b - 1])) {
-        if (add_clitic2(out, s, a, b - 2) < 0) return -1;
-        return add(out, s, b - 2, b);
+        if (add_clitic2(out, s, a, b - 2, flags) < 0) return -1;
+        return add_piece(out, s, b - 2, b, flags);
     }
-    return add_clitic2(out, s, a, b);
+    return add_clitic2(out, s, a, b, flags);
 }
 
 static PyObject *tokenize(PyObject *self, PyObject *arg) {
@@ -466,14 +501,14 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
 
     /* which path, and can this file take it? */
-    int special = 0, apos = 0, other_ws = 0, closer = 0, quote = 0, ellipsis = 0;
+    int special = 0, apos = 0, other_ws = 0, closer = 0, quote = 0, ellipsis = 0, contr = 0;
     Py_ssize_t marks = 0; /* . ? ! */
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         unsigned char k = cls[c];
         if (k & (C_ALPHA | C_DIGIT | C_SPACE)) {
             if ((k & C_NMT) && i + 1 < n && (s[i + 1] | 0x20) == (c | 0x20) && contraction_at_double(s, n, i))
-                Py_RETURN_NONE;
+                contr = 1;
             continue;
         }
         if (!(k & (C_WS | C_PAD | C_OTHER))) Py_RETURN_NONE; /* ` and control characters */
@@ -497,7 +532,11 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             break;
         case '\'':
             if (i == 0 || i + 1 >= n || !IS_ALNUM(s[i - 1]) || !IS_ALNUM(s[i + 1])) Py_RETURN_NONE;
-            if (contraction_at_quote(s, n, i)) Py_RETURN_NONE;
+            if (contraction_at_quote(s, n, i)) {
+                /* 'tis and 'twas need a space before the apostrophe: declined */
+                if (!(i + 1 < n && (s[i + 1] | 0x20) == 't')) contr = 1;
+                else Py_RETURN_NONE;
+            }
             apos = 1;
             break;
         case ')':
@@ -521,12 +560,13 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
         toks.items = PyMem_New(PyObject *, n);
         if (toks.items == NULL) return PyErr_NoMemory();
     }
+    int flags = (apos ? F_APOS : 0) | (contr ? F_CONTR : 0);
     if (!special) {
         /* words and spaces only */
         Py_ssize_t a = -1;
         for (Py_ssize_t i = 0; i <= n; i++) {
             if (i == n || s[i] == ' ') {
-                if (a >= 0 && add(out, s, a, i) < 0) goto fail;
+                if (a >= 0 && add_piece(out, s, a, i, flags) < 0) goto fail;
                 a = -1;
             } else if (a < 0) {
                 a = i;
@@ -563,34 +603,34 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             int here = 0;
             for (; next_cut < cuts.len && cuts.at[next_cut] <= i; next_cut++) here |= cuts.at[next_cut] == i;
             if (here) {
-                if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+                if (a >= 0 && add_token(out, s, a, i, flags) < 0) goto fail;
                 a = -1;
             }
         }
         unsigned char c = (unsigned char)s[i];
         unsigned char k = cls[c];
         if (k & (C_SPACE | C_WS)) {
-            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (a >= 0 && add_token(out, s, a, i, flags) < 0) goto fail;
             a = -1;
         } else if ((k & C_PAD) && !((c == ',' || c == ':') && i + 1 < n && (cls[(unsigned char)s[i + 1]] & C_DIGIT))) {
             /* (NLTK pads a comma or colon only where no digit follows: 1,000 and 10:30 stay whole) */
-            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (a >= 0 && add_token(out, s, a, i, flags) < 0) goto fail;
             if (add(out, s, i, i + 1) < 0) goto fail;
             a = -1;
         } else if (c == '"') {
-            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (a >= 0 && add_token(out, s, a, i, flags) < 0) goto fail;
             out->items[out->len++] = Py_NewRef(opening[i] ? open_quote : close_quote);
             a = -1;
         } else if (c == '.' && i + 1 < n && s[i + 1] == '.') {
             /* an ellipsis (two or more periods) is a token of its own */
             Py_ssize_t j = i + 2;
             while (j < n && s[j] == '.') j++;
-            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (a >= 0 && add_token(out, s, a, i, flags) < 0) goto fail;
             if (add(out, s, i, j) < 0) goto fail;
             a = -1;
             i = j - 1;
         } else if (c == '-' && i + 1 < n && s[i + 1] == '-') {
-            if (a >= 0 && add_token(out, s, a, i, apos) < 0) goto fail;
+            if (a >= 0 && add_token(out, s, a, i, flags) < 0) goto fail;
             if (add(out, s, i, i + 2) < 0) goto fail;
             a = -1;
             i++;
@@ -598,7 +638,7 @@ static PyObject *tokenize(PyObject *self, PyObject *arg) {
             a = i;
         }
     }
-    if (a >= 0 && add_token(out, s, a, n, apos) < 0) goto fail;
+    if (a >= 0 && add_token(out, s, a, n, flags) < 0) goto fail;
 done:
     list = PyList_New(toks.len);
     if (list == NULL) goto fail;

@@ -24,8 +24,9 @@ and both branches need NLTK data downloaded at run time (``punkt_tab`` and
   - a text of words and spaces only is just split.
 
   :func:`word_tokenize` runs the compiled twin of the whole-text path
-  (``tokenize_native.c``, built by setup.py where a C compiler is available), which takes
-  ellipses too and hands every text it cannot decide exactly to :func:`word_tokenize_python`
+  (``tokenize_native.c``, built by setup.py where a C compiler is available), which also takes
+  ellipses, "1,000" and contractions, and hands every text it cannot decide exactly to
+  :func:`word_tokenize_python`
   (the three paths above); ``ASSAY_NATIVE=0`` switches it off.
 * :func:`international_tokenize` — ``NISTTokenizer.international_tokenize`` with the
   ``perluniprops`` character classes compiled into :mod:`assay.metrics.text.perluniprops`.
