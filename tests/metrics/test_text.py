@@ -420,7 +420,11 @@ def test_clipped_matches_match_counter_intersection():
 # tokenizers against NLTK
 
 
-def test_word_tokenize_matches_nltk(nltk_data):
+@pytest.mark.parametrize("path", ["word_tokenize", "word_tokenize_python"])
+def test_word_tokenize_matches_nltk(nltk_data, path):
+    # word_tokenize: the compiled tokenizer where it is built (Python for what it declines);
+    # word_tokenize_python: the pure-Python path alone
+    tokenize = getattr(_word_tokenize, path)
     nltk = nltk_data["nltk"]
     rng = random.Random(5)
     samples = [gen_text(rng, rng.randint(0, 30)) for _ in range(3000)]
@@ -435,8 +439,8 @@ def test_word_tokenize_matches_nltk(nltk_data):
     samples += ["", " ", "Hello.", "Mr. Smith went to Washington. He arrived at 3 p.m. today!",
                 '"Quoted," he said. (Really?) Yes...', "can't've y'all's rock'n'roll", "e.g. i.e. etc.",
                 "It costs $3.88 (roughly 3,36 euros)\nin New York.  Please buy me\ntwo of them.\nThanks."]
-    bad = [(s, nltk.word_tokenize(s), _word_tokenize.word_tokenize(s)) for s in samples
-           if s.isascii() and nltk.word_tokenize(s) != _word_tokenize.word_tokenize(s)]
+    bad = [(s, nltk.word_tokenize(s), tokenize(s)) for s in samples
+           if s.isascii() and nltk.word_tokenize(s) != tokenize(s)]
     assert not bad, bad[:3]
 
 

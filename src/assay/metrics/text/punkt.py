@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["sentence_spans", "split_sentences", "period_breaks", "load_params"]
+__all__ = ["sentence_spans", "split_sentences", "period_breaks", "load_params", "native_params"]
 
 # Orthographic context flags (Kiss & Strunk; values as in NLTK).
 _ORTHO_BEG_UC = 1 << 1
@@ -190,6 +190,14 @@ def _contains_sentbreak(context: str) -> bool:
         _decisions.clear()
     _decisions[context] = result
     return result
+
+
+def native_params() -> tuple[frozenset, frozenset, object]:
+    """What the compiled tokenizer (``tokenize_native``) needs to decide periods as
+    :func:`period_breaks` does: the abbreviation types, the collocations (pairs of types) and
+    the memoised decision for any other candidate context (context -> bool)."""
+    params = load_params()
+    return params.abbrev_types, params.collocations, _contains_sentbreak
 
 
 def _candidates(text: str):

@@ -22,6 +22,12 @@ and both branches need NLTK data downloaded at run time (``punkt_tab`` and
     characters it needs are absent, end-anchored rules applied to the tail only, and
     rules rewritten to start with a literal character where the match is the same;
   - a text of words and spaces only is just split.
+
+  :func:`word_tokenize` runs the compiled twin of the whole-text path
+  (``tokenize_native.c``, built by setup.py where a C compiler is available), which also takes
+  ellipses, "1,000" and contractions, and hands every text it cannot decide exactly to
+  :func:`word_tokenize_python`
+  (the three paths above); ``ASSAY_NATIVE=0`` switches it off.
 * :func:`international_tokenize` — ``NISTTokenizer.international_tokenize`` with the
   ``perluniprops`` character classes compiled into :mod:`assay.metrics.text.perluniprops`.
 * :func:`nltk_tokenize` — the azure dispatch above, with a small per-process LRU so a
@@ -35,9 +41,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from assay.metrics.text.punkt import period_breaks, sentence_spans, split_sentences
+from assay.metrics.text import native
+from assay.metrics.text.punkt import native_params, period_breaks, sentence_spans, split_sentences
 
-__all__ = ["word_tokenize", "treebank_tokenize", "international_tokenize", "nltk_tokenize"]
+__all__ = ["word_tokenize", "word_tokenize_python", "treebank_tokenize", "international_tokenize", "nltk_tokenize"]
 
 # ---------------------------------------------------------------------------------------
 # Treebank (NLTKWordTokenizer) rules. \s of the `regex` engine NLTK uses, on ASCII text.
@@ -314,8 +321,8 @@ def _fast_tokens(text: str, rest: str) -> list[str]:
     return text.split()
 
 
-def word_tokenize(text: str) -> list[str]:
-    """``nltk.word_tokenize(text)`` (English) for ASCII text."""
+def word_tokenize_python(text: str) -> list[str]:
+    """``nltk.word_tokenize(text)`` (English) for ASCII text: the pure-Python path."""
     rest = text.encode().translate(None, _PLAIN_BYTES).decode()
     if not rest:
         # words and spaces only: one sentence, and only the contractions can apply
@@ -335,6 +342,22 @@ def word_tokenize(text: str) -> list[str]:
     for s in sentences:
         out += treebank_tokenize(s)
     return out
+
+
+# The compiled twin of the whole-text path (tokenize_native.c): the tokens, or None where it
+# leaves the text to the Python path. Punkt's parameters are handed over when a first period
+# needs deciding.
+_native = native.load("tokenize_native")
+if _native is not None:
+    _native.configure(native_params)
+    _native_tokenize = _native.tokenize
+
+    def word_tokenize(text: str) -> list[str]:
+        """``nltk.word_tokenize(text)`` (English) for ASCII text."""
+        toks = _native_tokenize(text)
+        return word_tokenize_python(text) if toks is None else toks
+else:
+    word_tokenize = word_tokenize_python
 
 
 # ---------------------------------------------------------------------------------------
