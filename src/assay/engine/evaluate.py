@@ -380,7 +380,7 @@ async def evaluate_async(
     timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
     check_caps(max_cost, max_errors)
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
-                  on_bad_row=on_bad_row, family=family, format=format)
+                  on_bad_row=on_bad_row, family=family, format=format, upfront=on_plan is not None)
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"concurrency must be at least 1, got {concurrency}")
     if out is not None:
