@@ -22,6 +22,7 @@ import asyncio
 import gc
 import multiprocessing as mp
 import os
+import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +43,12 @@ from assay.results import EvalResult, RowSink, row_inputs
 CHUNK = 512          # rows scored together
 MAX_WORKERS = 8      # worker processes by default, at most
 MAX_CONSECUTIVE_FAILURES = 5   # the circuit breaker's default: requests in a row that timed out or failed to connect
+#: CPU seconds per row of the synchronous metrics below which a run with the default number of
+#: workers scores inline: sending a row to a worker process and its scores back costs about
+#: 10 µs of CPU on each side, and starting the processes some 0.1 s, so cheaper metrics
+#: (exact_match, f1_score alone) are scored faster where the run is
+INLINE_BELOW_S = 20e-6
+MEASURE_ROWS = 64     # rows the first chunk needs for its cost to decide that
 
 
 # -- synchronous metrics, inline or in worker processes -------------------------------------------
@@ -83,7 +90,8 @@ def _score_in_worker(records: list[Record]) -> list[dict[str, dict[str, Score]]]
 
 def worker_count(workers: int | None, sync_metrics: list[Metric], head_rows: int) -> int:
     """Processes for the synchronous metrics: ``workers`` when given (1 without ``fork``), else
-    every core (up to ``MAX_WORKERS``) for runs of at least ``PLAN_WINDOW`` rows, else 1."""
+    every core (up to ``MAX_WORKERS``) for runs of at least ``PLAN_WINDOW`` rows, else 1. (With
+    the default, :class:`ChunkScorer` may still score inline: ``measure``.)"""
     if workers is not None:
         if workers < 1:
             raise AssayError(f"workers must be at least 1, got {workers}")
@@ -297,10 +305,15 @@ class ChunkScorer:
 
     The same object scores a chunk on a Ray worker (:mod:`assay.scale.ray_engine`), so a chunk
     is scored by the same code whatever the engine. ``depth``: chunks scored ahead of the one
-    being consumed."""
+    being consumed. ``measure``: the first chunk (of at least ``MEASURE_ROWS`` rows) is scored
+    inline and the worker processes are started only if its synchronous metrics took at least
+    ``INLINE_BELOW_S`` of CPU a row; otherwise every chunk is scored inline (the scores are the
+    same either way)."""
 
-    def __init__(self, scoring: Scoring, ctx: EvalContext, *, concurrency: int | None = None, n_workers: int = 1):
+    def __init__(self, scoring: Scoring, ctx: EvalContext, *, concurrency: int | None = None, n_workers: int = 1,
+                 measure: bool = False):
         self.scoring, self.ctx, self.n_workers = scoring, ctx, n_workers
+        self.measure = measure and n_workers > 1 and bool(scoring.sync_metrics)
         # One limit on target and judge calls in flight: the one given, else the judge backend's
         # default, and at least 16 for targets.
         judge_limit = getattr(getattr(ctx.judge, "limiter", None), "concurrency", 0)
@@ -309,10 +322,21 @@ class ChunkScorer:
         self.depth = max(2, n_workers + 1)
 
     def start(self) -> None:
-        """Start the worker processes (when more than one)."""
-        if self.n_workers > 1 and self.pool is None:
+        """Start the worker processes (when more than one, and not waiting to ``measure``)."""
+        if self.n_workers > 1 and self.pool is None and not self.measure:
             s = self.scoring
             self.pool = make_pool(self.n_workers, s.sync_metrics, s.thresholds, self.ctx, s.by_auto)
+
+    def _measured(self, seconds: float, rows: int) -> None:
+        """The first chunk's synchronous metrics took ``seconds`` of CPU for ``rows`` rows: start
+        the worker processes, or score inline from now on."""
+        if rows < MEASURE_ROWS:
+            return
+        self.measure = False
+        if seconds / rows >= INLINE_BELOW_S:
+            self.start()
+        else:
+            self.n_workers = 1
 
     def close(self) -> None:
         if self.pool is not None:
@@ -339,6 +363,10 @@ class ChunkScorer:
         ok = [r for r in filled if not isinstance(r, TargetError)]
         if self.pool is not None:
             scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
+        elif self.measure:
+            cpu = time.thread_time()
+            scored = score_rows(s.sync_metrics, s.thresholds, self.ctx, ok, s.by_auto)
+            self._measured(time.thread_time() - cpu, len(ok))
         else:
             scored = score_rows(s.sync_metrics, s.thresholds, self.ctx, ok, s.by_auto)
         it = iter(scored)
@@ -355,9 +383,10 @@ class ChunkScorer:
 
 def local_scorer(runner: "ChunkRunner") -> ChunkScorer:
     """The local engine's chunk scorer: in this process, with worker processes for the
-    synchronous metrics of a large run (:func:`worker_count`)."""
+    synchronous metrics of a large run (:func:`worker_count`; with the default number, only
+    where the metrics cost enough a row to be worth sending: ``ChunkScorer(measure=True)``)."""
     return ChunkScorer(Scoring.of(runner.plan), runner.ctx, concurrency=runner.concurrency,
-                       n_workers=runner.n_workers)
+                       n_workers=runner.n_workers, measure=runner.workers is None)
 
 
 class ChunkRunner:
@@ -389,6 +418,7 @@ class ChunkRunner:
         self.sink = RowSink(out, plan.layout, store=saved.store, run_id=saved.run_id)
         self.dead = DeadLetter(out)      # errors.jsonl: the errored rows, with their reasons
         self.counts = {"evaluated": 0, "errored": 0, "target_errors": 0}
+        self.workers = workers       # as given (None: the default)
         self.n_workers = worker_count(workers, Scoring.of(plan).sync_metrics, len(plan.head))
         self.scorer = (scorer or local_scorer)(self)
 
