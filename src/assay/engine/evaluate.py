@@ -374,9 +374,7 @@ async def evaluate_async(
     started = time.time()
     scorer = engine_scorer(engine, address=ray_address, judge=judge, concurrency=concurrency, timeout=timeout,
                            max_attempts=max_attempts)
-    from assay.models.limits import LimitedModel
-
-    if isinstance(judge, LimitedModel) and (timeout is not None or max_attempts is not None):
+    if judge is not None and (timeout is not None or max_attempts is not None) and limited(judge):
         raise AssayError("timeout and max_attempts set up the judge's limiter, but this judge is a LimitedModel "
                          "with a limiter of its own: set them there (Limiter(timeout=..., max_attempts=...))")
     timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
@@ -418,6 +416,14 @@ async def evaluate_async(
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))
     return runner.result(aggregates, run)
+
+
+def limited(judge: Any) -> bool:
+    """True for a :class:`~assay.models.limits.LimitedModel` (the limiters' module, with NumPy, is
+    loaded only when there is a judge to look at)."""
+    from assay.models.limits import LimitedModel
+
+    return isinstance(judge, LimitedModel)
 
 
 def make_out_folder(out: str | Path) -> None:

@@ -36,7 +36,6 @@ from assay.engine.plan import PLAN_WINDOW, Plan
 from assay.engine.target import TargetError
 from assay.errors import AssayError, BudgetExceeded, RunIncomplete
 from assay.metrics.base import EvalContext, Metric, Score
-from assay.models.limits import CircuitOpen
 from assay.records import Record
 from assay.results import EvalResult, RowSink, row_inputs
 
@@ -252,6 +251,14 @@ async def gather_all(aws: Any) -> list[Any]:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def circuit_open() -> type:
+    """:class:`~assay.models.limits.CircuitOpen`, imported when an exception is matched against it
+    (the limiters' module, with NumPy, is not loaded by a run without a judge or target)."""
+    from assay.models.limits import CircuitOpen
+
+    return CircuitOpen
 
 
 def breaker_limiters(judge: Any, target: Any) -> list[tuple[str, Any]]:
@@ -496,7 +503,7 @@ class ChunkRunner:
         except (KeyboardInterrupt, asyncio.CancelledError, SystemExit):   # Ctrl-C, SIGTERM
             status, error = "interrupted", "interrupted"
             raise
-        except CircuitOpen as exc:
+        except circuit_open() as exc:
             who = next((what for what, lim in breakers if lim.tripped is not None), "model")
             status = "interrupted"
             error = (f"stopped after {exc.failures} requests in a row to the {who} timed out or could not "
