@@ -47,7 +47,7 @@ MAX_CONSECUTIVE_FAILURES = 5   # the circuit breaker's default: requests in a ro
 #: 10 µs of CPU on each side, and starting the processes some 0.1 s, so cheaper metrics
 #: (exact_match, f1_score alone) are scored faster where the run is
 INLINE_BELOW_S = 20e-6
-MEASURE_ROWS = 64     # rows the first chunk needs for its cost to decide that
+MEASURE_ROWS = 64     # rows scored inline to decide that (a chunk needs more)
 
 
 # -- synchronous metrics, inline or in worker processes -------------------------------------------
@@ -312,10 +312,10 @@ class ChunkScorer:
 
     The same object scores a chunk on a Ray worker (:mod:`assay.scale.ray_engine`), so a chunk
     is scored by the same code whatever the engine. ``depth``: chunks scored ahead of the one
-    being consumed. ``measure``: the first chunk (of at least ``MEASURE_ROWS`` rows) is scored
-    inline and the worker processes are started only if its synchronous metrics took at least
-    ``INLINE_BELOW_S`` of CPU a row; otherwise every chunk is scored inline (the scores are the
-    same either way)."""
+    being consumed. ``measure``: the first ``MEASURE_ROWS`` rows of the first chunk longer than
+    that are scored inline, and the worker processes are started only if its synchronous
+    metrics took at least ``INLINE_BELOW_S`` of CPU a row; otherwise every chunk is scored
+    inline (the scores are the same either way)."""
 
     def __init__(self, scoring: Scoring, ctx: EvalContext, *, concurrency: int | None = None, n_workers: int = 1,
                  measure: bool = False):
@@ -335,15 +335,29 @@ class ChunkScorer:
             self.pool = make_pool(self.n_workers, s.sync_metrics, s.thresholds, self.ctx, s.by_auto)
 
     def _measured(self, seconds: float, rows: int) -> None:
-        """The first chunk's synchronous metrics took ``seconds`` of CPU for ``rows`` rows: start
-        the worker processes, or score inline from now on."""
-        if rows < MEASURE_ROWS:
-            return
+        """The synchronous metrics took ``seconds`` of CPU for ``rows`` rows: start the worker
+        processes, or score inline from now on."""
         self.measure = False
         if seconds / rows >= INLINE_BELOW_S:
             self.start()
         else:
             self.n_workers = 1
+
+    async def _score_sync(self, rows: list[Record]) -> list[dict[str, dict[str, Score]]]:
+        """The synchronous metrics' scores of ``rows``: in a worker process, or inline. While
+        ``measure`` is on, a chunk of more than ``MEASURE_ROWS`` rows has its first rows scored
+        inline (the very first one untimed: a metric's first call may load what it needs),
+        their CPU time decides, and its other rows go where that decided."""
+        s = self.scoring
+        if self.pool is not None:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, rows)
+        if not self.measure or len(rows) <= MEASURE_ROWS:
+            return score_rows(s.sync_metrics, s.thresholds, self.ctx, rows, s.by_auto)
+        first = score_rows(s.sync_metrics, s.thresholds, self.ctx, rows[:1], s.by_auto)
+        cpu = time.thread_time()
+        first += score_rows(s.sync_metrics, s.thresholds, self.ctx, rows[1:MEASURE_ROWS], s.by_auto)
+        self._measured(time.thread_time() - cpu, MEASURE_ROWS - 1)
+        return first + await self._score_sync(rows[MEASURE_ROWS:])
 
     def close(self) -> None:
         if self.pool is not None:
@@ -368,14 +382,7 @@ class ChunkScorer:
         if s.target is not None:
             filled = await gather_all(self._call_target(r) for r in chunk)
         ok = [r for r in filled if not isinstance(r, TargetError)]
-        if self.pool is not None:
-            scored = await asyncio.get_running_loop().run_in_executor(self.pool, _score_in_worker, ok)
-        elif self.measure:
-            cpu = time.thread_time()
-            scored = score_rows(s.sync_metrics, s.thresholds, self.ctx, ok, s.by_auto)
-            self._measured(time.thread_time() - cpu, len(ok))
-        else:
-            scored = score_rows(s.sync_metrics, s.thresholds, self.ctx, ok, s.by_auto)
+        scored = await self._score_sync(ok)
         it = iter(scored)
         per_row = [{m.name: m.error_all(str(r)) for m in s.metrics} if isinstance(r, TargetError) else next(it)
                    for r in filled]
