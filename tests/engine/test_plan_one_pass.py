@@ -133,3 +133,19 @@ def test_bad_rows_after_the_head_are_reported_alike(tmp_path):
     assert b.run["plan"] == a.run["plan"] and b.run["rows_read"] == a.run["rows_read"]
     with pytest.raises(InputError, match=f"line {PLAN_WINDOW + 8}"):
         evaluate(str(path), metrics="f1_score", store=False)
+
+
+def test_a_target_and_conversations_across_the_head_count_alike():
+    def turns(i: int) -> list[dict]:
+        return [m for t in range(3) for m in ({"role": "user", "content": f"q{i} {t}"},
+                                             {"role": "assistant", "content": f"a{i} {t}"})]
+
+    # three records a row: the head (PLAN_WINDOW records) ends inside a conversation
+    convo = [{"conversation_id": f"c{i}", "messages": turns(i)} for i in range(PLAN_WINDOW // 3 + 40)]
+    flat = mixed_rows(PLAN_WINDOW + 30)
+    for data, kw in ((convo, {"metrics": "fluency"}), (flat, {"metrics": "f1_score", "target": lambda query: "x"})):
+        before = make_plan(data, upfront=True, **kw)
+        after = make_plan(data, upfront=False, **kw)
+        assert not after.counted
+        assert [r.id for r in after.records()] == [r.id for r in before.records()]
+        assert after.summary() == before.summary() and after.present == before.present
