@@ -65,3 +65,40 @@ def test_a_small_first_chunk_does_not_decide(pools, monkeypatch):
     monkeypatch.setattr(run, "MEASURE_ROWS", run.CHUNK + 1)   # no chunk is big enough to measure
     res = evaluate()
     assert pools == [] and len(res.rows) == len(ROWS)
+
+
+def test_records_packed_for_the_workers_come_back_equal():
+    import pickle
+
+    from assay.engine.run import PackedRecords
+    from assay.records import Record
+
+    records = [
+        Record(id="1", query="q", response="r", ground_truth="g"),
+        Record(response="", contexts=[{"content": "a doc", "doc_uri": "u"}], usage={"input_tokens": 3}, turn=0,
+               conversation_id="c", extra={"note": [1, 2]}),
+        Record(history=[{"role": "user", "content": "hi"}], tool_calls=[{"name": "f", "arguments": {"x": 1}}]),
+        Record(),
+    ]
+    records[0].response = "changed after validation"
+    packed = PackedRecords.pack(records)
+    assert packed is not None
+    back = pickle.loads(pickle.dumps(packed)).unpack()
+    assert back == records
+    for a, b in zip(back, records):
+        assert type(a) is Record and a.__dict__ == b.__dict__ and list(a.__dict__) == list(b.__dict__)
+        assert a.model_fields_set == b.model_fields_set
+        assert a.model_dump() == b.model_dump() and a.model_dump(exclude_unset=True) == b.model_dump(exclude_unset=True)
+
+
+def test_records_not_in_the_usual_form_are_sent_as_they_are():
+    from assay.engine.run import PackedRecords
+    from assay.records import Record
+
+    class MyRecord(Record):
+        pass
+
+    assert PackedRecords.pack([Record(response="r"), MyRecord(response="r")]) is None
+    odd = Record(response="r")
+    object.__setattr__(odd, "__dict__", dict(reversed(list(odd.__dict__.items()))))
+    assert PackedRecords.pack([odd]) is None
