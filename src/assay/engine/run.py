@@ -79,6 +79,7 @@ def _init_worker(names: list[str], thresholds: dict[str, float], options: dict[s
     # what the worker inherited from the run's process lives as long as the worker: out of
     # the collector's scans (which otherwise cost scoring ~5-10%)
     gc.freeze()
+    gc.set_threshold(max(gc.get_threshold()[0], GC_YOUNG), *gc.get_threshold()[1:])
     _WORKER.update(metrics=[REGISTRY[n] for n in names], thresholds=thresholds,
                    ctx=EvalContext(options=options), by_auto=by_auto)
 
@@ -164,6 +165,12 @@ def freeze_heap() -> bool:
         return False
     gc.freeze()
     return True
+
+
+#: the collector's first threshold while a run scores (allocations less frees before a young
+#: collection; Python's default is 700): a run allocates a few dozen containers a row, nearly
+#: all freed with the row, so the default would collect every few dozen rows, for nothing
+GC_YOUNG = 50_000
 
 
 def chunks(it: Iterator[Record], size: int) -> Iterator[list[Record]]:
@@ -542,6 +549,8 @@ class ChunkRunner:
             lim.arm_breaker(self.max_consecutive_failures)
         self.beat = saved.heartbeat(self.usage)
         froze = freeze_heap()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], GC_YOUNG), *thresholds[1:])
         try:
             if saved.done:
                 self.replay_stored()
@@ -579,6 +588,7 @@ class ChunkRunner:
                 self.dead.close(getattr(getattr(self.plan, "dataset", None), "bad_rows", ()))
                 self.sink.close()   # the last store write; if it fails, the run stays resumable
             finally:
+                gc.set_threshold(*thresholds)
                 if froze:
                     gc.unfreeze()
                 for (_, lim), n in zip(breakers, before):
