@@ -67,7 +67,7 @@ Parameters (every one but ``data`` by keyword):
 * ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
   default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
   available and the metrics cost enough a row to be worth sending to another process (the
-  first chunk, scored inline, tells), and scores inline otherwise; ``workers=1`` always
+  first 64 rows, scored inline, tell), and scores inline otherwise; ``workers=1`` always
   scores inline, a number given always uses that many.
 * ``progress``: called with the number of rows just finished.
 * ``on_plan``: called once, before any row is scored, with the plan (``run["plan"]``: the
