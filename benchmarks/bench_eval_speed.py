@@ -2,6 +2,7 @@
 
     python benchmarks/bench_eval_speed.py [--rows 10000] [--repeat 3] [--big-rows 1000000]
                                           [--no-azure] [--no-big] [--baseline-src DIR]
+                                          [--metrics LIST] [--workers N]
 
 1. Writes ``--rows`` deterministic (response, ground_truth) pairs of about 50 words
    (``gen_pairs.py``) to a JSONL file.
@@ -16,7 +17,9 @@
    loaded machine slows both alike; ``--baseline-src DIR`` adds a third contender, assay
    run from another checkout's ``src`` (e.g. the commit before a change), in the same rounds.
    Prints the wall times side by side, the ratios, and the largest per-row difference of
-   each metric's values between assay and azure.
+   each metric's values between assay and azure; with ``--baseline-src``, whether the two
+   checkouts wrote the same ``rows.jsonl``, byte for byte. ``--metrics`` (other metrics than
+   the three: azure is left out) and ``--workers`` are passed to ``assay eval``.
 4. Streams ``--big-rows`` rows through ``assay eval`` with ``--out`` and prints the peak
    resident memory of that process (``wait4`` rusage) and its rows/s.
 
@@ -94,11 +97,14 @@ def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, int, s
     return wall, usage.ru_maxrss, out
 
 
-def assay_cmd(data: Path, out: Path, src: Path | None = None) -> list[str]:
+def assay_cmd(data: Path, out: Path, src: Path | None = None, metrics: str = METRICS,
+              workers: int | None = None) -> list[str]:
     """``assay eval`` in a fresh process: the installed command, or with ``src`` the package in
     that source tree (``python -m assay.cli.main``, run with PYTHONPATH=src; the timed
     contenders are this checkout's ``src`` and ``--baseline-src``)."""
-    args = ["eval", str(data), "--metrics", METRICS, "--out", str(out), "--quiet"]
+    args = ["eval", str(data), "--metrics", metrics, "--out", str(out), "--quiet"]
+    if workers is not None:
+        args += ["--workers", str(workers)]
     if src is not None:
         return [sys.executable, "-m", "assay.cli.main", *args]
     return [str(Path(sys.executable).with_name("assay")), *args]
@@ -121,7 +127,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-azure", action="store_true")
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--baseline-src", type=Path, help="another checkout's src/ to time side by side")
+    ap.add_argument("--metrics", default=METRICS, help="the metrics assay runs (azure only runs the default three)")
+    ap.add_argument("--workers", type=int, help="--workers for assay eval (default: its own choice)")
     args = ap.parse_args(argv)
+    if args.metrics != METRICS:
+        args.no_azure = True
 
     tmp = Path(tempfile.mkdtemp(prefix="assay-bench-"))
     data = write_jsonl(tmp / "pairs.jsonl", args.rows)
@@ -135,7 +145,7 @@ def main(argv=None) -> int:
         env = clean_env(ASSAY_STORE=f"sqlite:///{tmp / (label + '.db')}")
         if src is not None:
             env["PYTHONPATH"] = str(src.resolve())
-        contenders.append((label, assay_cmd(data, out, src), env))
+        contenders.append((label, assay_cmd(data, out, src, args.metrics, args.workers), env))
     azure_env = None
     if not args.no_azure:
         import conformance_azure as ca
@@ -163,12 +173,14 @@ def main(argv=None) -> int:
                 b[k] = min(b[k], v)
 
     a = best["assay"]
-    print(f"assay eval ({METRICS}), end to end incl. start-up and the store: {a['wall']:.2f} s, "
+    print(f"assay eval ({args.metrics}), end to end incl. start-up and the store: {a['wall']:.2f} s, "
           f"{args.rows / a['wall']:,.0f} rows/s, {a['cpu']:.2f} s CPU, peak RSS {a['rss'] / 1024:.0f} MiB")
     if "baseline" in best:
         bl = best["baseline"]
         print(f"baseline ({args.baseline_src}): {bl['wall']:.2f} s, {bl['cpu']:.2f} s CPU; "
               f"assay is {bl['wall'] / a['wall']:.2f}x faster (wall), {bl['cpu'] / a['cpu']:.2f}x (CPU)")
+        same = (tmp / "assay-out" / "rows.jsonl").read_bytes() == (tmp / "baseline-out" / "rows.jsonl").read_bytes()
+        print(f"rows.jsonl the same as the baseline's, byte for byte: {'yes' if same else 'NO'}")
     if "azure" in best:
         z = best["azure"]
         print(f"azure-ai-evaluation evaluate(): {z['evaluate']:.2f} s in evaluate(), {z['wall']:.2f} s end to end, "

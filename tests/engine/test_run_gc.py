@@ -58,3 +58,28 @@ def test_a_run_that_stops_on_an_error_unfreezes_too(freeze_probe):
                  progress=progress)
     assert SEEN and min(SEEN) > 1000
     assert gc.get_freeze_count() == 0
+
+
+@pytest.fixture
+def threshold_probe():
+    @metric("gc_threshold_probe_t", threshold=0.5)
+    def probe(response: str) -> float:
+        return float(gc.get_threshold()[0])     # the young generation's threshold where the row is scored
+
+    yield "gc_threshold_probe_t"
+    REGISTRY.pop("gc_threshold_probe_t", None)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_young_collections_are_rarer_while_rows_are_scored_and_restored_after(threshold_probe, workers):
+    from assay.engine.run import GC_YOUNG
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, *before[1:])
+    try:
+        res = evaluate([{"response": f"r{i}"} for i in range(30)], metrics=[threshold_probe], workers=workers,
+                       store="off")
+        assert [r[f"outputs.{threshold_probe}.{threshold_probe}"] for r in res.rows] == [float(GC_YOUNG)] * 30
+        assert gc.get_threshold() == (700, *before[1:])      # given back after the run
+    finally:
+        gc.set_threshold(*before)

@@ -16,6 +16,10 @@ each threshold level"). :func:`defect_settings` reads them for a metric from the
 
 The interval is :func:`assay.stats.confidence_interval`; ``ci_method`` in the aggregate
 says which method it used.
+
+NumPy is imported when the aggregates are computed, at the end of a run, not when the run
+starts: its import costs the start, and on a machine with few cores its BLAS threads spin for
+a while after it, taking a core from the scoring.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from assay.errors import AssayError
 from assay.metrics.base import Metric, Score
-from assay.stats import confidence_interval
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 
@@ -86,7 +90,11 @@ class Accumulator:
             "threshold": self.threshold,
             "higher_is_better": self.higher_is_better,
         }
+        if n or self.conversations:
+            import numpy as np
         if n:
+            from assay.stats import confidence_interval
+
             v = np.frombuffer(self.values, dtype=np.float64)
             out["mean"] = float(v.mean())
             out["median"] = float(np.median(v))

@@ -66,7 +66,9 @@ Parameters (every one but ``data`` by keyword):
   skipped with the reason; ``"embedded"`` is the small embedded LLM, a smoke test).
 * ``workers``: processes for the CPU-bound synchronous metrics (BLEU, ROUGE ...). The
   default uses every core for runs of at least ``PLAN_WINDOW`` rows where ``fork`` is
-  available, and scores inline otherwise; ``workers=1`` always scores inline.
+  available and the metrics cost enough a row to be worth sending to another process (the
+  first 64 rows, scored inline, tell), and scores inline otherwise; ``workers=1`` always
+  scores inline, a number given always uses that many.
 * ``progress``: called with the number of rows just finished.
 * ``on_plan``: called once, before any row is scored, with the plan (``run["plan"]``: the
   rows each metric will run on, and why it will not run on the others;
@@ -372,15 +374,13 @@ async def evaluate_async(
     started = time.time()
     scorer = engine_scorer(engine, address=ray_address, judge=judge, concurrency=concurrency, timeout=timeout,
                            max_attempts=max_attempts)
-    from assay.models.limits import LimitedModel
-
-    if isinstance(judge, LimitedModel) and (timeout is not None or max_attempts is not None):
+    if judge is not None and (timeout is not None or max_attempts is not None) and limited(judge):
         raise AssayError("timeout and max_attempts set up the judge's limiter, but this judge is a LimitedModel "
                          "with a limiter of its own: set them there (Limiter(timeout=..., max_attempts=...))")
     timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
     check_caps(max_cost, max_errors)
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
-                  on_bad_row=on_bad_row, family=family, format=format)
+                  on_bad_row=on_bad_row, family=family, format=format, upfront=on_plan is not None)
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"concurrency must be at least 1, got {concurrency}")
     if out is not None:
@@ -416,6 +416,14 @@ async def evaluate_async(
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))
     return runner.result(aggregates, run)
+
+
+def limited(judge: Any) -> bool:
+    """True for a :class:`~assay.models.limits.LimitedModel` (the limiters' module, with NumPy, is
+    loaded only when there is a judge to look at)."""
+    from assay.models.limits import LimitedModel
+
+    return isinstance(judge, LimitedModel)
 
 
 def make_out_folder(out: str | Path) -> None:

@@ -30,12 +30,12 @@ import math
 import operator
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from assay.errors import AssayError
-from assay.stats import confidence_interval, quantile_intervals
+
+if TYPE_CHECKING:     # NumPy is imported where the figures are computed, not when the gates are parsed
+    import numpy as np
 
 DEFAULT_MAX_ERROR_RATE = 0.10
 REGRESSION = "no-regression"
@@ -256,6 +256,10 @@ def _too_many_errors(agg: Mapping[str, Any], max_error_rate: float) -> str:
 def _share_interval(hits: int, n: int) -> tuple[float | None, float | None]:
     if n <= 0:
         return None, None
+    import numpy as np
+
+    from assay.stats import confidence_interval
+
     lo, hi, _ = confidence_interval(np.concatenate([np.ones(hits), np.zeros(n - hits)]))
     return lo, hi
 
@@ -287,6 +291,10 @@ def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: "_ValueSour
             lo, hi = _share_interval(defects, len(v))
             details = {"defects": defects, "scored": len(v), "defect_threshold": t}
     else:  # median, pNN
+        import numpy as np
+
+        from assay.stats import quantile_intervals
+
         q = 50.0 if stat == "median" else float(stat[1:])
         v = values.get(output, agg)
         figure = float(np.percentile(v, q)) if len(v) else None
@@ -376,6 +384,8 @@ class _ValueSource:
     def get(self, output: str, agg: Mapping[str, Any]) -> np.ndarray:
         if output in self._cache:
             return self._cache[output]
+        import numpy as np
+
         v = self._from_store(output)
         if v is None:
             key = f"outputs.{agg.get('metric', output)}.{output}_score"

@@ -7,6 +7,12 @@ scored: a metric the user named whose input is in no row, a threshold for a metr
 an unknown ``on_bad_row`` or ``family``. The run then reads the data again from the start (a
 file is read again, a stream from its spooled copy, a DataFrame or list again).
 
+When nobody needs the plan's counts before scoring (``make_plan(upfront=False)``: no ``on_plan``)
+and the first ``PLAN_WINDOW`` rows settle the request (the metrics are named, not ``auto``; their
+inputs and every mapped column are among those rows), the data is read once only: the run goes
+on from those rows, and the rest's fields are counted as they are scored (:meth:`Plan.records`),
+so :meth:`Plan.summary` gives the same counts once every record has been read.
+
 Per row, a metric ``auto`` chose runs only where the row's own fields call for it (its
 inputs, its ``auto_requires`` fields, none of its ``auto_unless`` fields); other rows get a
 skip with the reason. A metric the user named runs on every row that has its inputs.
@@ -55,6 +61,7 @@ class Plan:
     shapes: dict[frozenset[str], int] = field(default_factory=dict)
     by_auto: frozenset[str] = frozenset()
     auto: bool = False
+    counted: bool = True    # False: ``rest``'s shapes are counted as it is read (see the module's docstring)
 
     @property
     def layout(self) -> list[tuple[str, tuple[str, ...]]]:
@@ -62,8 +69,31 @@ class Plan:
         return [(m.name, tuple(m.outputs)) for m in self.metrics]
 
     def records(self, start: int = 0) -> Iterator[Record]:
-        """Every record, from the ``start``-th on (a resumed run skips those it has)."""
-        return islice(chain(self.head, self.rest), start, None)
+        """Every record, from the ``start``-th on (a resumed run skips those it has). Where the
+        plan was made from the head alone, the records after it are counted into ``shapes``
+        (and ``present``) as they go by, the ones skipped included."""
+        rest = self.rest if self.counted else self._counting(self.rest)
+        return islice(chain(self.head, rest), start, None)
+
+    def _counting(self, rest: Iterator[Record]) -> Iterator[Record]:
+        shapes, added = self.shapes, self.added
+        for r in rest:
+            shape = record_shape(r)
+            if added:
+                shape = shape | added
+            n = shapes.get(shape)
+            if n is None:
+                shapes[shape] = 1
+                self.present.update(shape)
+            else:
+                shapes[shape] = n + 1
+            yield r
+        self.counted = True
+
+    @property
+    def added(self) -> frozenset[str]:
+        """The fields every row's shape gains: a target's outputs."""
+        return TARGET_FIELDS if self.target is not None else frozenset()
 
     @property
     def rows(self) -> int:
@@ -97,10 +127,13 @@ class Plan:
 
 def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: str | Sequence[str] = "auto",
               thresholds: Mapping[str, float] | None = None, mapping: Mapping[str, str] | None = None,
-              on_bad_row: str = "fail", family: str | None = None, format: str | None = None) -> Plan:
+              on_bad_row: str = "fail", family: str | None = None, format: str | None = None,
+              upfront: bool = True) -> Plan:
     """Open ``data`` (``format``: see :func:`assay.formats.open_dataset`) and plan the run; raises
     :class:`AssayError` (or :class:`InputError`, naming the source and field) for a request that
-    cannot run, a mapping to a column no row has among them."""
+    cannot run, a mapping to a column no row has among them. ``upfront=False``: the counts of
+    :meth:`Plan.summary` may be taken as the run reads the data (see the module's docstring);
+    a bad row after the first ``PLAN_WINDOW`` then stops the run when it is reached."""
     if data is None:
         raise AssayError("no data: pass a path, a DataFrame or a list of rows")
     if on_bad_row not in ("fail", "skip"):
@@ -110,7 +143,14 @@ def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: s
     names = parse_metric_names(metrics)
     ds = open_dataset(data, mapping=mapping, on_bad_row=on_bad_row, format=format)
     tgt = Target(target) if target is not None else None
-    head, shapes = survey(ds, added=TARGET_FIELDS if tgt is not None else frozenset())
+    added = TARGET_FIELDS if tgt is not None else frozenset()
+    rows = iter(ds)
+    head, shapes = survey(islice(rows, PLAN_WINDOW), added=added)
+    rest: Iterator[Record] | None = None      # None: the data is read again from the start
+    if not upfront and "auto" not in names and len(head) == PLAN_WINDOW and head_settles(ds, names, shapes, tgt):
+        rest = rows       # the run goes on from the head; the rest is counted as it is scored
+    else:
+        survey(rows, added=added, shapes=shapes)
     ds.check_mapping(target=tgt is not None)
     if not head:
         raise InputError("no valid rows to evaluate", source=ds.source)
@@ -120,23 +160,55 @@ def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: s
     thr = check_thresholds(thresholds or {}, chosen)
     named = {m.name for m in resolve([n for n in names if n != "auto"])}
     by_auto = frozenset(m.name for m in chosen if m.name not in named)
-    return Plan(dataset=ds, head=head, rest=islice(iter(ds), len(head), None), present=present, metrics=chosen,
-                thresholds=thr, target=tgt, mapping=dict(mapping or {}), family=family, on_bad_row=on_bad_row,
-                shapes=shapes, by_auto=by_auto, auto="auto" in names)
+    return Plan(dataset=ds, head=head, rest=islice(iter(ds), len(head), None) if rest is None else rest,
+                present=present, metrics=chosen, thresholds=thr, target=tgt, mapping=dict(mapping or {}),
+                family=family, on_bad_row=on_bad_row, shapes=shapes, by_auto=by_auto, auto="auto" in names,
+                counted=rest is None)
 
 
-def survey(dataset: Iterable[Record], added: frozenset[str] = frozenset()
-           ) -> tuple[list[Record], dict[frozenset[str], int]]:
+def head_settles(ds: Any, names: list[str], shapes: Mapping[frozenset[str], int], tgt: Target | None) -> bool:
+    """True when the rows read so far (the head) are enough to accept the request: every mapped
+    column is among them, and so is every input of the metrics named. Otherwise the whole data
+    is read first, so that what is refused is refused as before, with the same message."""
+    try:
+        ds.check_mapping(target=tgt is not None)
+    except InputError:
+        return False
+    present = set().union(*shapes)
+    for m in resolve(names):
+        for req in m.requires:
+            if not any(a in present for a in (req if isinstance(req, tuple) else (req,))):
+                return False
+    return True
+
+
+def record_shape(r: Record) -> frozenset[str]:
+    """The record fields ``r`` has (:meth:`~assay.records.Record.has`: set, and not an empty
+    text, list or object)."""
+    d = r.__dict__
+    return frozenset([f for f in CANONICAL_FIELDS if (v := d.get(f)) is not None
+                      and (not isinstance(v, _SIZED) or len(v))])
+
+
+_SIZED = (str, list, dict)
+
+
+def survey(dataset: Iterable[Record], added: frozenset[str] = frozenset(),
+           shapes: dict[frozenset[str], int] | None = None) -> tuple[list[Record], dict[frozenset[str], int]]:
     """Read every record once: the first ``PLAN_WINDOW`` of them, and how many records have each
-    combination of fields (with ``added``, the fields a target fills in). Nothing else is kept,
-    so a file of millions of rows costs a read, not its size in memory."""
+    combination of fields (with ``added``, the fields a target fills in), added to ``shapes``
+    when given. Nothing else is kept, so a file of millions of rows costs a read, not its size
+    in memory."""
     head: list[Record] = []
-    shapes: Counter[frozenset[str]] = Counter()
+    shapes = {} if shapes is None else shapes
     for r in dataset:
         if len(head) < PLAN_WINDOW:
             head.append(r)
-        shapes[frozenset(f for f in CANONICAL_FIELDS if r.has(f)) | added] += 1
-    return head, dict(shapes)
+        shape = record_shape(r)
+        if added:
+            shape = shape | added
+        shapes[shape] = shapes.get(shape, 0) + 1
+    return head, shapes
 
 
 def shape_gap(m: Metric, shape: frozenset[str], gated: bool) -> str | None:
