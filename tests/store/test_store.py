@@ -319,3 +319,16 @@ def test_sqlite_connections_run_in_wal_mode_with_a_larger_checkpoint_interval(tm
             assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == WAL_CHECKPOINT > 1000
     finally:
         st.close()
+
+
+def test_columns_read_back_from_rows_keep_infinite_scores(store):
+    """A score of +/-infinity is stored as a null score whose value names it (JSON has no
+    infinity); the columns made again from the rows (a run still going, a resumed run) give
+    the infinity back, as the columns gathered while the rows are written do."""
+    rid = store.start_run(name="inf", source="t", fingerprint=None, config={}, config_hash="h",
+                          metrics=["m"], judge=None)
+    values = [math.inf, -math.inf, 0.5, math.nan]
+    store.write_rows(rid, [StoredRow(i, f"r{i}", None, False, {"i": i}, {"m": {"m": Score(value=v, score=v)}})
+                           for i, v in enumerate(values)])
+    live = store.live_columns(rid, ["m"])["score:m"].tolist()
+    assert live[:3] == [math.inf, -math.inf, 0.5] and math.isnan(live[3])

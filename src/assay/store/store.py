@@ -847,6 +847,7 @@ def _benchmark(row: Mapping[str, Any]) -> dict[str, Any]:
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _INF = (math.inf, -math.inf)
+_INF_NAMES = {"Infinity": math.inf, "-Infinity": -math.inf}
 
 
 # A metric output's result as the dashboard filters it (see queries.RESULTS): 0 none or other
@@ -897,6 +898,8 @@ def packed_columns(outputs: list[str], n: int, got: Iterator[tuple[int, Any, str
                 continue
             if score is not None:
                 scores[j, i] = score
+            elif value in _INF_NAMES:   # JSON has no infinity: the score is null, the value names it
+                scores[j, i] = _INF_NAMES[value]
             results[j, i] = result_code(result, status)
     cols: dict[str, Any] = {}
     for j, o in enumerate(outputs):
