@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from assay.metrics.text import lcs, lexical, native
+from test_text import lcs_dp  # the textbook LCS table
 
 ROOT = Path(__file__).resolve().parents[2]
 C = native.load("ngram_native")
@@ -27,16 +28,6 @@ needs_c = pytest.mark.skipif(C is None, reason="ngram_native is not built (or AS
 
 def _counter_clip(h, r, n):
     return sum((Counter(lcs.ngrams(h, n)) & Counter(lcs.ngrams(r, n))).values())
-
-
-def _lcs_dp(a, b):
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
 
 
 def _expected_counts(h, r, max_n):
@@ -88,7 +79,7 @@ def test_counts_and_lcs_match_counter_and_dp(impl):
         for n in (1, 2, 3, 5):
             assert clipped_count(a, b, n) == _counter_clip(a, b, n), (a, b, n)
         if len(a) * len(b) <= 40_000:
-            assert lcs_length(a, b) == _lcs_dp(a, b), (a, b)
+            assert lcs_length(a, b) == lcs_dp(a, b), (a, b)
 
 
 @needs_c
@@ -113,7 +104,7 @@ def test_long_texts_many_words():
     a = tuple(rng.choice(vocab) for _ in range(700))
     assert C.lcs_length(a, a) == 700
     assert C.clipped_counts(a, a, 4) == (700, 699, 698, 697)
-    assert C.lcs_length(a[:400], a[150:]) == _lcs_dp(a[:400], a[150:]) == 250
+    assert C.lcs_length(a[:400], a[150:]) == lcs_dp(a[:400], a[150:]) == 250
     # 20,000 distinct tokens each side: 313 words per step, masks built per token
     a = tuple(f"d{i}" for i in range(20_000))
     b = a[::-1][:10_000] + a[:10_000]
@@ -137,7 +128,7 @@ def test_token_hash_collisions_do_not_merge_tokens():
         b = tuple(rng.choice(vocab) for _ in range(rng.randint(0, 90)))
         assert C.clipped_counts(a, b, 4) == _expected_counts(a, b, 4)
         assert C.clipped_count(a, b, 3) == _counter_clip(a, b, 3)
-        assert C.lcs_length(a, b) == _lcs_dp(a, b)
+        assert C.lcs_length(a, b) == lcs_dp(a, b)
     assert C.clipped_counts((SameHash("a"),), (SameHash("b"),), 2) == (0, 0)
 
 
@@ -231,7 +222,7 @@ def test_metric_values_identical_on_generated_texts(path, monkeypatch):
         assert row[METRICS.index("gleu")] == want
         p, t = lexical.rouge_tokens(a), lexical.rouge_tokens(b)
         if p and t:
-            assert row[-1]["rougeL_precision"] == _lcs_dp(t, p) / len(p)
+            assert row[-1]["rougeL_precision"] == lcs_dp(t, p) / len(p)
 
 
 ARTICLE_TEXTS = ["", "a", "the", "a an the", "The cat, the hat.", "a a a b", "b a a", "an apple a day",
