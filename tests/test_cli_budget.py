@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from assay.store import Store
+from test_exit_codes import one_error_line  # the one-line error check the exit-code tests use
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 N = 1200                      # three chunks of the engine's 512 rows (the last one shorter)
@@ -33,12 +34,6 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                        cwd=tmp_path, timeout=300)
     assert "Traceback" not in p.stdout + p.stderr, p.stderr
     return p
-
-
-def one_error_line(p: subprocess.CompletedProcess) -> str:
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), p.stderr
-    return lines[0]
 
 
 def setup(tmp_path: Path) -> Path:

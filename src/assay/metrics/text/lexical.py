@@ -94,6 +94,12 @@ def _squad_words(text: str) -> tuple[str, ...]:
     return tuple(_squad_split(text))  # articles still in
 
 
+def _f1_value(num_common: int, n_pred: int, n_ref: int) -> float:
+    precision = 1.0 * num_common / n_pred
+    recall = 1.0 * num_common / n_ref
+    return (2.0 * precision * recall) / (precision + recall)
+
+
 def _f1_dicts(response: str, ground_truth: str) -> float:
     """F1 from token counts per text (the fastest way in pure Python)."""
     cp, n_pred = _squad_counts(response)
@@ -108,9 +114,7 @@ def _f1_dicts(response: str, ground_truth: str) -> float:
         x = cp[w]
         y = cr[w]
         num_common += x if x < y else y
-    precision = 1.0 * num_common / n_pred
-    recall = 1.0 * num_common / n_ref
-    return (2.0 * precision * recall) / (precision + recall)
+    return _f1_value(num_common, n_pred, n_ref)
 
 
 def _f1_clipped(response: str, ground_truth: str) -> float:
@@ -129,9 +133,7 @@ def _f1_clipped(response: str, ground_truth: str) -> float:
                   - (pthe if pthe < rthe else rthe))
     if not num_common:
         return 0.0
-    precision = 1.0 * num_common / n_pred
-    recall = 1.0 * num_common / n_ref
-    return (2.0 * precision * recall) / (precision + recall)
+    return _f1_value(num_common, n_pred, n_ref)
 
 
 _f1 = _f1_clipped if NATIVE else _f1_dicts
