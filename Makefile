@@ -47,6 +47,7 @@ demo: $(BASE)
 
 test: $(STAMP) $(SERVICES)
 	$(VENV)/bin/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
