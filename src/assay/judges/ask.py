@@ -1,7 +1,7 @@
 """Asking a judge: the one path from chat messages to a :class:`Verdict` and a :class:`Score`.
 
 **Parsed scoring.** :func:`ask_score` generates, parses the answer (JSON, fences, tags, digits:
-:func:`~assay.models.parse.parse_score`), and when it cannot be read asks once more with the
+:func:`~assay.judges.parse.parse_score`), and when it cannot be read asks once more with the
 same answer format (:func:`~assay.judges.prompt.reask`); still unreadable, the verdict is
 status ``error`` with every raw text kept. :func:`ask_json` does the same for a JSON object
 holding a key that is not a score (a list of intents). Where the backend returns
@@ -45,7 +45,7 @@ from assay.judges.prompt import Prompt, answer_format, key_format, reask, render
 from assay.judges.scorers import score_without_judge
 from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, gives_distributions,
                                read_distribution)
-from assay.models.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
+from assay.judges.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
 from assay.scores import EvalContext, Score
 
 NO_JUDGE = "no judge model configured"

@@ -1,4 +1,4 @@
-"""Models: the ChatModel contract, the OpenAI-compatible backend, limits, cache, parsing.
+"""Models: the ChatModel contract, the backends and their table, limits, cache, resolve.
 
 Every model a run calls (a judge, an endpoint target, a simulating model) is built with
 :func:`resolve`, which parses a spec string (:func:`parse_model_spec`), builds the backend and
@@ -57,12 +57,6 @@ _PUBLIC: dict[str, str] = {
     "judge_usage": "assay.models.pricing",
     "lookup_price": "assay.models.pricing",
     "parse_price": "assay.models.pricing",
-    "LogprobScore": "assay.models.parse",
-    "ParseResult": "assay.models.parse",
-    "Scale": "assay.models.parse",
-    "parse_score": "assay.models.parse",
-    "score_from_logprobs": "assay.models.parse",
-    "score_from_token_logprobs": "assay.models.parse",
     "ROLES": "assay.models.roles",
     "Role": "assay.models.roles",
     "resolve": "assay.models.roles",
@@ -89,8 +83,6 @@ if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads thes
     from assay.models.local_embedder import LlamaCppEmbedder
     from assay.models.openai_compat import OpenAICompat
     from assay.models.pricing import judge_usage, lookup_price, parse_price
-    from assay.models.parse import (LogprobScore, ParseResult, Scale, parse_score, score_from_logprobs,
-                                    score_from_token_logprobs)
     from assay.models.roles import ROLES, Role, resolve, resolve_spec
     from assay.models.spec import (ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, ModelSpec, ModelSpecError,
                                    parse_judge_spec, parse_model_spec)
@@ -119,10 +111,9 @@ def build_judge(spec: Any, **kw: Any) -> LimitedModel:
 
 __all__ = [
     "ACCEPTED_FORMS", "CallCache", "PgCallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
-    "LimitedModel", "Limiter", "SharedLimits", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
-    "TokenUsage", "build_judge", "ModelSpec", "ModelSpecError", "parse_model_spec", "resolve",
-    "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
-    "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat",
+    "LimitedModel", "Limiter", "SharedLimits", "ModelCallError", "RetryPolicy", "TokenUsage", "build_judge", "ModelSpec",
+    "ModelSpecError", "parse_model_spec", "resolve", "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path",
+    "open_cache", "parse_judge_spec", "OpenAICompat",
     "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
     "distribution_generation", "gives_distributions", "read_distribution",
     "INPUT_TYPES", "EmbeddingBatch", "gives_embeddings", "embed_key", "CallStats", "EMBEDDED_EMBEDDER_NAME",

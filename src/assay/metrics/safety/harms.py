@@ -39,7 +39,7 @@ from assay.metrics.base import EvalContext, Score, group
 from assay.metrics.judged import register_judge
 from assay.metrics.safety import rules as embedded
 from assay.metrics.safety.rules import HARMS, severity_label
-from assay.models.parse import json_key
+from assay.judges.parse import json_key
 from assay.records import Document
 
 __all__ = ["HARMS", "DEFECT_THRESHOLD", "SEVERITY_THRESHOLD", "JUDGES", "hate_unfairness", "sexual", "violence",
