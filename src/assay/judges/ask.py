@@ -24,7 +24,7 @@ generates an answer (no re-ask) and keeps it as ``parsed_value``, the reason and
 ``options={"judge_scoring": "probability" | "parsed"}`` forces either way of scoring.
 
 The judge model is called only through its own methods (``generate``, ``distribution``): the
-:class:`~assay.models.limits.LimitedModel` around a backend adds the limits, retries, cache and
+:class:`~assay.models.limited.LimitedModel` around a backend adds the limits, retries, cache and
 usage counts to both.
 
 Properties of every judged score: ``judge_model``, ``input_tokens``, ``output_tokens``,

@@ -19,7 +19,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 # public name -> the module that defines it: loaded on first use (PEP 562), so importing one
-# module of this package (``assay.models.limits``) does not load every backend.
+# module of this package (``assay.models.limited``) does not load every backend.
 _PUBLIC: dict[str, str] = {
     "INPUT_TYPES": "assay.models.base",
     "ChatModel": "assay.models.base",
@@ -45,12 +45,12 @@ _PUBLIC: dict[str, str] = {
     "EmbeddedEmbedder": "assay.models.embedded_embedder",
     "embedded_embedder": "assay.models.embedded_embedder",
     "embedder_available": "assay.models.embedded_embedder",
-    "CallStats": "assay.models.limits",
-    "CircuitOpen": "assay.models.limits",
-    "LimitedModel": "assay.models.limits",
-    "Limiter": "assay.models.limits",
-    "RetryPolicy": "assay.models.limits",
-    "SharedLimits": "assay.models.limits",
+    "CallStats": "assay.models.limited",
+    "LimitedModel": "assay.models.limited",
+    "CircuitOpen": "assay.models.limiter",
+    "Limiter": "assay.models.limiter",
+    "RetryPolicy": "assay.models.limiter",
+    "SharedLimits": "assay.models.limiter",
     "LlamaCppModel": "assay.models.local",
     "LlamaCppEmbedder": "assay.models.local_embedder",
     "OpenAICompat": "assay.models.openai_compat",
@@ -78,7 +78,8 @@ if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads thes
     from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
     from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
                                                 embedder_available)
-    from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy, SharedLimits
+    from assay.models.limited import CallStats, LimitedModel
+    from assay.models.limiter import CircuitOpen, Limiter, RetryPolicy, SharedLimits
     from assay.models.local import LlamaCppModel
     from assay.models.local_embedder import LlamaCppEmbedder
     from assay.models.openai_compat import OpenAICompat

@@ -14,7 +14,7 @@ Two transports send the same request body and read the same response:
     2.2-4.7 ms; ``aiohttp`` 0.36-0.41 ms and 89-90% at 256, short of the goal.
 ``sdk``
     The ``openai`` SDK (``AsyncOpenAI`` / ``AsyncAzureOpenAI``) with its own retries off
-    (the :class:`~assay.models.limits.Limiter` retries). Chosen with ``transport="sdk"``,
+    (the :class:`~assay.models.limiter.Limiter` retries). Chosen with ``transport="sdk"``,
     and automatically when the environment names a proxy for the endpoint
     (``HTTPS_PROXY`` ...), which the lean client does not speak.
 
@@ -163,7 +163,7 @@ class OpenAICompat:
     Build one with :meth:`openai`, :meth:`azure` or :meth:`endpoint` (or from a judge
     spec string with :func:`assay.models.parse_judge_spec`). ``generate`` makes exactly
     one HTTP request (two when a rejected ``response_format`` is dropped); wrap the
-    model in :class:`~assay.models.limits.LimitedModel` for retries, rate limits and the
+    model in :class:`~assay.models.limited.LimitedModel` for retries, rate limits and the
     cache.
     """
 

@@ -2,7 +2,7 @@
 
 Judges, endpoint targets and simulating models are all named by the grammar of
 :func:`~assay.models.spec.parse_model_spec` and all end as the backend behind one
-:class:`~assay.models.limits.LimitedModel` (limits, retries, call cache, usage). What differs
+:class:`~assay.models.limited.LimitedModel` (limits, retries, call cache, usage). What differs
 between them is the ``role``, and only in these defaults:
 
 ==========  ===============  ========  =====  ==================  ==========================
@@ -25,7 +25,7 @@ embeddings: ``embedded`` is :class:`~assay.models.embedded_embedder.EmbeddedEmbe
 ``local:/x.gguf`` a GGUF loaded for embeddings, the others their ``/embeddings`` endpoint.
 A target's limiter is there for retries and backoff: the engine bounds its calls in flight
 itself, and an application's answers are never cached. In every role a call that times out is
-tried at most twice (:attr:`~assay.models.limits.RetryPolicy.timeout_attempts`), and
+tried at most twice (:attr:`~assay.models.limiter.RetryPolicy.timeout_attempts`), and
 ``timeout`` bounds both the limiter's wait and an HTTP backend's own.
 """
 
@@ -38,7 +38,8 @@ from typing import Any
 from assay.errors import AssayError
 from assay.models.base import gives_embeddings
 from assay.models.cache import open_cache
-from assay.models.limits import LimitedModel, Limiter
+from assay.models.limited import LimitedModel
+from assay.models.limiter import Limiter
 from assay.models.pricing import parse_price
 from assay.models.spec import KINDS, ModelSpec, ModelSpecError, parse_model_spec
 
@@ -109,7 +110,7 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
     ChatModel, wrapped here), a :class:`LimitedModel` (returned as it is: it keeps its own
     limiter and cache), or None for the role's default. ``concurrency`` / ``max_attempts``:
     None for the role's default; ``rpm`` / ``tpm`` / ``timeout`` / ``timeout_attempts`` go to the
-    :class:`~assay.models.limits.Limiter` (``timeout`` also to an HTTP backend built here, whose
+    :class:`~assay.models.limiter.Limiter` (``timeout`` also to an HTTP backend built here, whose
     own timeout would otherwise cut a longer wait short). ``cache``: a :class:`~assay.models.cache.CallCache`,
     a path, or None; by default the role's. ``price``: USD per 1M input and output tokens,
     ``(in, out)`` or ``"in,out"``, for a model the price table does not know. ``backend``
