@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 # public name -> the module that defines it: loaded on first use (PEP 562), so importing one
 # module of this package (``assay.models.limited``) does not load every backend.
 _PUBLIC: dict[str, str] = {
+    "Backend": "assay.models.backends",
     "INPUT_TYPES": "assay.models.base",
     "ChatModel": "assay.models.base",
     "EmbeddingBatch": "assay.models.base",
@@ -71,6 +72,7 @@ _PUBLIC: dict[str, str] = {
 }
 
 if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads these on first use
+    from assay.models.backends import Backend
     from assay.models.base import (INPUT_TYPES, ChatModel, EmbeddingBatch, EmbeddingModel, Generation, ModelCallError,
                                    TokenUsage, distribution_generation, gives_distributions, gives_embeddings,
                                    read_distribution)
@@ -111,7 +113,7 @@ def build_judge(spec: Any, **kw: Any) -> LimitedModel:
 
 
 __all__ = [
-    "ACCEPTED_FORMS", "CallCache", "PgCallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
+    "ACCEPTED_FORMS", "Backend", "CallCache", "PgCallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
     "LimitedModel", "Limiter", "SharedLimits", "ModelCallError", "RetryPolicy", "TokenUsage", "build_judge", "ModelSpec",
     "ModelSpecError", "parse_model_spec", "resolve", "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path",
     "open_cache", "parse_judge_spec", "OpenAICompat",
