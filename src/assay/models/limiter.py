@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Literal, Protocol, TypeVar, runtime
 
 from assay.errors import AssayError
 from assay.models.base import ModelCallError
-from assay.models.rate import AdaptiveRate
+from assay.models.rate import AdaptiveRate, RateField
 
 log = logging.getLogger("assay.models")
 T = TypeVar("T")
@@ -255,37 +255,17 @@ class Limiter:
     def peak_in_flight(self) -> int:
         return self._slots.peak
 
-    @property
-    def rate_factor(self) -> float:
-        return self.rate.factor
+    #: the fraction of the configured rate in force (lowered by 429s)
+    rate_factor = RateField("factor")
 
     @property
     def window(self) -> int:
         return self._slots.limit
 
-    @property
-    def adaptive(self) -> bool:
-        return self.rate.adaptive
-
-    @adaptive.setter
-    def adaptive(self, value: bool) -> None:
-        self.rate.adaptive = value
-
-    @property
-    def recover_every(self) -> float:
-        return self.rate.recover_every
-
-    @recover_every.setter
-    def recover_every(self, value: float) -> None:
-        self.rate.recover_every = value
-
-    @property
-    def min_factor(self) -> float:
-        return self.rate.min_factor
-
-    @min_factor.setter
-    def min_factor(self, value: float) -> None:
-        self.rate.min_factor = value
+    #: how the rate adapts (see :class:`~assay.models.rate.AdaptiveRate`); settable
+    adaptive = RateField()
+    recover_every = RateField()
+    min_factor = RateField()
 
     # -- the circuit breaker ----------------------------------------------------------------------
     def arm_breaker(self, max_consecutive_failures: int | None) -> None:

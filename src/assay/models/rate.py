@@ -20,7 +20,7 @@ the waiting, each in its own way.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 Clock = Callable[[], float]
 
@@ -63,6 +63,24 @@ class TokenBucket:
         """Put ``n`` back (a negative ``n`` is a debt the next takers pay)."""
         self._refill()
         self.level = min(self.capacity, self.level + n)
+
+
+class RateField:
+    """An attribute of a limiter that is its :class:`AdaptiveRate`'s (the instance's ``rate``):
+    ``factor = RateField()`` reads and writes ``self.rate.factor``; ``RateField("factor")`` names
+    another attribute of the rate."""
+
+    def __init__(self, name: str | None = None):
+        self.name = name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(obj.rate, self.name or "")
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj.rate, self.name or "", value)
 
 
 class AdaptiveRate:

@@ -53,7 +53,7 @@ from typing import Any, Callable
 
 from assay.errors import AssayError
 from assay.models.base import ModelCallError
-from assay.models.rate import AdaptiveRate
+from assay.models.rate import AdaptiveRate, RateField
 
 log = logging.getLogger("assay.scale")
 
@@ -113,20 +113,12 @@ class LimitBook:
     def in_flight(self) -> int:
         return len(self._leases)
 
-    @property
-    def limit(self) -> int:
-        """Leases out at once now: the concurrency, or less after a 429."""
-        return self.rate.limit
-
-    @property
-    def factor(self) -> float:
-        """The fraction of the configured rates in force."""
-        return self.rate.factor
-
-    @property
-    def pause_until(self) -> float:
-        """The clock time before which no lease's request is sent (after a 429)."""
-        return self.rate.pause_until
+    #: leases out at once now: the concurrency, or less after a 429
+    limit = RateField()
+    #: the fraction of the configured rates in force
+    factor = RateField()
+    #: the clock time before which no lease's request is sent (after a 429)
+    pause_until = RateField()
 
     def settings(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "rpm": self.rpm, "tpm": self.tpm}
