@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from assay.judges.judge import DEFAULT_MAX_TOKENS, Judge, prompt_of
+from assay.judges.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
 from assay.judges.prompt import Prompt, answer_format, key_format, reask, render
 from assay.judges.scorers import score_without_judge
 from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, gives_distributions,
                                read_distribution)
-from assay.judges.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
 from assay.scores import EvalContext, Score
 
 NO_JUDGE = "no judge model configured"
