@@ -124,7 +124,7 @@ def test_the_run_summary_aggregations_do_not_compile_the_safety_rules():
 
 
 def test_one_model_module_does_not_load_every_backend():
-    mods = loaded_after("import assay.models.limits\nimport assay.models as m\n"
+    mods = loaded_after("import assay.models.limited\nimport assay.models as m\n"
                         "assert m.resolve and m.LimitedModel and 'resolve' in dir(m)")
     assert "assay.models.roles" in mods
     assert not {"assay.models.local", "assay.models.local_embedder", "assay.models.embedded_embedder"} & set(mods)

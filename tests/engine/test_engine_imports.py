@@ -29,7 +29,8 @@ def test_the_engine_and_the_gates_parser_load_no_numpy():
                         "from assay.engine.run import accumulators\n"
                         "from assay.metrics.base import resolve\n"
                         "accumulators(resolve(['f1_score', 'bleu']), {})")
-    assert "numpy" not in mods and "assay.models.limits" not in mods and "assay.stats" not in mods
+    assert "numpy" not in mods and "assay.models.limiter" not in mods and "assay.models.limited" not in mods \
+        and "assay.stats" not in mods
 
 
 def test_the_figures_still_load_it_when_computed():
@@ -46,11 +47,11 @@ def test_a_classic_run_without_a_store_loads_no_limiters(tmp_path):
     mods = loaded_after("from assay.engine.evaluate import evaluate\n"
                         "r = evaluate([{'response': 'a b', 'ground_truth': 'a'}], metrics='f1_score', store=False)\n"
                         "assert r.metrics['f1_score']['mean'] is not None")
-    assert "assay.models.limits" not in mods
+    assert "assay.models.limiter" not in mods and "assay.models.limited" not in mods
 
 
 def test_the_circuit_breaker_still_stops_a_run():
     from assay.engine.run import circuit_open
-    from assay.models.limits import CircuitOpen
+    from assay.models.limiter import CircuitOpen
 
     assert circuit_open() is CircuitOpen

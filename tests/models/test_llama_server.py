@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from assay.judges import prob_from_generation
-from assay.models import Generation, LimitedModel, Scale, build_judge
+from assay.judges.parse import Scale
+from assay.models import Generation, LimitedModel, build_judge
 
 ALIAS = "gemma-3-270m"
 MAX_TOKENS = 64

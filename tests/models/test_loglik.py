@@ -17,7 +17,7 @@ from assay.models.base import (Generation, ModelCallError, gives_logliks, loglik
                                read_logliks)
 from assay.models.cache import CallCache  # noqa: E402
 from assay.models.embedded import embedded_judge  # noqa: E402
-from assay.models.limits import LimitedModel  # noqa: E402
+from assay.models.limited import LimitedModel  # noqa: E402
 from assay.models.local import LlamaCppModel  # noqa: E402
 from assay.models.openai_compat import OpenAICompat  # noqa: E402
 

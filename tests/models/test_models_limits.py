@@ -8,7 +8,7 @@ import time
 import pytest
 
 from assay.models import Generation, LimitedModel, Limiter, ModelCallError, OpenAICompat, RetryPolicy
-from assay.models.limits import _Bucket
+from assay.models.rate import TokenBucket
 
 MSG = [{"role": "user", "content": "Rate this answer in JSON."}]
 FAST = RetryPolicy(base_delay=0.01, max_delay=0.05)
@@ -155,11 +155,11 @@ async def test_429_burst_lowers_the_window_and_rate_then_recovers(fake):
 
 
 def test_token_bucket_waits_out_a_deficit():
-    b = _Bucket(60)                      # one a second, burst of one
+    b = TokenBucket(60)                      # one a second, burst of one
     assert b.take(1) == 0.0
     w = b.take(1)
     assert 0.9 <= w <= 1.0
-    b2 = _Bucket(6000)                   # tokens per minute
+    b2 = TokenBucket(6000)                   # tokens per minute
     assert b2.take(50) == 0.0            # within the one-second burst
     assert b2.take(200) > 0              # overdrawn: wait
     b2.scale(0.5)

@@ -99,7 +99,7 @@ async def test_a_429_pauses_every_holder_and_halves_the_rate():
     assert b.recheck("after") == pytest.approx(1.5)
     snap = b.snapshot()
     assert snap["rate_limited"] == 1 and snap["factor"] == 0.5 and snap["window"] == 2   # +1 per success
-    assert b._rpm is not None and b._rpm.rate == pytest.approx(5.0)
+    assert b.rate.requests is not None and b.rate.requests.rate == pytest.approx(5.0)
     clock.t += 2.0
     assert b.recheck("after") == 0.0
 
@@ -216,7 +216,7 @@ async def test_a_429_without_retry_after_pauses_everyone_for_the_limiters_backof
     lim = Limiter(4, shared=ClusterLimits(lb), retry=RetryPolicy(base_delay=0.2, max_delay=0.2))
     await lim.call(Backend(fail=1))
     assert lb.counts["rate_limited"] == 1
-    assert lb._last_429 + 0.1 - 1e-3 <= lb.pause_until <= lb._last_429 + 0.2 + 1e-3   # d/2 .. d
+    assert lb.rate.last_429 + 0.1 - 1e-3 <= lb.pause_until <= lb.rate.last_429 + 0.2 + 1e-3   # d/2 .. d
 
 
 async def test_a_cancelled_call_gives_its_lease_back():
@@ -244,7 +244,7 @@ async def test_the_tokens_a_request_used_are_reported_back():
     await lm.generate([{"role": "user", "content": "x" * 400}], max_tokens=50)
     assert lb.counts["ok"] == 1
     # 105 + 50 estimated and taken, 30 used: 125 came back
-    assert lb._tpm is not None and lb._tpm.level == pytest.approx(lb._tpm.capacity - 30)
+    assert lb.rate.tokens is not None and lb.rate.tokens.level == pytest.approx(lb.rate.tokens.capacity - 30)
 
 
 class FakeChat:

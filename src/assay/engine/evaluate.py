@@ -419,9 +419,9 @@ async def evaluate_async(
 
 
 def limited(judge: Any) -> bool:
-    """True for a :class:`~assay.models.limits.LimitedModel` (the limiters' module, with NumPy, is
+    """True for a :class:`~assay.models.limited.LimitedModel` (the limiters' module, with NumPy, is
     loaded only when there is a judge to look at)."""
-    from assay.models.limits import LimitedModel
+    from assay.models.limited import LimitedModel
 
     return isinstance(judge, LimitedModel)
 

@@ -9,7 +9,7 @@ run's heartbeat is renewed after every chunk and every few seconds, with this se
 usage (:mod:`assay.store.sessions`), so a killed run shows as stale and its calls still count.
 
 The run arms the circuit breaker of its judge's and endpoint target's limiters
-(:meth:`~assay.models.limits.Limiter.arm_breaker`): when it opens (requests in a row timed out
+(:meth:`~assay.models.limiter.Limiter.arm_breaker`): when it opens (requests in a row timed out
 or could not connect), the chunk being scored is dropped, the whole chunks before it stay
 stored, the run is left ``interrupted`` with the reason, and :class:`~assay.errors.RunIncomplete`
 says how to resume. A run's caps (:mod:`assay.engine.budget`: ``max_cost``, ``max_errors``) stop it
@@ -308,9 +308,9 @@ async def gather_all(aws: Any) -> list[Any]:
 
 
 def circuit_open() -> type:
-    """:class:`~assay.models.limits.CircuitOpen`, imported when an exception is matched against it
+    """:class:`~assay.models.limiter.CircuitOpen`, imported when an exception is matched against it
     (the limiters' module, with NumPy, is not loaded by a run without a judge or target)."""
-    from assay.models.limits import CircuitOpen
+    from assay.models.limiter import CircuitOpen
 
     return CircuitOpen
 

@@ -139,7 +139,7 @@ class EndpointApp:
     when the row has them, go first as a system message that lists the documents. The answer's
     text is the response; the server's token usage is kept; citations the server returns in
     ``choices[0].message.context.citations`` (Azure "on your data" style) become the contexts.
-    Retries on 429/5xx/timeouts go through :class:`~assay.models.limits.Limiter`; nothing is
+    Retries on 429/5xx/timeouts go through :class:`~assay.models.limiter.Limiter`; nothing is
     cached (an application is called afresh).
     """
 

@@ -1,7 +1,7 @@
 """Asking a judge: the one path from chat messages to a :class:`Verdict` and a :class:`Score`.
 
 **Parsed scoring.** :func:`ask_score` generates, parses the answer (JSON, fences, tags, digits:
-:func:`~assay.models.parse.parse_score`), and when it cannot be read asks once more with the
+:func:`~assay.judges.parse.parse_score`), and when it cannot be read asks once more with the
 same answer format (:func:`~assay.judges.prompt.reask`); still unreadable, the verdict is
 status ``error`` with every raw text kept. :func:`ask_json` does the same for a JSON object
 holding a key that is not a score (a list of intents). Where the backend returns
@@ -24,7 +24,7 @@ generates an answer (no re-ask) and keeps it as ``parsed_value``, the reason and
 ``options={"judge_scoring": "probability" | "parsed"}`` forces either way of scoring.
 
 The judge model is called only through its own methods (``generate``, ``distribution``): the
-:class:`~assay.models.limits.LimitedModel` around a backend adds the limits, retries, cache and
+:class:`~assay.models.limited.LimitedModel` around a backend adds the limits, retries, cache and
 usage counts to both.
 
 Properties of every judged score: ``judge_model``, ``input_tokens``, ``output_tokens``,
@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from assay.judges.judge import DEFAULT_MAX_TOKENS, Judge, prompt_of
+from assay.judges.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
 from assay.judges.prompt import Prompt, answer_format, key_format, reask, render
 from assay.judges.scorers import score_without_judge
 from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, gives_distributions,
                                read_distribution)
-from assay.models.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
 from assay.scores import EvalContext, Score
 
 NO_JUDGE = "no judge model configured"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from assay.judges.parse import Scale
 from assay.judges.prompt import Prompt, load_prompt, render
-from assay.models.parse import Scale
 
 DEFAULT_MAX_TOKENS = 600
 AZURE_AND_DATABRICKS = ("azure", "databricks")

@@ -31,8 +31,8 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
+from assay.judges.parse import Scale
 from assay.models.base import Messages
-from assay.models.parse import Scale
 from assay.records import Document, Message
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "metrics" / "prompts"

@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from assay.judges import Judge, Prompt, parse_prompt
+from assay.judges.parse import Scale
 from assay.metrics.base import EvalContext, Metric, Score, metric
 from assay.metrics.judged import register_judge
-from assay.models.parse import Scale
 from assay.records import CANONICAL_FIELDS
 
 __all__ = ["judge", "guidelines_judge", "metric"]

@@ -1,4 +1,4 @@
-"""Models: the ChatModel contract, the OpenAI-compatible backend, limits, cache, parsing.
+"""Models: the ChatModel contract, the backends and their table, limits, cache, resolve.
 
 Every model a run calls (a judge, an endpoint target, a simulating model) is built with
 :func:`resolve`, which parses a spec string (:func:`parse_model_spec`), builds the backend and
@@ -19,8 +19,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 # public name -> the module that defines it: loaded on first use (PEP 562), so importing one
-# module of this package (``assay.models.limits``) does not load every backend.
+# module of this package (``assay.models.limited``) does not load every backend.
 _PUBLIC: dict[str, str] = {
+    "Backend": "assay.models.backends",
     "INPUT_TYPES": "assay.models.base",
     "ChatModel": "assay.models.base",
     "EmbeddingBatch": "assay.models.base",
@@ -45,24 +46,18 @@ _PUBLIC: dict[str, str] = {
     "EmbeddedEmbedder": "assay.models.embedded_embedder",
     "embedded_embedder": "assay.models.embedded_embedder",
     "embedder_available": "assay.models.embedded_embedder",
-    "CallStats": "assay.models.limits",
-    "CircuitOpen": "assay.models.limits",
-    "LimitedModel": "assay.models.limits",
-    "Limiter": "assay.models.limits",
-    "RetryPolicy": "assay.models.limits",
-    "SharedLimits": "assay.models.limits",
+    "CallStats": "assay.models.limited",
+    "LimitedModel": "assay.models.limited",
+    "CircuitOpen": "assay.models.limiter",
+    "Limiter": "assay.models.limiter",
+    "RetryPolicy": "assay.models.limiter",
+    "SharedLimits": "assay.models.limiter",
     "LlamaCppModel": "assay.models.local",
     "LlamaCppEmbedder": "assay.models.local_embedder",
     "OpenAICompat": "assay.models.openai_compat",
     "judge_usage": "assay.models.pricing",
     "lookup_price": "assay.models.pricing",
     "parse_price": "assay.models.pricing",
-    "LogprobScore": "assay.models.parse",
-    "ParseResult": "assay.models.parse",
-    "Scale": "assay.models.parse",
-    "parse_score": "assay.models.parse",
-    "score_from_logprobs": "assay.models.parse",
-    "score_from_token_logprobs": "assay.models.parse",
     "ROLES": "assay.models.roles",
     "Role": "assay.models.roles",
     "resolve": "assay.models.roles",
@@ -77,6 +72,7 @@ _PUBLIC: dict[str, str] = {
 }
 
 if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads these on first use
+    from assay.models.backends import Backend
     from assay.models.base import (INPUT_TYPES, ChatModel, EmbeddingBatch, EmbeddingModel, Generation, ModelCallError,
                                    TokenUsage, distribution_generation, gives_distributions, gives_embeddings,
                                    read_distribution)
@@ -84,13 +80,12 @@ if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads thes
     from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
     from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
                                                 embedder_available)
-    from assay.models.limits import CallStats, CircuitOpen, LimitedModel, Limiter, RetryPolicy, SharedLimits
+    from assay.models.limited import CallStats, LimitedModel
+    from assay.models.limiter import CircuitOpen, Limiter, RetryPolicy, SharedLimits
     from assay.models.local import LlamaCppModel
     from assay.models.local_embedder import LlamaCppEmbedder
     from assay.models.openai_compat import OpenAICompat
     from assay.models.pricing import judge_usage, lookup_price, parse_price
-    from assay.models.parse import (LogprobScore, ParseResult, Scale, parse_score, score_from_logprobs,
-                                    score_from_token_logprobs)
     from assay.models.roles import ROLES, Role, resolve, resolve_spec
     from assay.models.spec import (ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, ModelSpec, ModelSpecError,
                                    parse_judge_spec, parse_model_spec)
@@ -118,11 +113,10 @@ def build_judge(spec: Any, **kw: Any) -> LimitedModel:
 
 
 __all__ = [
-    "ACCEPTED_FORMS", "CallCache", "PgCallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
-    "LimitedModel", "Limiter", "SharedLimits", "LogprobScore", "ModelCallError", "ParseResult", "RetryPolicy", "Scale",
-    "TokenUsage", "build_judge", "ModelSpec", "ModelSpecError", "parse_model_spec", "resolve",
-    "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path", "open_cache", "parse_judge_spec",
-    "parse_score", "score_from_logprobs", "score_from_token_logprobs", "OpenAICompat",
+    "ACCEPTED_FORMS", "Backend", "CallCache", "PgCallCache", "ChatModel", "EmbeddingModel", "Generation", "JudgeSpec", "JudgeSpecError",
+    "LimitedModel", "Limiter", "SharedLimits", "ModelCallError", "RetryPolicy", "TokenUsage", "build_judge", "ModelSpec",
+    "ModelSpecError", "parse_model_spec", "resolve", "resolve_spec", "Role", "ROLES", "call_key", "default_cache_path",
+    "open_cache", "parse_judge_spec", "OpenAICompat",
     "judge_usage", "lookup_price", "parse_price", "LlamaCppModel", "EMBEDDED_NAME", "embedded_judge", "embedded_model_path",
     "distribution_generation", "gives_distributions", "read_distribution",
     "INPUT_TYPES", "EmbeddingBatch", "gives_embeddings", "embed_key", "CallStats", "EMBEDDED_EMBEDDER_NAME",

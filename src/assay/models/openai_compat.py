@@ -14,7 +14,7 @@ Two transports send the same request body and read the same response:
     2.2-4.7 ms; ``aiohttp`` 0.36-0.41 ms and 89-90% at 256, short of the goal.
 ``sdk``
     The ``openai`` SDK (``AsyncOpenAI`` / ``AsyncAzureOpenAI``) with its own retries off
-    (the :class:`~assay.models.limits.Limiter` retries). Chosen with ``transport="sdk"``,
+    (the :class:`~assay.models.limiter.Limiter` retries). Chosen with ``transport="sdk"``,
     and automatically when the environment names a proxy for the endpoint
     (``HTTPS_PROXY`` ...), which the lean client does not speak.
 
@@ -28,6 +28,9 @@ the ``data`` items are put back in input order by their ``index``, vectors sent 
 (what OpenAI and Azure are asked for: a quarter of the bytes of JSON floats) or as float lists
 are both read, and ``usage.prompt_tokens`` is counted.
 
+The wire format (bodies, answers, log-probabilities, embeddings, error bodies) is
+:mod:`assay.models.openai_wire`, pure functions; this module is the transport around them.
+
 Keys come only from explicit arguments or the environment (``OPENAI_API_KEY``,
 ``AZURE_OPENAI_API_KEY``; ``ASSAY_JUDGE_API_KEY`` for any other base URL, so that an
 OpenAI key is never sent to a third-party server). They never appear in ``repr``, in
@@ -37,9 +40,6 @@ OpenAI key is never sent to a third-party server). They never appear in ``repr``
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import email.utils
 import logging
 import os
 import re
@@ -52,19 +52,17 @@ import numpy as np
 import orjson
 
 from assay.errors import AssayError
-from assay.models.http import LeanHTTP
 from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, EmbeddingBatch, Generation, Messages, ModelCallError,
-                               TokenUsage, as_vectors, check_input_type, check_texts, loglik_generation)
+                               check_input_type, check_texts, loglik_generation)
+from assay.models.http import LeanHTTP
+from assay.models.openai_wire import (NoPromptLogprobs, chat_body, completions_body, drop_rejected, echo_body,
+                                      embeddings_body, http_error, is_reasoning_model, not_json_error, read_completion,
+                                      read_echo, read_embedding_batch, read_generation)
 
 log = logging.getLogger("assay.models")
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
-# o1, o3-mini, o4-mini, gpt-5, gpt-5-mini ... optionally behind a vendor prefix ("openai/o3").
-_REASONING_RE = re.compile(r"(?:^|/)(?:o\d+|gpt-5)(?:$|[-.:_])", re.I)
-# Reasoning tokens count against max_completion_tokens: a judge asking for 10 tokens would
-# get an empty answer, so the cap never goes below this.
-REASONING_MIN_COMPLETION_TOKENS = 4096
 if sys.version_info >= (3, 11):
     _timeout = asyncio.timeout
 else:  # pragma: no cover
@@ -73,10 +71,6 @@ DEFAULT_CONCURRENCY = {"openai": 32, "azure": 16, "compatible": 8}
 # Texts per embeddings request: OpenAI takes up to 2,048 inputs and 300,000 tokens a request;
 # 64 keeps a request's body small and lets the limiter keep several requests in flight.
 EMBED_BATCH_SIZE = 64
-
-
-def is_reasoning_model(model: str | None) -> bool:
-    return bool(model) and bool(_REASONING_RE.search(model or ""))
 
 
 class _Secret:
@@ -99,50 +93,6 @@ class _Headers(dict):
         return "{" + ", ".join(f"{k!r}: '***'" for k in self) + "}"
 
 
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date)."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra:
-        try:
-            return max(0.0, float(ra))
-        except ValueError:
-            try:
-                dt = email.utils.parsedate_to_datetime(ra)
-                return max(0.0, dt.timestamp() - time.time())
-            except (TypeError, ValueError, IndexError):
-                return None
-    return None
-
-
-def _error_message(payload: Any, fallback: str) -> str:
-    if isinstance(payload, Mapping):
-        err = payload.get("error", payload)
-        if isinstance(err, Mapping):
-            msg = err.get("message") or err.get("msg")
-            if msg:
-                return str(msg)
-        elif isinstance(err, str):
-            return err
-        if payload.get("detail"):
-            return str(payload["detail"])
-    return fallback
-
-
-def _error_code(payload: Any) -> str:
-    err = payload.get("error") if isinstance(payload, Mapping) else None
-    if isinstance(err, Mapping):
-        return str(err.get("code") or err.get("type") or "")
-    return ""
-
-
 def public_url(url: str) -> str:
     """``url`` fit to show and to store: no user or password, query values hidden
     (``http://u:KEY@host/v1?api-key=K`` → ``http://host/v1?api-key=***``)."""
@@ -163,7 +113,7 @@ class OpenAICompat:
     Build one with :meth:`openai`, :meth:`azure` or :meth:`endpoint` (or from a judge
     spec string with :func:`assay.models.parse_judge_spec`). ``generate`` makes exactly
     one HTTP request (two when a rejected ``response_format`` is dropped); wrap the
-    model in :class:`~assay.models.limits.LimitedModel` for retries, rate limits and the
+    model in :class:`~assay.models.limited.LimitedModel` for retries, rate limits and the
     cache.
     """
 
@@ -351,28 +301,12 @@ class OpenAICompat:
     def build_body(self, messages: Messages, *, max_tokens: int | None = None,
                    temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
                    logprobs: bool = False, top_logprobs: int | None = None, seed: int | None = None) -> dict[str, Any]:
-        """The JSON body of one chat-completions request."""
-        body: dict[str, Any] = {"model": self.model or "", "messages": list(messages)}
-        if seed is not None:
-            body["seed"] = int(seed)
-        if self.reasoning:
-            if max_tokens is not None:
-                body["max_completion_tokens"] = max(int(max_tokens), REASONING_MIN_COMPLETION_TOKENS)
-        else:
-            if max_tokens is not None:
-                body["max_tokens"] = int(max_tokens)
-            if temperature is not None:
-                body["temperature"] = temperature
-            if logprobs and self.logprobs_supported is not False:
-                body["logprobs"] = True
-                body["top_logprobs"] = int(top_logprobs if top_logprobs is not None else 5)
-        if response_format and self.json_mode_supported is not False:
-            # OpenAI rejects json_object unless a message says "json"; don't send it then.
-            if response_format.get("type") != "json_object" or _mentions_json(messages):
-                body["response_format"] = dict(response_format)
-        if self.extra_body:
-            body.update(self.extra_body)
-        return body
+        """The JSON body of one chat-completions request (:func:`~assay.models.openai_wire.chat_body`
+        with what this server is known to accept)."""
+        return chat_body(self.model, messages, max_tokens=max_tokens, temperature=temperature,
+                         response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs, seed=seed,
+                         reasoning=self.reasoning, send_logprobs=self.logprobs_supported is not False,
+                         send_json_mode=self.json_mode_supported is not False, extra_body=self.extra_body)
 
     async def generate(self, messages: Messages, *, max_tokens: int | None = None,
                        temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
@@ -387,7 +321,8 @@ class OpenAICompat:
         except ModelCallError as exc:
             if exc.status != 400:
                 raise
-            dropped = self._drop_rejected(body, exc)
+            dropped = drop_rejected(body, exc, logprobs_supported=self.logprobs_supported,
+                                    json_mode_supported=self.json_mode_supported)
             if not dropped:
                 raise
             data, latency = await self._post(body)  # a second 400 means the feature was not the cause
@@ -399,7 +334,7 @@ class OpenAICompat:
                 self.json_mode_supported = True
             if "logprobs" in body:
                 self.logprobs_supported = True
-        return self._generation(data, latency)
+        return read_generation(self.name, data, latency, self.model)
 
     # A chat-completions endpoint returns the top log-probabilities of what it generates (the judges
     # read them from Generation.token_logprobs), but it cannot continue a prefilled answer, so it
@@ -418,11 +353,6 @@ class OpenAICompat:
         before the first :meth:`loglikelihood` call it is a hope, not a fact."""
         return self.logliks_supported is not False and not self.reasoning
 
-    def _completions_body(self, prompt: str, **fields: Any) -> dict[str, Any]:
-        body: dict[str, Any] = dict(self.extra_body)
-        body.update(model=self.model or "", prompt=prompt, **fields)
-        return body
-
     async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
                        stop: Sequence[str] = (), seed: int | None = None) -> Generation:
         """A raw completion of ``prompt`` through ``POST /completions`` (no chat template), cut
@@ -432,22 +362,10 @@ class OpenAICompat:
         if not self.model and self.provider == "compatible":
             await self._resolve_model()
         stops = [str(x) for x in stop or () if x]
-        body = self._completions_body(str(prompt), max_tokens=int(max_tokens), temperature=float(temperature or 0.0))
-        if stops:
-            body["stop"] = stops
-        if seed is not None:
-            body["seed"] = int(seed)
+        body = completions_body(self.model, str(prompt), max_tokens=max_tokens, temperature=temperature, stop=stops,
+                                seed=seed, extra_body=self.extra_body)
         data, latency = await self._post(body, "completions")
-        choice = _first_choice(self.name, data)
-        text = str(choice.get("text") or "")
-        finish = choice.get("finish_reason")
-        cut = min((text.find(x) for x in stops if x in text), default=-1)
-        if cut >= 0:   # a server that leaves the stop string in
-            text, finish = text[:cut], "stop"
-        u = data.get("usage") or {}
-        usage = TokenUsage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0))
-        return Generation(text=text, usage=usage, latency_s=latency, model=data.get("model") or self.model or "",
-                          raw=data, finish_reason=finish)
+        return read_completion(self.name, data, latency, stops, self.model)
 
     async def loglikelihood(self, context: str, continuations: Sequence[str]) -> Generation:
         """For each continuation, the summed log-probability of its tokens after ``context`` and
@@ -474,7 +392,7 @@ class OpenAICompat:
         latency = 0.0
         for cont in conts:
             text = context + cont
-            body = self._completions_body(text, max_tokens=1, temperature=0.0, echo=True, logprobs=1)
+            body = echo_body(self.model, text, self.extra_body)
             try:
                 data, dt = await self._post(body, "completions")
             except ModelCallError as exc:
@@ -486,7 +404,11 @@ class OpenAICompat:
                                          status=exc.status, body=exc.body) from None
                 raise
             latency += dt
-            total, all_greedy, used = self._read_echo(data, text, len(kept))
+            try:
+                total, all_greedy, used = read_echo(self.name, data, text, len(kept))
+            except NoPromptLogprobs:
+                self.logliks_supported = False
+                raise
             self.logliks_supported = True
             logliks.append(total)
             greedy.append(all_greedy)
@@ -501,14 +423,10 @@ class OpenAICompat:
         return self.input_type_field is not None
 
     def embeddings_body(self, texts: Sequence[str], *, input_type: str | None = None) -> dict[str, Any]:
-        """The JSON body of one embeddings request."""
-        body: dict[str, Any] = dict(self.extra_body)
-        body.update(model=self.model or "", input=list(texts))
-        if self.provider in ("openai", "azure"):
-            body["encoding_format"] = "base64"
-        if self.input_type_field and input_type is not None:
-            body[self.input_type_field] = input_type
-        return body
+        """The JSON body of one embeddings request (base64 vectors from OpenAI and Azure)."""
+        return embeddings_body(self.model, texts, base64_vectors=self.provider in ("openai", "azure"),
+                               input_type_field=self.input_type_field, input_type=input_type,
+                               extra_body=self.extra_body)
 
     async def embed(self, texts: Sequence[str], *, input_type: str | None = None) -> np.ndarray:
         """The vectors of ``texts`` (float32, ``(len(texts), dim)``, in order) from one
@@ -525,104 +443,7 @@ class OpenAICompat:
         if not self.model and self.provider == "compatible":
             await self._resolve_model()
         data, latency = await self._post(self.embeddings_body(items, input_type=input_type), "embeddings")
-        vectors = self._read_embeddings(data, len(items))
-        u = data.get("usage") if isinstance(data, Mapping) else None
-        u = u if isinstance(u, Mapping) else {}
-        tokens = int(u.get("prompt_tokens") or u.get("total_tokens") or u.get("input_tokens") or 0)
-        return EmbeddingBatch(vectors, TokenUsage(tokens, 0), latency, str(data.get("model") or self.model or ""))
-
-    def _read_embeddings(self, data: Any, n: int) -> np.ndarray:
-        """The ``data`` of an embeddings answer as an ``(n, dim)`` array, rows by ``index``."""
-        items = data.get("data") if isinstance(data, Mapping) else None
-        if not isinstance(items, list) or len(items) != n:
-            got = f"{len(items)} embeddings" if isinstance(items, list) else f"no data list: {str(data)[:200]}"
-            raise ModelCallError(f"{self.name}: asked for {n} embeddings, got {got}", kind="bad_response",
-                                 retryable=True)
-        rows: list[Any] = [None] * n
-        for pos, item in enumerate(items):  # answers parsed from JSON: plain dicts (no typing.Mapping check per item)
-            index = item.get("index", pos) if isinstance(item, dict) else None
-            emb = item.get("embedding") if isinstance(item, dict) else None
-            if not isinstance(index, int) or not 0 <= index < n or rows[index] is not None or emb is None:
-                raise ModelCallError(f"{self.name}: embeddings answer item {pos} has a missing or repeated index "
-                                     f"or no embedding", kind="bad_response", retryable=True)
-            rows[index] = emb
-        if isinstance(rows[0], str):  # encoding_format "base64": little-endian float32 bytes
-            return as_vectors(self.name, self._decode_base64(rows), n)
-        try:
-            arr = np.array(rows, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise ModelCallError(f"{self.name}: the embeddings are not equal-length lists of numbers",
-                                 kind="bad_response", retryable=True) from None
-        return as_vectors(self.name, arr, n)
-
-    def _decode_base64(self, rows: list[Any]) -> np.ndarray:
-        """Base64 float32 vectors as one array: decoded in one call when every string is whole
-        groups of four characters of one length without padding (so that they join), else one by one."""
-        size = len(rows[0])
-        try:
-            if size % 4 == 0 and not rows[0].endswith("=") and all(isinstance(r, str) and len(r) == size for r in rows):
-                return np.frombuffer(base64.b64decode("".join(rows), validate=True), dtype="<f4").reshape(len(rows), -1)
-            out = []
-            for r in rows:
-                if not isinstance(r, str):
-                    raise ValueError("not a string")
-                out.append(np.frombuffer(base64.b64decode(r, validate=True), dtype="<f4"))
-            return np.array(out, dtype=np.float32)
-        except (binascii.Error, ValueError):
-            raise ModelCallError(f"{self.name}: the embeddings are not base64 float32 vectors of one length",
-                                 kind="bad_response", retryable=True) from None
-
-    def _read_echo(self, data: Any, text: str, boundary: int) -> tuple[float, bool, int]:
-        """(summed log-probability, all greedy, prompt tokens) of the tokens of ``text`` that end
-        past ``boundary`` (characters), from an echoed ``/completions`` answer."""
-        choice = _first_choice(self.name, data)
-        lp = choice.get("logprobs")
-        offsets = lp.get("text_offset") if isinstance(lp, Mapping) else None
-        values = lp.get("token_logprobs") if isinstance(lp, Mapping) else None
-        tops = (lp.get("top_logprobs") if isinstance(lp, Mapping) else None) or []
-        u = data.get("usage") or {}
-        generated = int(u.get("completion_tokens") or 0)
-        n = len(offsets or ()) - generated
-        if not offsets or not values or len(values) != len(offsets) or n < 1 \
-                or not any(v is not None for v in values[:n]):
-            self.logliks_supported = False
-            raise ModelCallError(f"{self.name} {NO_LOGLIKS} (the /completions answer has no log-probabilities "
-                                 "for the prompt's tokens; llama-cpp-python's server needs --logits_all True)",
-                                 kind="bad_request")
-        start = None
-        for i in range(n):
-            end = offsets[i + 1] if i + 1 < n else len(text)
-            if end > boundary:
-                start = i
-                break
-        if start is None:
-            raise ModelCallError(f"{self.name}: cannot find where the continuation starts in the echoed prompt",
-                                 kind="bad_response")
-        total, all_greedy = 0.0, True
-        for i in range(start, n):
-            v = values[i]
-            if v is None:
-                raise ModelCallError(f"{self.name}: the server gives no log-probability for the first token; "
-                                     "score with a non-empty context", kind="bad_request")
-            total += float(v)
-            top = tops[i] if i < len(tops) else None
-            if isinstance(top, Mapping) and top:
-                all_greedy = all_greedy and float(v) >= max(float(x) for x in top.values()) - 1e-6
-            else:
-                all_greedy = False
-        return total, all_greedy, int(u.get("prompt_tokens") or n)
-
-    def _drop_rejected(self, body: dict[str, Any], exc: ModelCallError) -> list[str]:
-        text = f"{exc} {exc.body or ''}".lower()
-        dropped = []
-        if "logprobs" in body and self.logprobs_supported is not True and "logprob" in text:
-            body.pop("logprobs")
-            body.pop("top_logprobs", None)
-            dropped.append("logprobs")
-        if not dropped and "response_format" in body and self.json_mode_supported is not True:
-            body.pop("response_format")
-            dropped.append("json_mode")
-        return dropped
+        return read_embedding_batch(self.name, data, len(items), latency, self.model)
 
     async def _post(self, body: dict[str, Any], api: str = "chat") -> tuple[Any, float]:
         if self.transport == "lean":
@@ -634,47 +455,6 @@ class OpenAICompat:
                     head = self._heads[api] = self._lean().head("POST", self._target(url), headers)
             return await self._post_lean(body, head)
         return await self._post_sdk(body, api)
-
-    def _generation(self, data: Any, latency: float) -> Generation:
-        try:
-            choice = data["choices"][0]
-        except (KeyError, IndexError, TypeError):
-            raise ModelCallError(f"{self.name}: response has no choices: {str(data)[:200]}",
-                                 kind="bad_response", retryable=True) from None
-        msg = choice.get("message") or {}
-        text = msg.get("content")
-        if isinstance(text, list):  # content parts
-            text = "".join(p.get("text", "") for p in text if isinstance(p, Mapping))
-        if not text:
-            text = msg.get("refusal") or choice.get("text") or ""
-        u = data.get("usage") or {}
-        usage = TokenUsage(int(u.get("prompt_tokens") or u.get("input_tokens") or 0),
-                           int(u.get("completion_tokens") or u.get("output_tokens") or 0))
-        first, seq = _read_logprobs(choice.get("logprobs"))
-        return Generation(text=text, usage=usage, latency_s=latency, logprobs=first,
-                          model=data.get("model") or self.model or "", raw=data,
-                          finish_reason=choice.get("finish_reason"), token_logprobs=seq)
-
-    def _error(self, status: int, payload: Any, text: str, headers: Mapping[str, str] | None) -> ModelCallError:
-        msg = self._key.scrub(_error_message(payload, text[:300] or f"HTTP {status}"))
-        body = self._key.scrub(text[:2000])
-        where = f"{self.name}: HTTP {status}"
-        if status == 429 and _error_code(payload) == "insufficient_quota":  # billing: waiting won't help
-            return ModelCallError(f"{where} (quota exhausted; check the account's plan and billing): {msg}",
-                                  kind="quota", status=status, body=body)
-        if status == 429:
-            return ModelCallError(f"{where} (rate limited): {msg}", kind="rate_limit", status=status,
-                                  retryable=True, retry_after=parse_retry_after(headers), body=body)
-        if status in (408, 409) or status >= 500:
-            return ModelCallError(f"{where}: {msg}", kind="server", status=status, retryable=True,
-                                  retry_after=parse_retry_after(headers), body=body)
-        if status in (401, 403):
-            return ModelCallError(f"{where} (authentication failed; check the API key): {msg}",
-                                  kind="auth", status=status, body=body)
-        if status == 404:
-            return ModelCallError(f"{where} (no such model or endpoint; check the model/deployment "
-                                  f"name and base URL): {msg}", kind="not_found", status=status, body=body)
-        return ModelCallError(f"{where}: {msg}", kind="bad_request", status=status, body=body)
 
     # -- lean transport -------------------------------------------------------------------------
     def _lean(self) -> LeanHTTP:
@@ -714,10 +494,9 @@ class OpenAICompat:
         except orjson.JSONDecodeError:
             data = None
         if status >= 400:
-            raise self._error(status, data, raw.decode("utf-8", "replace"), resp.headers)
+            raise http_error(self.name, status, data, raw.decode("utf-8", "replace"), resp.headers, self._key.scrub)
         if data is None:
-            raise ModelCallError(f"{self.name}: the response is not JSON: {raw[:200]!r}",
-                                 kind="bad_response", retryable=True)
+            raise not_json_error(self.name, raw)
         return data, latency
 
     async def _resolve_model(self) -> None:
@@ -788,7 +567,7 @@ class OpenAICompat:
                 data = orjson.loads(r.content)
             except Exception:
                 data = None
-            raise self._error(exc.status_code, data, r.text, r.headers) from None
+            raise http_error(self.name, exc.status_code, data, r.text, r.headers, self._key.scrub) from None
         except openai.APITimeoutError:
             raise ModelCallError(f"{self.name}: no answer within {self.timeout:g} s", kind="timeout",
                                  retryable=True) from None
@@ -799,8 +578,7 @@ class OpenAICompat:
         try:
             return orjson.loads(raw), latency
         except orjson.JSONDecodeError:
-            raise ModelCallError(f"{self.name}: the response is not JSON: {raw[:200]!r}",
-                                 kind="bad_response", retryable=True) from None
+            raise not_json_error(self.name, raw) from None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -823,17 +601,6 @@ class OpenAICompat:
         await self.aclose()
 
 
-def _first_choice(name: str, data: Any) -> Mapping[str, Any]:
-    try:
-        choice = data["choices"][0]
-    except (KeyError, IndexError, TypeError):
-        choice = None
-    if not isinstance(choice, Mapping):
-        raise ModelCallError(f"{name}: response has no choices: {str(data)[:200]}",
-                             kind="bad_response", retryable=True)
-    return choice
-
-
 def _env_proxy(url: str) -> str | None:
     """The proxy the environment names for ``url`` (None when none, or NO_PROXY covers it)."""
     import urllib.request
@@ -845,36 +612,3 @@ def _env_proxy(url: str) -> str | None:
     if urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
         return None
     return proxies.get(parts.scheme) or proxies.get("all")
-
-
-def _mentions_json(messages: Messages) -> bool:
-    for m in messages:
-        c = m.get("content")
-        if isinstance(c, str) and "json" in c.lower():
-            return True
-        if isinstance(c, list) and "json" in str(c).lower():
-            return True
-    return False
-
-
-def _read_logprobs(lp: Any) -> tuple[dict[str, float] | None, list[tuple[str, dict[str, float]]] | None]:
-    """OpenAI's ``choices[0].logprobs.content`` -> first-token alternatives and the sequence."""
-    if not isinstance(lp, Mapping):
-        return None, None
-    content = lp.get("content")
-    if not isinstance(content, list) or not content:
-        return None, None
-    seq: list[tuple[str, dict[str, float]]] = []
-    for pos in content:
-        if not isinstance(pos, Mapping):
-            continue
-        alts: dict[str, float] = {}
-        for alt in pos.get("top_logprobs") or ():
-            tok, val = alt.get("token"), alt.get("logprob")
-            if tok is not None and val is not None and tok not in alts:
-                alts[tok] = float(val)
-        tok = pos.get("token")
-        if tok is not None and tok not in alts and pos.get("logprob") is not None:
-            alts[tok] = float(pos["logprob"])
-        seq.append((tok or "", alts))
-    return (seq[0][1] if seq else None), seq

@@ -63,7 +63,7 @@ def parse_price(value: Any, *, where: str = "price") -> tuple[float, float]:
 
 def judge_price(model: Any, options: Mapping[str, Any] | None = None) -> tuple[tuple[float, float] | None, str]:
     """``(price or None, where it came from)`` for a judge (a LimitedModel or a bare backend)."""
-    from assay.models.limits import LimitedModel
+    from assay.models.limited import LimitedModel
 
     opt = (options or {}).get("judge_price")
     if opt is not None:
@@ -92,7 +92,7 @@ def judge_usage(model: Any, since: Mapping[str, int] | None = None,
                 options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """A run's judge usage: calls (generated and probability-scored), cache hits, errors, paid
     prompt and completion tokens and their cost, counted after ``since`` (a
-    :meth:`~assay.models.limits.CallStats.snapshot` taken when the run began). None for a
+    :meth:`~assay.models.limited.CallStats.snapshot` taken when the run began). None for a
     judge that keeps no counts."""
     stats = getattr(model, "stats", None)
     if stats is None or not hasattr(stats, "since"):

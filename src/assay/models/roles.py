@@ -2,7 +2,7 @@
 
 Judges, endpoint targets and simulating models are all named by the grammar of
 :func:`~assay.models.spec.parse_model_spec` and all end as the backend behind one
-:class:`~assay.models.limits.LimitedModel` (limits, retries, call cache, usage). What differs
+:class:`~assay.models.limited.LimitedModel` (limits, retries, call cache, usage). What differs
 between them is the ``role``, and only in these defaults:
 
 ==========  ===============  ========  =====  ==================  ==========================
@@ -19,13 +19,15 @@ embedder    the backend's    4         yes    the embedded        all, built as 
                                                                   multilingual-e5-small)
 ==========  ===============  ========  =====  ==================  ==========================
 
-The backend's concurrency is its ``default_concurrency`` (32 OpenAI, 16 Azure, 8 other
+Which backends a role may use, and the keyword arguments a role reads from the environment for
+one (a target's key), are the backend's row in :mod:`assay.models.backends`; an HTTP backend
+(the row's ``http``) also gets the ``timeout``. The backend's concurrency is its ``default_concurrency`` (32 OpenAI, 16 Azure, 8 other
 endpoints, 2 in-process). An embedder's spec names the same things as a judge's, built for
 embeddings: ``embedded`` is :class:`~assay.models.embedded_embedder.EmbeddedEmbedder`,
 ``local:/x.gguf`` a GGUF loaded for embeddings, the others their ``/embeddings`` endpoint.
 A target's limiter is there for retries and backoff: the engine bounds its calls in flight
 itself, and an application's answers are never cached. In every role a call that times out is
-tried at most twice (:attr:`~assay.models.limits.RetryPolicy.timeout_attempts`), and
+tried at most twice (:attr:`~assay.models.limiter.RetryPolicy.timeout_attempts`), and
 ``timeout`` bounds both the limiter's wait and an HTTP backend's own.
 """
 
@@ -36,14 +38,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.errors import AssayError
+from assay.models.backends import BUILTIN, find_backend
 from assay.models.base import gives_embeddings
 from assay.models.cache import open_cache
-from assay.models.limits import LimitedModel, Limiter
+from assay.models.limited import LimitedModel
+from assay.models.limiter import Limiter
 from assay.models.pricing import parse_price
-from assay.models.spec import KINDS, ModelSpec, ModelSpecError, parse_model_spec
+from assay.models.spec import ModelSpec, ModelSpecError, backend_of, parse_model_spec
 
 DEFAULT_TIMEOUT = 120.0
-HTTP_KINDS = ("openai", "azure", "http")   # specs built as an OpenAICompat backend (it has a timeout)
 _DEFAULT: Any = object()
 
 
@@ -57,22 +60,25 @@ class Role:
     cache: bool                    # open the call cache ($ASSAY_CACHE, else ./.assay/cache.sqlite)
     default: str | None            # the spec used when none is given (None: one is required)
     blank_is_default: bool         # "" and "default" also stand for ``default``
-    kinds: tuple[str, ...]         # the spec kinds accepted
-    wrong_kind: str = ""           # the error for another kind; ``{spec!r}`` is filled in
-    api_key_env: str | None = None  # an http backend's key, when none is passed
+    wrong_kind: str = ""           # the error for a backend whose row lists not this role; ``{spec!r}`` filled in
     embeddings: bool = False       # build the spec as an embedding model
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The built-in backend kinds this role accepts (each backend's row lists its roles)."""
+        return tuple(b.kind for b in BUILTIN if self.name in b.roles)
 
 
 ROLES: dict[str, Role] = {
-    "judge": Role("judge", None, 6, True, "embedded", False, KINDS),
-    "simulator": Role("simulator", None, 6, True, "embedded", True, KINDS),
+    "judge": Role("judge", None, 6, True, "embedded", False),
+    "simulator": Role("simulator", None, 6, True, "embedded", True),
     # a model under benchmark (``assay bench quality --model``): any kind, calls cached
-    "model": Role("model", None, 4, True, None, False, KINDS),
-    "target": Role("target", 64, 4, False, None, False, ("http",),
-                   wrong_kind="target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL",
-                   api_key_env="ASSAY_TARGET_API_KEY"),
+    "model": Role("model", None, 4, True, None, False),
+    # an application under test: the endpoint backends' rows list it (key: ASSAY_TARGET_API_KEY)
+    "target": Role("target", 64, 4, False, None, False,
+                   wrong_kind="target {spec!r}: an endpoint target must look like http://HOST:PORT/v1#MODEL"),
     # a model that embeds texts (``assay bench embed --model``): vectors cached per text
-    "embedder": Role("embedder", None, 4, True, "embedded", False, KINDS, embeddings=True),
+    "embedder": Role("embedder", None, 4, True, "embedded", False, embeddings=True),
 }
 
 
@@ -93,7 +99,8 @@ def resolve_spec(spec: "str | ModelSpec | None", *, role: str = "judge") -> Mode
             raise ModelSpecError(f"a {role} needs a model spec")
         spec = r.default
     ms = parse_model_spec(spec, role) if isinstance(spec, str) else spec
-    if ms.kind not in r.kinds:
+    row = find_backend(ms.kind)
+    if row is None or role not in row.roles:
         raise ModelSpecError(r.wrong_kind.format(spec=spec) or f"a {role} cannot be {ms.kind!r}")
     return ms
 
@@ -109,7 +116,7 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
     ChatModel, wrapped here), a :class:`LimitedModel` (returned as it is: it keeps its own
     limiter and cache), or None for the role's default. ``concurrency`` / ``max_attempts``:
     None for the role's default; ``rpm`` / ``tpm`` / ``timeout`` / ``timeout_attempts`` go to the
-    :class:`~assay.models.limits.Limiter` (``timeout`` also to an HTTP backend built here, whose
+    :class:`~assay.models.limiter.Limiter` (``timeout`` also to an HTTP backend built here, whose
     own timeout would otherwise cut a longer wait short). ``cache``: a :class:`~assay.models.cache.CallCache`,
     a path, or None; by default the role's. ``price``: USD per 1M input and output tokens,
     ``(in, out)`` or ``"in,out"``, for a model the price table does not know. ``backend``
@@ -120,11 +127,13 @@ def resolve(spec: Any = None, *, role: str = "judge", concurrency: int | None = 
     r = role_defaults(role)
     if spec is None or isinstance(spec, (str, ModelSpec)):
         ms = resolve_spec(spec, role=role)
-        if ms.kind == "http" and r.api_key_env and backend.get("api_key") is None:
-            backend["api_key"] = os.environ.get(r.api_key_env)
-        if ms.kind in HTTP_KINDS and timeout is not None:
+        row = backend_of(ms.kind)
+        for arg, env in row.env_defaults(role).items():
+            if backend.get(arg) is None:
+                backend[arg] = os.environ.get(env)
+        if row.http and timeout is not None:
             backend.setdefault("timeout", timeout)
-        model = ms.build_embedder(**backend) if r.embeddings else ms.build(**backend)
+        model = row.build_embedder(ms, **backend) if r.embeddings else row.build(ms, **backend)
     else:
         model = spec
     if r.embeddings and not gives_embeddings(model):

@@ -15,8 +15,10 @@
                                        :mod:`assay.models.embedded`)
 =====================================  ==============================================
 
-:func:`parse_model_spec` only reads the string; which forms a caller accepts and the defaults
-it builds them with (limits, cache, keys) are chosen by :func:`assay.models.resolve`.
+:func:`parse_model_spec` only reads the string, by the rows of the backend table
+(:mod:`assay.models.backends`: built-in, then those other packages register); which forms a
+caller accepts and the defaults it builds them with (limits, cache, keys) are chosen by
+:func:`assay.models.resolve`.
 """
 
 from __future__ import annotations
@@ -24,16 +26,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from assay.errors import AssayError
+from assay.models.backends import BUILTIN, Backend, find_backend, plugin_backends
 
-ACCEPTED_FORMS = ("openai:MODEL (e.g. openai:gpt-4o-mini)",
-                  "azure:DEPLOYMENT (e.g. azure:my-deployment)",
-                  "http(s)://HOST:PORT/v1#MODEL (e.g. http://127.0.0.1:8000/v1#qwen2.5-7b)",
-                  "local:/path/to/model.gguf")
-
-KINDS = ("openai", "azure", "http", "local", "embedded")
+#: the forms of the built-in backends, as error messages list them
+ACCEPTED_FORMS = tuple(b.form for b in BUILTIN if b.form)
+#: the kinds of the built-in backends
+KINDS = tuple(b.kind for b in BUILTIN)
 
 
 class ModelSpecError(AssayError):
@@ -42,81 +43,84 @@ class ModelSpecError(AssayError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A parsed model spec. ``kind``: openai | azure | http | local | embedded."""
+    """A parsed model spec. ``kind``: the backend's (openai | azure | http | local | embedded, or
+    one another package registers: :mod:`assay.models.backends`)."""
 
     kind: str
     model: str | None = None       # model name, or the Azure deployment
-    base_url: str | None = None    # http kind
-    path: str | None = None        # local kind
+    base_url: str | None = None    # a ``url`` form (http)
+    path: str | None = None        # a ``path`` argument (local)
     spec: str = ""
 
     def build(self, **kw: Any) -> Any:
         """The bare backend (a :class:`~assay.models.base.ChatModel`, no limits or cache);
         ``kw`` go to its constructor."""
-        from assay.models.openai_compat import OpenAICompat
-
-        if self.kind == "openai":
-            return OpenAICompat.openai(self.model or "", **kw)
-        if self.kind == "azure":
-            return OpenAICompat.azure(self.model or "", **kw)
-        if self.kind == "http":
-            return OpenAICompat.endpoint(self.base_url or "", self.model, **kw)
-        if self.kind == "local":
-            from assay.models.local import local_model
-
-            return local_model(self.path or "", **kw)
-        if self.kind == "embedded":
-            from assay.models.embedded import embedded_judge
-
-            return embedded_judge(**kw)
-        raise ModelSpecError(f"unknown judge kind {self.kind!r}")  # pragma: no cover
+        return backend_of(self.kind).build(self, **kw)
 
     def build_embedder(self, **kw: Any) -> Any:
         """The bare backend as an embedding model (an :class:`~assay.models.base.EmbeddingModel`):
         ``embedded`` is the embedded embedding model (multilingual-e5-small), ``local`` a GGUF
         loaded for embeddings, the endpoint kinds their ``/embeddings`` API."""
-        if self.kind == "embedded":
-            from assay.models.embedded_embedder import embedded_embedder
-
-            return embedded_embedder(**kw)
-        if self.kind == "local":
-            from assay.models.local_embedder import local_embedder
-
-            return local_embedder(self.path or "", **kw)
-        return self.build(**kw)
+        return backend_of(self.kind).build_embedder(self, **kw)
 
     def __str__(self) -> str:
         return self.spec
+
+
+def backend_of(kind: str) -> Backend:
+    """The backend table's row for ``kind`` (:class:`ModelSpecError` when none has it)."""
+    row = find_backend(kind)
+    if row is None:
+        raise ModelSpecError(f"unknown judge kind {kind!r}")
+    return row
+
+
+def accepted_forms() -> tuple[str, ...]:
+    """The forms every backend accepts, the built-in ones first (entry points read now)."""
+    return ACCEPTED_FORMS + tuple(b.form for b in plugin_backends() if b.form)
 
 
 def parse_model_spec(spec: str, role: str = "judge") -> ModelSpec:
     """Parse a model spec; unknown forms raise :class:`ModelSpecError` listing the accepted ones.
     ``role`` names the model in messages (judge, target, simulator)."""
     s = (spec or "").strip()
-    forms = "; ".join(ACCEPTED_FORMS)
     if not s:
-        raise ModelSpecError(f"empty {role} spec; accepted forms: {forms}")
-    if s.lower() == "embedded":
-        return ModelSpec("embedded", spec="embedded")
-    if re.match(r"^https?://", s, re.I):
+        raise ModelSpecError(f"empty {role} spec; accepted forms: {'; '.join(accepted_forms())}")
+    for row in BUILTIN:
+        found = _match(row, s, spec, role)
+        if found is not None:
+            return found
+    for row in plugin_backends():
+        found = _match(row, s, spec, role)
+        if found is not None:
+            return found
+    raise ModelSpecError(f"unknown {role} {spec!r}; accepted forms: {'; '.join(accepted_forms())}")
+
+
+def _match(row: Backend, s: str, spec: str, role: str) -> ModelSpec | None:
+    """``s`` (``spec`` stripped) parsed as ``row``'s form; None when it is not that form."""
+    if row.syntax == "word":
+        return ModelSpec(row.kind, spec=row.kind) if s.lower() == row.kind else None
+    if row.syntax == "url":
+        if not re.match(r"^https?://", s, re.I):
+            return None
         url, _, model = s.partition("#")
         url = url.rstrip("/")
         if not re.match(r"^https?://[^/\s#?]+", url, re.I):
-            raise ModelSpecError(f"{role} {spec!r}: no host in the URL; accepted forms: {forms}")
-        return ModelSpec("http", model=model.strip() or None, base_url=url, spec=s)
+            _bad(spec, role, "no host in the URL")
+        return ModelSpec(row.kind, model=model.strip() or None, base_url=url, spec=s)
     prefix, sep, rest = s.partition(":")
-    prefix = prefix.strip().lower()
+    if not sep or prefix.strip().lower() != row.kind:
+        return None
     rest = rest.strip()
-    if sep and prefix in ("openai", "azure"):
-        if not rest:
-            what = "model" if prefix == "openai" else "deployment"
-            raise ModelSpecError(f"{role} {spec!r}: no {what} named; accepted forms: {forms}")
-        return ModelSpec(prefix, model=rest, spec=s)
-    if sep and prefix == "local":
-        if not rest:
-            raise ModelSpecError(f"{role} {spec!r}: no model file named; accepted forms: {forms}")
-        return ModelSpec("local", path=os.path.expanduser(rest), spec=s)
-    raise ModelSpecError(f"unknown {role} {spec!r}; accepted forms: {forms}")
+    if not rest:
+        _bad(spec, role, f"no {row.missing} named")
+    value = os.path.expanduser(rest) if row.argument == "path" else rest
+    return ModelSpec(row.kind, spec=s, **{row.argument: value})
+
+
+def _bad(spec: str, role: str, why: str) -> NoReturn:
+    raise ModelSpecError(f"{role} {spec!r}: {why}; accepted forms: {'; '.join(accepted_forms())}")
 
 
 # The names judges used before targets and simulators shared the grammar.

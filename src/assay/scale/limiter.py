@@ -1,6 +1,6 @@
 """One set of model limits for a whole run on Ray: a named actor that every worker asks.
 
-Each worker process has its own :class:`~assay.models.limits.Limiter` (retries, timeout,
+Each worker process has its own :class:`~assay.models.limiter.Limiter` (retries, timeout,
 circuit breaker, a per-process concurrency window). Given :class:`ClusterLimits`, every request
 of every worker also takes a *lease* from one actor, which holds for the whole cluster:
 
@@ -10,8 +10,9 @@ of every worker also takes a *lease* from one actor, which holds for the whole c
   asked, with no polling; the tokens a request really used are settled when it is given back;
 * the pause after a 429: the server's ``Retry-After`` (or, without one, the limiter's own
   backoff) holds back every worker, not only the one that was told, and the rates are halved
-  and recover slowly, as the local limiter does. A lease granted with a wait is checked once more
-  after that wait, so a 429 that arrived meanwhile holds it back too.
+  and recover slowly (the same :class:`~assay.models.rate.AdaptiveRate` as the local limiter). A lease
+  granted with a wait is checked once more after that wait, so a 429 that arrived meanwhile
+  holds it back too.
 
 Ray's own HTTP stage spaces requests per actor and does not read ``Retry-After``; here the limit
 is the run's, whatever the number of workers.
@@ -52,6 +53,7 @@ from typing import Any, Callable
 
 from assay.errors import AssayError
 from assay.models.base import ModelCallError
+from assay.models.rate import AdaptiveRate, RateField
 
 log = logging.getLogger("assay.scale")
 
@@ -59,38 +61,6 @@ log = logging.getLogger("assay.scale")
 BLOCKS_ENV = "ASSAY_LIMITER_BLOCKS"
 #: seconds added to a request's timeout before its lease is taken back from a silent holder
 HOLD_MARGIN = 30.0
-
-
-class _Rate:
-    """A token bucket that lends (as the local limiter's): a taker may overdraw and is told how
-    long to wait the deficit out. At most one second's worth is taken in a burst."""
-
-    __slots__ = ("per_min", "rate", "capacity", "level", "stamp")
-
-    def __init__(self, per_minute: float, now: float):
-        self.per_min = float(per_minute)
-        self.rate = self.per_min / 60.0
-        self.capacity = max(1.0, self.rate)
-        self.level = self.capacity
-        self.stamp = now
-
-    def scale(self, factor: float, now: float) -> None:
-        self._refill(now)
-        self.rate = max(self.per_min * factor / 60.0, 1e-6)
-        self.capacity = max(1.0, self.rate)
-
-    def _refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
-        self.stamp = now
-
-    def take(self, n: float, now: float) -> float:
-        self._refill(now)
-        self.level -= n
-        return 0.0 if self.level >= 0 else -self.level / self.rate
-
-    def give(self, n: float, now: float) -> None:
-        self._refill(now)
-        self.level = min(self.capacity, self.level + n)
 
 
 @dataclass
@@ -110,7 +80,8 @@ class LimitBook:
     ``hold`` is taken back. ``adaptive``: on a 429, halve the rates (and the concurrency window)
     and recover slowly while requests succeed. ``clock``: seconds, monotonic (tests pass their
     own). ``sweep_every``: seconds between sweeps for leases never given back (None: only when
-    a lease is asked for)."""
+    a lease is asked for). The buckets, the window and the pause are :attr:`rate`, an
+    :class:`~assay.models.rate.AdaptiveRate` on ``clock``."""
 
     def __init__(self, concurrency: int, *, rpm: float | None = None, tpm: float | None = None,
                  lease_ttl: float = 600.0, adaptive: bool = True, recover_every: float = 5.0,
@@ -122,20 +93,11 @@ class LimitBook:
             if v is not None and not v > 0:
                 raise AssayError(f"the cluster limiter's {name} must be more than 0 (or None), got {v}")
         self.clock = clock
-        now = clock()
         self.concurrency = int(concurrency)
         self.rpm, self.tpm = rpm, tpm
         self.lease_ttl = float(lease_ttl)
-        self.adaptive = adaptive
-        self.recover_every = recover_every
-        self.min_factor = min_factor
-        self._rpm = _Rate(rpm, now) if rpm else None
-        self._tpm = _Rate(tpm, now) if tpm else None
-        self.limit = self.concurrency
-        self._window = float(self.concurrency)
-        self.factor = 1.0
-        self.pause_until = -1e18
-        self._last_cut = self._last_429 = self._last_recover = -1e18
+        self.rate = AdaptiveRate(self.concurrency, rpm=rpm, tpm=tpm, adaptive=adaptive,
+                                 recover_every=recover_every, min_factor=min_factor, clock=clock)
         self._leases: dict[str, _Lease] = {}
         self._waiting: OrderedDict[str, asyncio.Future[bool]] = OrderedDict()
         self._abandoned: dict[str, float] = {}     # given back before it was asked for: id -> when
@@ -150,6 +112,13 @@ class LimitBook:
     @property
     def in_flight(self) -> int:
         return len(self._leases)
+
+    #: leases out at once now: the concurrency, or less after a 429
+    limit = RateField()
+    #: the fraction of the configured rates in force
+    factor = RateField()
+    #: the clock time before which no lease's request is sent (after a 429)
+    pause_until = RateField()
 
     def settings(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "rpm": self.rpm, "tpm": self.tpm}
@@ -203,11 +172,7 @@ class LimitBook:
 
     def _grant(self, lease: str, tokens: int, hold: float | None) -> float:
         now = self.clock()
-        wait = max(0.0, self.pause_until - now)
-        if self._rpm is not None:
-            wait = max(wait, self._rpm.take(1, now))
-        if self._tpm is not None and tokens:
-            wait = max(wait, self._tpm.take(tokens, now))
+        wait = max(self.rate.paused_for(), self.rate.take(tokens))
         ttl = self.lease_ttl if hold is None else float(hold) + HOLD_MARGIN
         self._leases[lease] = _Lease(now + wait, now + wait + ttl, int(tokens or 0))
         self.peak_in_flight = max(self.peak_in_flight, len(self._leases))
@@ -218,16 +183,16 @@ class LimitBook:
         """Seconds ``lease`` still waits: a pause that began after it was granted."""
         if lease not in self._leases:
             return 0.0
-        return max(0.0, self.pause_until - self.clock())
+        return self.rate.paused_for()
 
     def release(self, lease: str, outcome: str = "ok", tokens: int | None = None,
                 pause: float | None = None) -> None:
-        """Give ``lease`` back (see :meth:`assay.models.limits.SharedLimits.release`)."""
+        """Give ``lease`` back (see :meth:`assay.models.limiter.SharedLimits.release`)."""
         if outcome not in ("ok", "failed", "unsent"):
             raise AssayError(f"a lease's outcome is 'ok', 'failed' or 'unsent', not {outcome!r}")
         now = self.clock()
         if pause is not None:
-            self._rate_limited(float(pause), now)
+            self._rate_limited(float(pause))
         held = self._leases.pop(lease, None)
         if held is None:
             fut = self._waiting.pop(lease, None)
@@ -239,14 +204,11 @@ class LimitBook:
             return
         self.counts[outcome] += 1
         if outcome == "unsent":
-            if self._rpm is not None:
-                self._rpm.give(1, now)
-            if self._tpm is not None and held.tokens:
-                self._tpm.give(held.tokens, now)
-        elif tokens is not None and self._tpm is not None:
-            self._tpm.give(held.tokens - int(tokens), now)   # settle the estimate (a debt when more)
+            self.rate.give_back(held.tokens)
+        elif tokens is not None:
+            self.rate.settle(held.tokens, int(tokens))   # a debt when it used more than estimated
         if outcome == "ok":
-            self._recover(now)
+            self.rate.succeeded()
         self._wake()
 
     def reclaim(self) -> int:
@@ -285,33 +247,11 @@ class LimitBook:
             self.reclaim()
 
     # -- backoff ------------------------------------------------------------------------------
-    def _rate_limited(self, pause: float, now: float) -> None:
+    def _rate_limited(self, pause: float) -> None:
         self.counts["rate_limited"] += 1
-        self._last_429 = now
-        self.pause_until = max(self.pause_until, now + max(0.0, pause))
-        if not self.adaptive or now - self._last_cut < 1.0:
-            return   # answers to requests sent before the last cut say nothing new
-        self._last_cut = now
-        self.factor = max(self.min_factor, self.factor / 2)
-        for b in (self._rpm, self._tpm):
-            if b is not None:
-                b.scale(self.factor, now)
-        self._window = max(1.0, min(self._window, len(self._leases)) / 2)
-        self.limit = int(self._window)
-        log.warning("cluster limiter: rate limited; %.0f%% of the configured rate, %d in flight at most, "
-                    "every worker paused %.2f s", 100 * self.factor, self.limit, pause)
-
-    def _recover(self, now: float) -> None:
-        if self.limit < self.concurrency:
-            self._window = min(float(self.concurrency), self._window + 1.0 / self._window)
-            self.limit = int(self._window)
-        if (self.factor < 1.0 and now - self._last_429 >= self.recover_every
-                and now - self._last_recover >= self.recover_every):
-            self._last_recover = now
-            self.factor = min(1.0, self.factor + 0.1)
-            for b in (self._rpm, self._tpm):
-                if b is not None:
-                    b.scale(self.factor, now)
+        if self.rate.rate_limited(pause, len(self._leases)):
+            log.warning("cluster limiter: rate limited; %.0f%% of the configured rate, %d in flight at most, "
+                        "every worker paused %.2f s", 100 * self.factor, self.limit, pause)
 
 
 # -- the Ray actor ------------------------------------------------------------------------------
@@ -496,8 +436,8 @@ class _Blocks:
 
 
 class ClusterLimits:
-    """The client of a cluster limiter: a :class:`~assay.models.limits.SharedLimits` to give to
-    each worker's :class:`~assay.models.limits.Limiter` (``Limiter(..., shared=ClusterLimits(h))``
+    """The client of a cluster limiter: a :class:`~assay.models.limiter.SharedLimits` to give to
+    each worker's :class:`~assay.models.limiter.Limiter` (``Limiter(..., shared=ClusterLimits(h))``
     or ``limiter.share(ClusterLimits(h))``).
 
     ``actor``: the handle :func:`start_cluster_limiter` returned, the actor's name (looked up

@@ -31,7 +31,8 @@ from assay.engine.run import ChunkRunner, ChunkScorer, Scoring, breaker_limiters
 from assay.errors import AssayError
 from assay.metrics.base import EvalContext
 from assay.models.cache import is_db_url
-from assay.models.limits import CallStats, CircuitOpen
+from assay.models.limited import CallStats
+from assay.models.limiter import CircuitOpen
 from assay.records import Record
 from assay.scale.limiter import ClusterLimits, start_cluster_limiter
 
@@ -56,7 +57,7 @@ def judge_for_workers(judge: Any) -> Any:
     resolves as the driver did, from the driver's ``$ASSAY_JUDGE``, which :meth:`RayScorer.worker_env`
     passes on, whatever the worker's own environment says); a ChatModel object that can be pickled. A :class:`LimitedModel` (a judge
     with a limiter of its own) cannot be shared out: an :class:`AssayError` says what to pass."""
-    from assay.models.limits import LimitedModel
+    from assay.models.limited import LimitedModel
 
     if judge is None or isinstance(judge, str):
         return judge

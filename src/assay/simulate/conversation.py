@@ -47,7 +47,7 @@ def resolve_model(spec: Any) -> Any:
     """The simulating model: ``None``, ``""``, ``"default"`` or ``"embedded"`` -> the embedded
     Gemma model; a spec string (``openai:MODEL``, ``azure:DEPLOYMENT``,
     ``http://HOST:PORT/v1#MODEL``, ``local:/path.gguf``) -> that backend; a ChatModel -> itself.
-    Every one goes behind one :class:`~assay.models.limits.LimitedModel` (concurrency, retries,
+    Every one goes behind one :class:`~assay.models.limited.LimitedModel` (concurrency, retries,
     call cache): :func:`assay.models.resolve` with ``role="simulator"``."""
     from assay.models import resolve
 

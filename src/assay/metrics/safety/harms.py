@@ -35,11 +35,11 @@ from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from assay.judges import NO_JUDGE, Judge, ask, is_smoke_test, load_prompt, run_judge, template_text  # noqa: F401
+from assay.judges.parse import json_key
 from assay.metrics.base import EvalContext, Score, group
 from assay.metrics.judged import register_judge
 from assay.metrics.safety import rules as embedded
 from assay.metrics.safety.rules import HARMS, severity_label
-from assay.models.parse import json_key
 from assay.records import Document
 
 __all__ = ["HARMS", "DEFECT_THRESHOLD", "SEVERITY_THRESHOLD", "JUDGES", "hate_unfairness", "sexual", "violence",

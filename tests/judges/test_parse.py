@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from assay.models import Scale, parse_score, score_from_logprobs, score_from_token_logprobs
+from assay.judges.parse import Scale, parse_score, score_from_logprobs, score_from_token_logprobs
 
 CASES = [
     # text, scale, value, ok, method
@@ -137,7 +137,7 @@ def test_score_from_the_score_position_inside_json():
 
 
 def test_json_key_finds_a_key_in_the_first_object_that_has_it():
-    from assay.models.parse import json_key
+    from assay.judges.parse import json_key
 
     assert json_key('noise {"a": 1} then ```json\n{"Intents": ["x", "y"]}\n```', "intents") == ["x", "y"]
     assert json_key('{"intrusion": true, "rating": "no"}', "intrusion") is True
