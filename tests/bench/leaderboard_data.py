@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from assay.bench.quality import QualityConfig, headline, run_quality
+from assay.bench.quality.run import QualityConfig, headline, run_quality
 from assay.models.price_table import load_table
 from assay.store import open_store
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from assay.bench.perf_compare import (FASTER, METRICS, SLOWER, STATS, UNCLEAR, compare_perf, compare_points,
+from assay.bench.perf.compare import (FASTER, METRICS, SLOWER, STATS, UNCLEAR, compare_perf, compare_points,
                                       point_key, point_label, track_aggregate, verdict)
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_MAX_N, bootstrap_diff, bootstrap_draws

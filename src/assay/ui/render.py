@@ -19,7 +19,7 @@ import orjson
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from assay.bench.perf_compare import point_label
+from assay.bench.perf.compare import point_label
 from assay.judges.prompt import call_parts
 from assay.metrics.tool_use import arguments_of, call_label, match_calls
 from assay.results import input_field

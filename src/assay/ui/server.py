@@ -344,7 +344,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     bench_cache: OrderedDict[tuple, Any] = OrderedDict()
 
     def get_perf(ref: str) -> dict[str, Any]:
-        from assay.bench.perf_compare import load_perf
+        from assay.bench.perf.compare import load_perf
 
         try:
             return load_perf(store, ref)
@@ -352,14 +352,14 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
             raise NotFound(str(exc)) from None
 
     def _bench_list(model: str | None, track: str | None, limit: int) -> list[dict[str, Any]]:
-        from assay.bench.perf_compare import describe_points, validity_text
+        from assay.bench.perf.compare import describe_points, validity_text
 
         runs = store.list_benchmarks(kind="perf", model=model or None, track=track or None, limit=limit, details=False)
         return [{**{k: r.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "metrics")},
                  "points": describe_points(r.get("metrics")), "valid": validity_text(r.get("metrics"))} for r in runs]
 
     def _bench_compare(a: str, b: str) -> dict[str, Any]:
-        from assay.bench.perf_compare import compare_perf
+        from assay.bench.perf.compare import compare_perf
 
         try:
             ra, rb = store.get_benchmark(a, kind="perf"), store.get_benchmark(b, kind="perf")
@@ -374,7 +374,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         return bench_cache[key]
 
     def _bench_track(track: str, limit: int | None) -> dict[str, Any]:
-        from assay.bench.perf_compare import track_aggregate
+        from assay.bench.perf.compare import track_aggregate
 
         try:
             return track_aggregate(store, track, limit=limit)
@@ -397,7 +397,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     @app.get("/bench/compare", response_class=HTMLResponse)
     def bench_compare_page(a: str | None = None, b: str | None = None) -> Response:
-        from assay.bench.perf_compare import SHOWN_METRICS
+        from assay.bench.perf.compare import SHOWN_METRICS
         from assay.ui.bench_charts import latency_cdf
 
         if not a or not b:
@@ -450,7 +450,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     # -- the leaderboard (before /bench/{ref}: "leaderboard" is not a ref) ----------------------
     def _leaderboard(kind: str, runs: str, filter_text: str | None) -> Any:
-        from assay.bench.leaderboard import build_leaderboard
+        from assay.bench.board import build_leaderboard
 
         return build_leaderboard(store, kinds=kind or "all", runs=runs or "latest").filtered(filter_text or None)
 
@@ -464,7 +464,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/bench/leaderboard", response_class=HTMLResponse)
     def leaderboard_page(request: Request, sort: str | None = None, dir: str | None = None,
                          filter: str | None = None, kind: str = "all", runs: str = "latest") -> Response:
-        from assay.bench.leaderboard import TRADEOFFS, display_unit, format_value
+        from assay.bench.board import TRADEOFFS, display_unit, format_value
         from assay.ui.leaderboard_charts import tradeoff_chart
 
         board = _leaderboard(kind, runs, filter)
@@ -496,7 +496,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/api/bench/leaderboard")
     def api_leaderboard(sort: str | None = None, dir: str | None = None, filter: str | None = None,
                         kind: str = "all", runs: str = "latest") -> dict[str, Any]:
-        from assay.bench.leaderboard import TRADEOFFS
+        from assay.bench.board import TRADEOFFS
 
         board = _leaderboard(kind, runs, filter)
         key, desc = _board_sort(board, sort, dir)
@@ -506,7 +506,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     def bench_run_page(ref: str) -> Response:
         from markupsafe import Markup
 
-        from assay.bench.perf_compare import SHOWN_METRICS
+        from assay.bench.perf.compare import SHOWN_METRICS
         from assay.ui.bench_charts import perf_charts
 
         run = get_perf(ref)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from assay.bench.stream import Exchange, decode
+from assay.bench.perf.stream import Exchange, decode
 from assay.stats import confidence_interval, quantile_intervals
 
 QS = (50, 90, 95, 99)

@@ -14,9 +14,9 @@ import orjson
 import typer
 from rich.table import Table
 
-from assay.cli.bench_embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
-from assay.cli.bench_leaderboard import leaderboard_cmd
-from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
+from assay.cli.bench.embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
+from assay.cli.bench.leaderboard import leaderboard_cmd
+from assay.cli.bench.quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
 from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, safe,
                               stage_progress, text_arg, when)
 from assay.errors import AssayError
@@ -109,7 +109,7 @@ def perf(
 ) -> None:
     """Measure how fast an endpoint serves: TTFT, inter-token latency, TPOT, end-to-end latency,
     tokens per second, with intervals and a verdict on the measurement itself."""
-    from assay.bench.perf import PerfConfig, run_perf
+    from assay.bench.perf.run import PerfConfig, run_perf
 
     if repeat < 1:
         raise AssayError("--repeat must be at least 1")
@@ -295,7 +295,7 @@ def _stored_rate(v: Any) -> str:
 
 
 def _stored_load(p: dict[str, Any]) -> str:
-    from assay.bench.perf_compare import point_label
+    from assay.bench.perf.compare import point_label
 
     return point_label(p)
 
@@ -310,7 +310,7 @@ def stored_list_cmd(
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """List the stored benchmark runs (serving performance, quality, embedding), newest first."""
-    from assay.bench.perf_compare import describe_points, validity_text
+    from assay.bench.perf.compare import describe_points, validity_text
 
     if kind not in ("all", "perf", "quality", "embed"):
         raise AssayError(f"--kind must be perf, quality, embed or all, not {kind!r}")
@@ -345,7 +345,7 @@ def stored_list_cmd(
 
 
 def _stored_point_table(p: dict[str, Any]) -> Any:
-    from assay.bench.perf_compare import SHOWN_METRICS
+    from assay.bench.perf.compare import SHOWN_METRICS
 
     failures = {k: v for k, v in ((p.get("requests") or {}).get("failures") or {}).items() if v}
     req = p.get("requests") or {}
@@ -473,7 +473,7 @@ def stored_compare_cmd(
     """Compare two stored runs: perf runs point by point (B − A, B / A, 95% bootstrap intervals,
     verdicts); quality runs item by item (McNemar's exact test, paired bootstrap); embedding runs task by
     task on the same units (paired bootstrap)."""
-    from assay.bench.perf_compare import THROUGHPUTS, compare_perf
+    from assay.bench.perf.compare import THROUGHPUTS, compare_perf
 
     ref_a, ref_b = text_arg(ref_a), text_arg(ref_b)
     kind_a = open_store(store).get_benchmark(ref_a).get("kind")
@@ -535,7 +535,7 @@ def stored_track_cmd(
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """Aggregate the scheduled repeats of one benchmark (a track): each metric's spread over time."""
-    from assay.bench.perf_compare import THROUGHPUTS, track_aggregate
+    from assay.bench.perf.compare import THROUGHPUTS, track_aggregate
 
     track = text_arg(track)
     agg = track_aggregate(open_store(store), track, limit=limit)

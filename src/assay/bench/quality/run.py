@@ -1,7 +1,7 @@
 """Quality on standard tasks: ``assay bench quality``.
 
-Every item of every task (:mod:`assay.bench.tasks`) is asked of the model under benchmark
-(:class:`~assay.bench.subject.Subject`) and scored the way its task says:
+Every item of every task (:mod:`assay.bench.quality.tasks`) is asked of the model under benchmark
+(:class:`~assay.bench.quality.subject.Subject`) and scored the way its task says:
 
 - ``multiple_choice``: by the log-likelihood of each choice after the prompt (``acc``, and
   ``acc_norm`` with each log-likelihood divided by the choice's length in characters, as
@@ -13,14 +13,14 @@ Every item of every task (:mod:`assay.bench.tasks`) is asked of the model under 
   scored by the judge metrics a task names (``similarity``, ``groundedness``, ``coherence``,
   ``fluency``, ``relevance``, with ``--judge``).
 - code (a task whose metric is ``pass_at_k``): ``n`` answers per item, each program (prompt +
-  answer + the task's tests) run in the :class:`~assay.bench.sandbox.Sandbox`, and pass@k by
+  answer + the task's tests) run in the :class:`~assay.bench.quality.sandbox.Sandbox`, and pass@k by
   the unbiased estimator for every k asked.
 
 The run is an ordinary stored run (family ``quality``): each item is a row — its prompt, answer,
 extracted answers, log-likelihoods or sandbox outcomes — with its scores, committed in order as
 items finish, so ``--resume`` continues a stopped run and the dashboard shows every item. When
 the run completes, its summary (per-task figures with bootstrap intervals and the quality index,
-:mod:`assay.bench.quality_report`) is stored as a ``quality`` benchmark.
+:mod:`assay.bench.quality.report`) is stored as a ``quality`` benchmark.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
-from assay.bench.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality_report import QUALITY_SCHEMA, primary_output, summarize, task_outputs
-from assay.bench.sandbox import Sandbox
-from assay.bench.subject import Subject
-from assay.bench.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
+from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.report import QUALITY_SCHEMA, primary_output, summarize, task_outputs
+from assay.bench.quality.sandbox import Sandbox
+from assay.bench.quality.subject import Subject
+from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
 from assay.errors import AssayError

@@ -7,7 +7,7 @@ each kind (``quality``, ``perf``, ``embed``); with ``runs="all"`` one row per st
 
 **Columns**, and when two figures are comparable:
 
-- *quality index* (:mod:`assay.bench.quality_report`): comparable only between runs over the same
+- *quality index* (:mod:`assay.bench.quality.report`): comparable only between runs over the same
   tasks with the same definitions and data — the set of ``(task, task_hash, data_hash)``. Runs
   with another set get their own column (``quality_index@2``, ...), and a note says why. Set 1
   is the one most models share (on a tie, the one of the oldest result); so for every split below.
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from assay.bench.cost import benchmark_cost, estimated_cost
-from assay.bench.perf_compare import COMPARABLE_SETTINGS, point_key
+from assay.bench.perf.compare import COMPARABLE_SETTINGS, point_key
 from assay.errors import AssayError
 from assay.models.price_table import PriceTable, active_table
 

@@ -2,15 +2,15 @@
 
 The path of a run:
 
-1. the tasks are loaded (:func:`~assay.bench.embed_tasks.load_embed_tasks`: shipped samples by name,
+1. the tasks are loaded (:func:`~assay.bench.embed.tasks.load_embed_tasks`: shipped samples by name,
    files and folders by layout, the user's data with ``--data``);
 2. the model is resolved as an ``embedder`` (:func:`assay.models.resolve`: the embedded model,
    OpenAI, Azure, any OpenAI-compatible ``/embeddings`` endpoint), behind the one limiter and the call
    cache, so a re-run pays for no text twice;
 3. every text a task needs is embedded once per input type (queries and documents apart), in
    batches, under a progress bar; a text shared by several tasks is embedded once;
-4. each task is scored (:func:`~assay.bench.embed_metrics.score_task`, in a worker thread) and its
-   main score gets a 95% bootstrap interval over its units (:mod:`assay.bench.embed_stats`);
+4. each task is scored (:func:`~assay.bench.embed.metrics.score_task`, in a worker thread) and its
+   main score gets a 95% bootstrap interval over its units (:mod:`assay.bench.embed.stats`);
 5. the summary (schema ``assay.bench.embed/1``) and the units are stored as an ``embed`` benchmark,
    so ``bench show``, ``bench compare`` (paired, on the same units) and the leaderboard read them.
 
@@ -29,9 +29,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import orjson
 
-from assay.bench.embed_metrics import METRIC_VERSION, score_task
-from assay.bench.embed_stats import main_interval
-from assay.bench.embed_tasks import EmbedTask, load_embed_tasks
+from assay.bench.embed.metrics import METRIC_VERSION, score_task
+from assay.bench.embed.stats import main_interval
+from assay.bench.embed.tasks import EmbedTask, load_embed_tasks
 from assay.errors import AssayError
 from assay.models import CallStats, LimitedModel, resolve
 from assay.models.base import ModelCallError

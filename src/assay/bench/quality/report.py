@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from assay.bench.tasks import JUDGED_METRICS
+from assay.bench.quality.tasks import JUDGED_METRICS
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_draws, confidence_interval, mcnemar_exact
 

@@ -1,0 +1,1 @@
+"""The serving-performance benchmark (``assay bench perf``, docs/bench.md)."""
