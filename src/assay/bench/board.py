@@ -5,24 +5,14 @@ embedding scores — and the Pareto frontier of any two of them.
 name differently is two rows; nothing is merged by guess), built from the latest stored result of
 each kind (``quality``, ``perf``, ``embed``); with ``runs="all"`` one row per stored result instead.
 
-**Columns**, and when two figures are comparable:
-
-- *quality index* (:mod:`assay.bench.quality.report`): comparable only between runs over the same
-  tasks with the same definitions and data — the set of ``(task, task_hash, data_hash)``. Runs
-  with another set get their own column (``quality_index@2``, ...), and a note says why. Set 1
-  is the one most models share (on a tie, the one of the oldest result); so for every split below.
-- *per-task quality* (the task's primary score): one column per ``(task, task_hash, data_hash,
-  primary)``; a task with two definitions is two columns.
-- *latency index* (mean TTFT, s) and *throughput index* (mean GTPS, tok/s) of one point of the
-  perf run: comparable only at the same workload — API, streaming, token shape (input / output
-  tokens, shared prefix, burstiness) and load (the concurrency or the request rate). The workload
-  most models were measured at is picked for every model that has it; a model without it shows
-  its lowest load in a separate column pair, with a note.
-- *cost index*: the 3:1 blended price in USD per 1M tokens (:func:`assay.bench.cost.estimated_cost`),
-  priced as ``assay bench cost`` prices the perf run (a price set when it ran, else the price
-  table, else the price recorded with it) or, with no perf run, from the price table.
-- *embedding main scores*: one column per ``(task, main score, task_hash, data_hash,
-  metric_version)``.
+**Columns**: each kind with a ``board`` in its row (:mod:`assay.bench.kinds`) adds its own, and says
+when two figures are comparable (``quality/board.py``: the quality index and per-task scores;
+``perf/board.py``: the latency and throughput indexes at one workload; ``embed/board.py``: the
+embedding main scores). This module adds the *cost index*: the 3:1 blended price in USD per 1M
+tokens (:func:`assay.bench.cost.estimated_cost`), priced as ``assay bench cost`` prices the run of
+a kind that says what it cost (perf: a price set when it ran, else the price table, else the price
+recorded with it) or, with none, from the price table. Here are the board's types (columns, rows,
+comparability groups), its order, the Pareto frontier and how figures are shown.
 
 A figure that is missing is ``None`` (shown "—"), never 0. Nothing is averaged across runs.
 """
@@ -30,16 +20,14 @@ A figure that is missing is ``None`` (shown "—"), never 0. Nothing is averaged
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from assay.bench.cost import benchmark_cost, estimated_cost
-from assay.bench.perf.compare import COMPARABLE_SETTINGS, point_key
+from assay.bench.kinds import get_kind, kind_names
 from assay.errors import AssayError
 from assay.models.price_table import PriceTable, active_table
 
-KINDS = ("quality", "perf", "embed")
 RUNS = ("latest", "all")
 MISSING = "—"
 TRADEOFFS = {                      # chart name -> (x column, x better, y column)
@@ -99,7 +87,7 @@ class Leaderboard:
     groups: list[Group]
     notes: list[str]              # why figures are shown apart, and what is missing
     runs: str = "latest"
-    kinds: tuple[str, ...] = KINDS
+    kinds: tuple[str, ...] = ()
 
     def column(self, key: str) -> Column:
         for c in self.columns:
@@ -118,8 +106,8 @@ class Leaderboard:
             return sorted(self.rows, key=lambda r: r.model.lower(), reverse=bool(descending))
         col = self.column(key)
         desc = (col.better == "high") if descending is None else descending
-        have = [r for r in self.rows if _finite(r.get(key))]
-        missing = [r for r in self.rows if not _finite(r.get(key))]
+        have = [r for r in self.rows if finite(r.get(key))]
+        missing = [r for r in self.rows if not finite(r.get(key))]
         have.sort(key=lambda r: r.model)
         have.sort(key=lambda r: r.values[key], reverse=desc)       # stable: ties keep the name order
         return have + sorted(missing, key=lambda r: r.model)
@@ -135,7 +123,7 @@ class Leaderboard:
     def points(self, x: str, y: str) -> list[tuple[Row, float, float]]:
         """The rows that have both figures, with them."""
         return [(r, float(r.values[x]), float(r.values[y])) for r in self.rows
-                if _finite(r.get(x)) and _finite(r.get(y))]
+                if finite(r.get(x)) and finite(r.get(y))]
 
     def tradeoff(self, name: str) -> dict[str, Any]:
         """One trade-off chart's data: ``name`` in :data:`TRADEOFFS`; each point with whether it
@@ -152,8 +140,8 @@ class Leaderboard:
         for r in self.rows:
             if id(r) in used:
                 continue
-            why = [f"no {c}" for c, k in (("quality index", y), (_LABELS[x], x)) if not _finite(r.get(k))]
-            other = [k for k in r.values if _finite(r.values[k]) and "@" in k and k.split("@")[0] in (x, y)]
+            why = [f"no {c}" for c, k in (("quality index", y), (_LABELS[x], x)) if not finite(r.get(k))]
+            other = [k for k in r.values if finite(r.values[k]) and "@" in k and k.split("@")[0] in (x, y)]
             if other:
                 why.append("its figures are in another comparability group (" + ", ".join(sorted(other)) + ")")
             left_out.append({"model": r.model, "why": "; ".join(why)})
@@ -191,7 +179,7 @@ def pareto_front(points: Sequence[tuple[float | None, float | None]], *, x_bette
         raise AssayError(f"x_better and y_better must be 'low' or 'high', got {x_better!r}, {y_better!r}")
     sx = 1.0 if x_better == "low" else -1.0          # compare on "lower is better" for both
     sy = 1.0 if y_better == "low" else -1.0
-    cand = [(i, sx * float(x), sy * float(y)) for i, (x, y) in enumerate(points) if _finite(x) and _finite(y)]
+    cand = [(i, sx * float(x), sy * float(y)) for i, (x, y) in enumerate(points) if finite(x) and finite(y)]
     front = []
     for i, x, y in cand:
         dominated = any(ox <= x and oy <= y and (ox < x or oy < y) for j, ox, oy in cand if j != i)
@@ -202,22 +190,23 @@ def pareto_front(points: Sequence[tuple[float | None, float | None]], *, x_bette
 
 # -- building the board ----------------------------------------------------------------------------
 
-def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = KINDS, runs: str = "latest",
+def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = "all", runs: str = "latest",
                       table: PriceTable | None = None) -> Leaderboard:
     """The leaderboard of ``store`` (see the module docstring). ``kinds``: which kinds of result
-    to read (``"all"`` or any of ``quality``, ``perf``, ``embed``); ``runs``: ``latest`` (one row
-    per model) or ``all`` (one row per stored result); ``table``: the price table (default: the
-    one in force)."""
+    to read (``"all"``, or any of the kinds with columns on the board: ``quality``, ``perf``,
+    ``embed``); ``runs``: ``latest`` (one row per model) or ``all`` (one row per stored result);
+    ``table``: the price table (default: the one in force)."""
     kinds = _kinds(kinds)
     if runs not in RUNS:
         raise AssayError(f"runs must be one of {', '.join(RUNS)}, not {runs!r}")
     prices = table or active_table()
     found = {k: store.list_benchmarks(kind=k) for k in kinds}
     rows: dict[Any, Row] = {}
-    perf_of: dict[Any, dict[str, Any]] = {}
+    priced_by: dict[Any, dict[str, Any]] = {}
     parts: dict[str, list[tuple[Any, dict[str, Any]]]] = {k: [] for k in kinds}
     for k in kinds:
         seen: set[str] = set()
+        spends = get_kind(k).tokens is not None           # its runs say what they cost (perf)
         for rec in found[k]:                               # newest first
             model = str(rec.get("model") or (rec.get("details") or {}).get("model") or "").strip() or "(no model)"
             if runs == "latest":
@@ -232,20 +221,17 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = KINDS, runs: s
             if rec.get("created_at") is not None:
                 row.created_at[k] = float(rec["created_at"])
             parts[k].append((rid, rec))
-            if k == "perf":
-                perf_of[rid] = rec
+            if spends:
+                priced_by.setdefault(rid, rec)
     for k in kinds:
         parts[k].reverse()                                 # oldest first: on a tie, the earlier result is set 1
     columns: list[Column] = []
     groups: list[Group] = []
     notes: list[str] = []
-    if "quality" in kinds:
-        _quality(parts["quality"], rows, columns, groups, notes)
-    if "perf" in kinds:
-        _perf(parts["perf"], rows, columns, groups, notes)
-    _cost(rows, perf_of, prices, columns)
-    if "embed" in kinds:
-        _embed(parts["embed"], rows, columns, groups, notes)
+    for k in board_kinds():                                # the kind table's order, whatever order was asked
+        if k in kinds:
+            get_kind(k).board(parts[k], rows, columns, groups, notes)
+    _cost(rows, priced_by, prices, columns)
     _order(columns)
     if runs == "latest" and len(rows) > 1:
         notes.append("one row per stored model name, from the latest result of each kind; a model that two kinds of "
@@ -253,228 +239,52 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = KINDS, runs: s
     return Leaderboard(list(rows.values()), columns, groups, notes, runs, tuple(kinds))
 
 
+def board_kinds() -> tuple[str, ...]:
+    """The kinds with columns on the board, in the kind table's order (:mod:`assay.bench.kinds`)."""
+    return tuple(k for k in kind_names() if get_kind(k).board is not None)
+
+
 def _kinds(kinds: Iterable[str] | str) -> tuple[str, ...]:
+    known = board_kinds()
     if isinstance(kinds, str):
-        kinds = KINDS if kinds.strip().lower() in ("all", "") else [x.strip().lower() for x in kinds.split(",")]
+        kinds = known if kinds.strip().lower() in ("all", "") else [x.strip().lower() for x in kinds.split(",")]
     got = tuple(dict.fromkeys(kinds))
-    bad = [k for k in got if k not in KINDS]
+    bad = [k for k in got if k not in known]
     if bad or not got:
-        raise AssayError(f"kind must be quality, perf, embed or all, not {', '.join(bad) or 'nothing'}")
+        raise AssayError(f"kind must be {', '.join(known)} or all, not {', '.join(bad) or 'nothing'}")
     return got
 
 
 def _order(columns: list[Column]) -> None:
-    rank = {"quality": 0, "perf": 1, "cost": 2}
-
-    def key(c: Column) -> tuple:
-        if c.kind in rank and not c.key.startswith("quality:"):
-            return (0, rank[c.kind])
-        return (1, 0 if c.key.startswith("quality:") else 1)
-
-    columns.sort(key=key)                                # stable: each kind keeps its own order
+    """The figures of the whole model (no ``:`` in the key: the indexes) first, then those per task;
+    each in the order the kinds added them (quality, perf, cost; then quality's tasks, embed's)."""
+    columns.sort(key=lambda c: ":" in c.key)              # stable
 
 
-def _keyed(base: str, n: int) -> str:
+def keyed(base: str, n: int) -> str:
     """The column key of the ``n``-th (from 0) comparability group of ``base``."""
     return base if n == 0 else f"{base}@{n + 1}"
 
 
-def _short(h: Any) -> str:
+def short_hash(h: Any) -> str:
+    """A hash as a note shows it: its first 12 characters (``none`` for none)."""
     return str(h)[:12] if h else "none"
 
 
-def _by_size(sigs: Mapping[Any, list[Any]]) -> list[Any]:
+def by_size(sigs: Mapping[Any, list[Any]]) -> list[Any]:
     """Signatures, the one most results share first (ties: the first seen, i.e. the oldest)."""
     order = list(sigs)
     return sorted(order, key=lambda s: (-len(sigs[s]), order.index(s)))
 
 
-def _quality(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
-             groups: list[Group], notes: list[str]) -> None:
-    sigs: dict[frozenset, list[Any]] = {}
-    tasks_of: dict[Any, dict[str, Any]] = {}
-    for rid, rec in recs:
-        d = rec.get("details") or {}
-        tasks = d.get("tasks") if isinstance(d.get("tasks"), Mapping) else {}
-        tasks_of[rid] = tasks
-        sig = frozenset((name, t.get("task_hash"), t.get("data_hash")) for name, t in tasks.items()
-                        if isinstance(t, Mapping))
-        sigs.setdefault(sig, []).append(rid)
-        idx = d.get("index") if isinstance(d.get("index"), Mapping) else {}
-        value = idx.get("value", (rec.get("metrics") or {}).get("quality_index"))
-        rows[rid].values["__qi"] = value if _finite(value) else None
-        if _finite(idx.get("ci95_low")) and _finite(idx.get("ci95_high")):
-            rows[rid].ci["__qi"] = (float(idx["ci95_low"]), float(idx["ci95_high"]))
-    ordered = _by_size(sigs)
-    for n, sig in enumerate(ordered):
-        key = _keyed("quality_index", n)
-        names = sorted(t for t, _, _ in sig)
-        label = "quality index" if len(ordered) == 1 else f"quality index (set {n + 1})"
-        columns.append(Column(key, label, "quality", "0-1", "high", key,
-                              "mean over tasks of each task's primary score on 0-1, tasks: " + ", ".join(names)))
-        models = [rows[r].model for r in sigs[sig]]
-        groups.append(Group("quality", key, label, models,
-                            {"tasks": [{"task": t, "task_hash": th, "data_hash": dh} for t, th, dh in sorted(
-                                sig, key=lambda s: (s[0], str(s[1]), str(s[2])))]}))
-        for rid in sigs[sig]:
-            r = rows[rid]
-            r.values[key] = r.values.get("__qi")
-            if "__qi" in r.ci:
-                r.ci[key] = r.ci["__qi"]
-    for r in rows.values():
-        r.values.pop("__qi", None)
-        r.ci.pop("__qi", None)
-    if len(ordered) > 1:
-        base = ordered[0]
-        for n, sig in enumerate(ordered[1:], start=1):
-            notes.append(f"quality index: set {n + 1} ({', '.join(rows[r].model for r in sigs[sig])}) is shown apart "
-                         f"from set 1 because {_sig_diff(base, sig)}")
-    # per task: one column per (task, task_hash, data_hash, primary)
-    defs: dict[str, dict[tuple, list[Any]]] = {}
-    for rid, tasks in tasks_of.items():
-        for name, t in tasks.items():
-            if isinstance(t, Mapping):
-                defs.setdefault(name, {}).setdefault((t.get("task_hash"), t.get("data_hash"), t.get("primary")),
-                                                     []).append(rid)
-    for name in sorted(defs):
-        variants = _by_size(defs[name])
-        for n, sig in enumerate(variants):
-            th, dh, primary = sig
-            key = _keyed(f"quality:{name}", n)
-            label = f"{name} ({primary})" if len(variants) == 1 else f"{name} ({primary}, definition {n + 1})"
-            columns.append(Column(key, label, "quality", "0-1", "high", key,
-                                  f"{name}: primary score {primary}; task hash {_short(th)}, data hash {_short(dh)}"))
-            groups.append(Group("quality-task", key, label, [rows[r].model for r in defs[name][sig]],
-                                {"task": name, "task_hash": th, "data_hash": dh, "primary": primary}))
-            modes = {rid: ", ".join(tasks_of[rid][name].get("modes") or []) for rid in defs[name][sig]}
-            if len({m for m in modes.values() if m}) > 1:       # e.g. log-likelihood for one, generation for another
-                notes.append(f"task {name} ({key}): the models were scored differently (" + "; ".join(
-                    f"{rows[r].model}: {m}" for r, m in modes.items() if m) + "): multiple choice by generation "
-                    "reads the answer from text, by log-likelihood ranks the choices; compare with care")
-            for rid in defs[name][sig]:
-                t = tasks_of[rid][name]
-                v = t.get("primary_value")
-                rows[rid].values[key] = float(v) if _finite(v) else None
-                pm = (t.get("metrics") or {}).get(primary) if isinstance(t.get("metrics"), Mapping) else None
-                if isinstance(pm, Mapping) and primary not in _JUDGED and _finite(pm.get("ci95_low")) \
-                        and _finite(pm.get("ci95_high")):
-                    rows[rid].ci[key] = (float(pm["ci95_low"]), float(pm["ci95_high"]))
-            if n:
-                b_th, b_dh, b_pr = variants[0]
-                why = [w for w, differs in ((f"the task definition differs (task hash {_short(th)} vs {_short(b_th)})",
-                                             th != b_th),
-                                            (f"the data differs (data hash {_short(dh)} vs {_short(b_dh)})",
-                                             dh != b_dh),
-                                            (f"the primary score differs ({primary} vs {b_pr})", primary != b_pr))
-                       if differs]
-                notes.append(f"task {name}: definition {n + 1} ({', '.join(rows[r].model for r in defs[name][sig])}) "
-                             f"is shown apart from definition 1 because " + "; ".join(why))
-
-
-_JUDGED = ("similarity", "groundedness", "coherence", "fluency", "relevance")   # primary_value is rescaled
-
-
-def _sig_diff(a: frozenset, b: frozenset) -> str:
-    """Why two quality runs' task sets are not comparable, in words."""
-    ta = {t: (th, dh) for t, th, dh in a}
-    tb = {t: (th, dh) for t, th, dh in b}
-    why = []
-    only_a, only_b = sorted(set(ta) - set(tb)), sorted(set(tb) - set(ta))
-    if only_a or only_b:
-        why.append("the tasks differ (" + "; ".join(x for x in (
-            f"only in set 1: {', '.join(only_a)}" if only_a else "",
-            f"only in this set: {', '.join(only_b)}" if only_b else "") if x) + ")")
-    for t in sorted(set(ta) & set(tb)):
-        if ta[t][0] != tb[t][0]:
-            why.append(f"the definition of task {t} differs (task hash {_short(tb[t][0])} vs {_short(ta[t][0])})")
-        if ta[t][1] != tb[t][1]:
-            why.append(f"the data of task {t} differs (data hash {_short(tb[t][1])} vs {_short(ta[t][1])})")
-    return "; ".join(why) or "the task sets differ"
-
-
-def workload(summary: Mapping[str, Any], point: Mapping[str, Any]) -> tuple[tuple, str]:
-    """A perf point's workload: what must agree for two latency or throughput indexes to be
-    comparable — ``(signature, label)``."""
-    st = summary.get("settings") if isinstance(summary.get("settings"), Mapping) else {}
-    load_kind, load = point_key(point)
-    shape = tuple((k, st.get(k)) for k in COMPARABLE_SETTINGS if k != "burstiness" or load_kind == "rate")
-    sig = (("api", summary.get("api")), ("stream", summary.get("stream")), *shape, (load_kind, load))
-    tokens = f"{_n(st.get('input_tokens'))}→{_n(st.get('output_tokens'))} tokens"
-    extra = [f"shared prefix {_n(st.get('shared_prefix'))}"] if st.get("shared_prefix") else []
-    if load_kind == "rate" and st.get("burstiness") not in (None, 1, 1.0):
-        extra.append(f"burstiness {_n(st.get('burstiness'))}")
-    how = f"{summary.get('api') or '?'}" + ("" if summary.get("stream") in (None, True) else ", not streamed")
-    at = f"concurrency {load:g}" if load_kind == "concurrency" else f"{load:g} req/s"
-    return sig, ", ".join([at, tokens, *extra, how])
-
-
-def _n(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
-
-
-def _perf(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
-          groups: list[Group], notes: list[str]) -> None:
-    cands: dict[Any, list[tuple[tuple, str, float, dict[str, Any]]]] = {}
-    for rid, rec in recs:
-        s = rec.get("details") or {}
-        pts = s.get("points") if isinstance(s.get("points"), list) else []
-        cands[rid] = []
-        for p in pts:
-            if isinstance(p, Mapping):
-                sig, label = workload(s, p)
-                cands[rid].append((sig, label, point_key(p)[1], p))
-    # the workload the most models were measured at (ties: the lowest load), for everyone who has it
-    count = Counter(sig for c in cands.values() for sig in {x[0] for x in c})
-    load_of = {x[0]: x[2] for c in cands.values() for x in c}
-    common = sorted(count, key=lambda g: (-count[g], load_of[g], str(g)))[0] if count else None
-    chosen: dict[tuple, list[Any]] = {}
-    labels: dict[tuple, str] = {}
-    for rid, c in cands.items():
-        if not c:
-            rows[rid].flags.append("perf run has no points")
-            continue
-        hit = next((x for x in c if x[0] == common), None) or min(c, key=lambda x: x[2])
-        sig, label, _, p = hit
-        chosen.setdefault(sig, []).append((rid, p))
-        labels[sig] = label
-        rows[rid].workload = label
-        valid = (p.get("validity") or {}).get("valid") if isinstance(p.get("validity"), Mapping) else None
-        if valid is False:
-            reasons = "; ".join(str(x) for x in (p.get("validity") or {}).get("reasons") or [])
-            rows[rid].flags.append(f"the perf point ({label}) is not a valid measurement" +
-                                   (f": {reasons}" if reasons else ""))
-    ordered = sorted(chosen, key=lambda g: (g != common, -len(chosen[g]), load_of[g], str(g)))
-    for n, sig in enumerate(ordered):
-        lk, tk = _keyed("latency_index", n), _keyed("throughput_index", n)
-        at = "" if len(ordered) == 1 else f" (workload {n + 1})"
-        columns.append(Column(lk, "latency index" + at, "perf", "s", "low", lk,
-                              f"mean TTFT at {labels[sig]}"))
-        columns.append(Column(tk, "throughput index" + at, "perf", "tok/s", "high", lk,
-                              f"mean GTPS (output tokens per second per request) at {labels[sig]}"))
-        groups.append(Group("perf", lk, "workload: " + labels[sig], [rows[r].model for r, _ in chosen[sig]],
-                            dict(sig)))
-        for rid, p in chosen[sig]:
-            for key, name, metric in ((lk, "latency_index", "ttft"), (tk, "throughput_index", "gtps")):
-                v = p.get(name)
-                if not _finite(v):
-                    v = ((p.get("metrics") or {}).get(metric) or {}).get("mean")
-                rows[rid].values[key] = float(v) if _finite(v) else None
-                ci = (((p.get("metrics") or {}).get(metric) or {}).get("ci") or {}).get("mean")
-                if isinstance(ci, Sequence) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
-                    rows[rid].ci[key] = (float(ci[0]), float(ci[1]))
-        if n:
-            who = ", ".join(rows[r].model for r, _ in chosen[sig])
-            notes.append(f"latency and throughput: workload {n + 1} ({who}) "
-                         f"is shown apart from workload 1 because it was measured at {labels[sig]}, not at "
-                         f"{labels[ordered[0]]}")
-
-
-def _cost(rows: dict[Any, Row], perf_of: Mapping[Any, Mapping[str, Any]], table: PriceTable,
+def _cost(rows: dict[Any, Row], priced_by: Mapping[Any, Mapping[str, Any]], table: PriceTable,
           columns: list[Column]) -> None:
+    """The cost index of every row: priced as ``assay bench cost`` prices the run that says what it
+    cost (perf), else from the price table."""
     columns.append(Column("cost_index", "cost index", "cost", "USD/1M", "low", None,
                           "3:1 blended price: (3 × input + output) / 4 USD per 1M tokens"))
     for rid, r in rows.items():
-        rec = perf_of.get(rid)
+        rec = priced_by.get(rid)
         if rec is not None:
             priced = benchmark_cost(rec, table)
             pair = priced["price_per_1m"]
@@ -486,56 +296,12 @@ def _cost(rows: dict[Any, Row], perf_of: Mapping[Any, Mapping[str, Any]], table:
             r.cost_source = table.label if row is not None else "unknown"
 
 
-def _embed(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
-           groups: list[Group], notes: list[str]) -> None:
-    defs: dict[str, dict[tuple, list[tuple[Any, Mapping[str, Any]]]]] = {}
-    for rid, rec in recs:
-        d = rec.get("details") or {}
-        tasks = d.get("tasks") if isinstance(d.get("tasks"), Mapping) else None
-        if tasks is None:
-            tasks = (rec.get("metrics") or {}).get("tasks") if isinstance(rec.get("metrics"), Mapping) else None
-        for name, t in (tasks or {}).items():
-            if not isinstance(t, Mapping):
-                continue
-            metric = t.get("main_score") or t.get("metric")
-            sig = (metric, t.get("task_hash"), t.get("data_hash"), t.get("metric_version"))
-            defs.setdefault(name, {}).setdefault(sig, []).append((rid, t))
-    for name in sorted(defs):
-        variants = _by_size(defs[name])
-        for n, sig in enumerate(variants):
-            metric, th, dh, mv = sig
-            key = _keyed(f"embed:{name}", n)
-            label = f"{name} ({metric})" if len(variants) == 1 else f"{name} ({metric}, definition {n + 1})"
-            columns.append(Column(key, label, "embed", "score", "high", key,
-                                  f"{name}: main score {metric}; task hash {_short(th)}, data hash {_short(dh)}, "
-                                  f"metric version {mv}"))
-            groups.append(Group("embed-task", key, label, [rows[r].model for r, _ in defs[name][sig]],
-                                {"task": name, "main_score": metric, "task_hash": th, "data_hash": dh,
-                                 "metric_version": mv}))
-            for rid, t in defs[name][sig]:
-                v = t.get("value")
-                rows[rid].values[key] = float(v) if _finite(v) else None
-                if _finite(t.get("ci95_low")) and _finite(t.get("ci95_high")):
-                    rows[rid].ci[key] = (float(t["ci95_low"]), float(t["ci95_high"]))
-            if n:
-                b = variants[0]
-                why = [w for w, differs in ((f"the main score differs ({metric} vs {b[0]})", metric != b[0]),
-                                            (f"the task definition differs (task hash {_short(th)} vs {_short(b[1])})",
-                                             th != b[1]),
-                                            (f"the data differs (data hash {_short(dh)} vs {_short(b[2])})",
-                                             dh != b[2]),
-                                            (f"the metric version differs ({mv} vs {b[3]})", mv != b[3])) if differs]
-                notes.append(f"embedding task {name}: definition {n + 1} "
-                             f"({', '.join(rows[r].model for r, _ in defs[name][sig])}) is shown apart from "
-                             f"definition 1 because " + "; ".join(why))
-
-
 # -- showing figures -------------------------------------------------------------------------------
 
 def format_value(column: Column, value: float | None) -> str:
     """A figure as the table shows it: quality on 0–100, latency in ms, throughput in tok/s, cost
     in USD per 1M tokens, embedding scores ×100; a missing figure is "—"."""
-    if not _finite(value):
+    if not finite(value):
         return MISSING
     v = float(value)   # type: ignore[arg-type]
     if column.unit == "0-1" or column.kind == "embed":
@@ -556,9 +322,10 @@ def display_unit(column: Column) -> str:
     return {"0-1": "0–100", "s": "ms", "tok/s": "tok/s", "USD/1M": "USD/1M tokens"}.get(column.unit, column.unit)
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
+    """Whether ``v`` is a finite number (not a bool)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-__all__ = ["KINDS", "MISSING", "RUNS", "TRADEOFFS", "Column", "Group", "Leaderboard", "Row", "build_leaderboard",
-           "display_unit", "format_value", "pareto_front", "workload"]
+__all__ = ["MISSING", "RUNS", "TRADEOFFS", "Column", "Group", "Leaderboard", "Row", "board_kinds", "build_leaderboard",
+           "by_size", "display_unit", "finite", "format_value", "keyed", "pareto_front", "short_hash"]

@@ -32,15 +32,15 @@ from urllib.parse import urlsplit
 import numpy as np
 import orjson
 
-from assay.bench.perf import measure as M
 from assay.bench.cost import benchmark_cost, estimated_cost
+from assay.bench.perf import measure as M
+from assay.bench.perf.stored import SCHEMA
 from assay.bench.perf.stream import Exchange, StreamClient
 from assay.bench.perf.workload import Counter, build_prompts, bundled_counter, server_counter
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
 from assay.models.spec import parse_model_spec
 
-SCHEMA = "assay.bench.perf/1"
 DEFAULT_REQUESTS = 50
 
 

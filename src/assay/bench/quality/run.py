@@ -37,8 +37,10 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from assay.bench.kinds import store_benchmark
+from assay.bench.quality import KIND
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality.report import QUALITY_SCHEMA, primary_output, summarize, task_outputs
+from assay.bench.quality.report import primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import Sandbox
 from assay.bench.quality.subject import Subject
 from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
@@ -50,7 +52,7 @@ from assay.models.base import ModelCallError
 from assay.records import Record
 from assay.results import StoredRow
 from assay.scores import EvalContext
-from assay.store.schema import new_ref
+from assay.store import new_ref
 
 SCORINGS = ("auto", "loglik", "generate")
 DEFAULT_SAMPLE_TEMPERATURE = 0.8   # sampling several answers per code item needs some randomness
@@ -573,7 +575,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
         if r.inputs.get("mode"):
             runner.modes.setdefault(r.inputs["task"], set()).add(r.inputs["mode"])
     summary = summarize(plans_meta(plans, runner, subject), rows, seed=0)
-    summary.update(schema=QUALITY_SCHEMA, name=cfg.name, model=subject.name, model_kind=subject.kind,
+    summary.update(schema=KIND.schema, name=cfg.name, model=subject.name, model_kind=subject.kind,
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
@@ -584,9 +586,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if saved.store is not None:
         ref = summary["ref"] = new_ref()
         saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary), summary=summary)
-        saved.store.add_benchmark(kind="quality", name=cfg.name or ref, model=subject.name,
-                                  task=",".join(summary["tasks"]), metrics=headline(summary), details=summary,
-                                  run_id=saved.run_id, ref=ref)
+        store_benchmark(saved.store, KIND, summary, run_id=saved.run_id)
     if out is not None:
         write_out(Path(out), summary, items)
     return QualityRun(summary, items, saved.run_id, ref)
@@ -650,13 +650,6 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
         agg["quality_index"] = {"mean": idx["value"], "ci95_low": idx.get("ci95_low"), "ci95_high": idx.get("ci95_high"),
                                 "evaluated": idx.get("tasks"), "skipped": 0, "errored": 0}
     return agg
-
-
-def headline(summary: dict[str, Any]) -> dict[str, Any]:
-    """The few figures a benchmark list shows: the index and each task's primary score."""
-    return {"quality_index": (summary.get("index") or {}).get("value"),
-            "tasks": {n: {"metric": t["primary"], "value": t.get("primary_value"), "items": t["items"]}
-                      for n, t in summary["tasks"].items()}}
 
 
 def stored_item(r: StoredRow) -> dict[str, Any]:

@@ -104,8 +104,10 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
 
 def embed_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored embedding runs: each task's main score."""
-    t = Table(title=f"embedding runs in {safe(where)}", title_justify="left")
-    for col in ("ref", "name", "model", "tasks", "when"):
+    from assay.bench.embed import KIND
+
+    t = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
+    for col in KIND.list_columns:
         t.add_column(col, overflow="fold")
     for r in runs:
         tasks = ", ".join(f"{safe(n)} {safe(x.get('metric'))} {_num(x.get('value'))}"

@@ -148,8 +148,10 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
 
 def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored quality runs: index and each task's primary score."""
-    t = Table(title=f"quality runs in {safe(where)}", title_justify="left")
-    for col in ("ref", "name", "model", "index", "tasks", "when"):
+    from assay.bench.quality import KIND
+
+    t = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
+    for col in KIND.list_columns:
         t.add_column(col, overflow="fold")
     for r in runs:
         m = r.get("metrics") or {}
