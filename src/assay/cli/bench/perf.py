@@ -328,12 +328,19 @@ def render_perf(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
 def compare_perf_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,
                      store: Optional[str]) -> None:
     """Two perf runs point by point: B − A, B / A, 95% bootstrap intervals, verdicts."""
-    from assay.bench.perf.compare import THROUGHPUTS, compare_perf
+    from assay.bench.perf.compare import compare_perf
 
     cmp = compare_perf(open_store(store), ref_a, ref_b, seed=seed, resamples=resamples)
-    if as_json:
+    if not as_json:
+        render_comparison(cmp, seed=seed, resamples=resamples)
+    else:
         print_json(cmp)
-        return
+
+
+def render_comparison(cmp: dict[str, Any], *, seed: int, resamples: int) -> None:
+    """Two perf runs' comparison (:func:`assay.bench.perf.compare.compare_perf`) as tables."""
+    from assay.bench.perf.compare import THROUGHPUTS
+
     print_sides(cmp, mode=True)
     out.print(f"B − A and B / A with 95% bootstrap intervals ({resamples:,} resamples of each run, seed {seed}); "
               "verdict: the interval of B − A leaves out 0 (faster / slower) or not (no clear difference)",
