@@ -144,7 +144,8 @@ def test_the_built_in_kinds_load_by_name_on_first_use():
     (light: its row and what the store keeps), not its runner."""
     code = ("import json, sys\nimport assay.bench.board, assay.bench.cost\n"
             "before = sorted(m for m in sys.modules if m.startswith('assay.bench.'))\n"
-            "from assay.bench.kinds import get_kind\nrows = [get_kind(k).schema for k in ('perf', 'quality', 'embed')]\n"
+            "from assay.bench.kinds import get_kind\n"
+            "rows = [get_kind(k).schema for k in ('perf', 'quality', 'embed')]\n"
             "print(json.dumps([before, rows, sorted(sys.modules)]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": SRC, "PATH": ""})
