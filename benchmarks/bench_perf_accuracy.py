@@ -8,7 +8,7 @@ at a percentile is the client's TTFT percentile minus the endpoint's for the sam
 
 Clients measured side by side, each against a fresh endpoint:
 
-- ``assay``: ``assay.bench.perf.run_perf`` (kernel receive stamps, see assay/bench/stream.py);
+- ``assay``: ``assay.bench.perf.run.run_perf`` (kernel receive stamps, see assay/bench/perf/stream.py);
 - ``openai-sdk``: plain asyncio + the ``openai`` SDK's streaming client, stamping each chunk
   when the loop hands it over (what a hand-written benchmark does);
 - ``aiperf`` (0.13.0) and ``guidellm`` (0.8.1): the tools themselves, each run as a subprocess from
@@ -54,7 +54,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from assay.bench.perf import PerfConfig, run_perf  # noqa: E402
+from assay.bench.perf.run import PerfConfig, run_perf  # noqa: E402
 
 TTFT, ITL, IN, OUT = 0.1, 0.02, 200, 200
 

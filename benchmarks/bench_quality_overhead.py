@@ -9,7 +9,7 @@
    data, when its venv exists (``benchmarks/.venvs/lm-eval``, made by
    ``benchmarks/bench_quality_conformance.py --setup``).
 2. **Sandbox cost per code sample**: each shipped code item's canonical solution with its tests,
-   run in :class:`assay.bench.sandbox.Sandbox` (the isolation this machine allows), beside the same
+   run in :class:`assay.bench.quality.sandbox.Sandbox` (the isolation this machine allows), beside the same
    programs run as a bare ``python -I`` subprocess (no isolation, no limits): median and p90 per
    sample, and the ratio.
 
@@ -57,8 +57,8 @@ def make_task(folder: Path, n: int) -> Path:
 
 
 def assay_overhead(task: Path, n: int, shots: int) -> dict:
-    from assay.bench.quality import QualityConfig, run_quality
-    from assay.bench.tasks import load_tasks
+    from assay.bench.quality.run import QualityConfig, run_quality
+    from assay.bench.quality.tasks import load_tasks
 
     os.chdir(task.parent)
     sys.path.insert(0, str(task.parent))
@@ -105,7 +105,7 @@ def lm_eval_overhead(task: Path, n: int, shots: int) -> dict | None:
 
 
 def sandbox_cost(rounds: int) -> dict:
-    from assay.bench.sandbox import Sandbox
+    from assay.bench.quality.sandbox import Sandbox
 
     rows = [json.loads(x) for x in (TASKS / "code.jsonl").read_text().splitlines() if x.strip()]
     programs = [r["prompt"] + r["canonical_solution"] + "\n" + r["test"] + f"\ncheck({r['entry_point']})\n"

@@ -45,7 +45,7 @@ def one(task: Path, n: int, engine: str, concurrency: int, actors: int | None) -
     """(seconds for the run, seconds until Ray was up, or None locally)."""
     import ray
 
-    from assay.bench.quality import QualityConfig, run_quality
+    from assay.bench.quality.run import QualityConfig, run_quality
 
     cfg = QualityConfig(model="python:qpipe_ray:answer", tasks=str(task), concurrency=concurrency)
     t0 = time.perf_counter()

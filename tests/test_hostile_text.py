@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from assay.bench.kinds import store_benchmark
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
 
 from leaderboard_data import build_board_store  # noqa: E402
@@ -266,7 +268,7 @@ def benches(tmp_path_factory) -> dict[str, str]:
     refs = {}
     for who, speed in ((NAME_A, 1.0), (NAME_B, 1.5)):
         s, x = make_run(name=who, model=MODEL, levels=(1, 4), n=40, seed=int(speed * 10), speed=speed, track=NAME_A)
-        refs[who] = st.add_perf_benchmark(s, x)
+        refs[who] = store_benchmark(st, "perf", s, x)
     found = {k: {r["name"]: r["ref"] for r in st.list_benchmarks(kind=k, details=False)} for k in ("quality", "embed")}
     st.close()
     sys.path.remove(info["syspath"])

@@ -1,6 +1,6 @@
 """A store for the leaderboard tests, written through the real APIs: quality runs made by
 `run_quality` (Python pipelines whose answers are known, on the shipped sample tasks and on a
-copy of one with other data), perf runs through `add_perf_benchmark` (perfdata.py), embedding
+copy of one with other data), perf runs through `store_benchmark(st, "perf", ...)` (perfdata.py), embedding
 results in the stored shape of the embed runner, and a price table of our own."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from assay.bench.quality import QualityConfig, headline, run_quality
+from assay.bench.kinds import store_benchmark
+from assay.bench.quality.run import QualityConfig, run_quality
+from assay.bench.quality.stored import headline
 from assay.models.price_table import load_table
 from assay.store import open_store
 
@@ -99,10 +101,10 @@ def build_board_store(d: Path, *, hostile: str | None = None) -> dict[str, Any]:
                            ("mini", "gpt-4o-mini", {"speed": 1.5}),
                            ("slow", "slowpoke", {"speed": 0.5, "output_tokens": 100})):
         s, x = make_run(name=f"perf {who}", model=model, levels=(1, 4), n=40, seed=len(perf), **kw)
-        perf[who] = (st.add_perf_benchmark(s, x), s)
+        perf[who] = (store_benchmark(st, "perf", s, x), s)
     # an older perf run of `right`: the latest one is used
     old, ox = make_run(name="old", model=names["right"], levels=(1,), n=20, seed=9, created_at=1_600_000_000.0)
-    st.add_perf_benchmark(old, ox)
+    store_benchmark(st, "perf", old, ox)
     embeds = {}
     for model, tasks in ((names["right"], {"sts": ("sts", "cosine_spearman", 0.81, "1"),
                                            "retrieval": ("retrieval", "ndcg_at_10", 0.62, "1")}),
@@ -119,7 +121,7 @@ def build_board_store(d: Path, *, hostile: str | None = None) -> dict[str, Any]:
         st.add_benchmark(kind="quality", name="hostile", model=hostile, task=",".join(s["tasks"]),
                          metrics=headline(s), details=s)
         hs, hx = make_run(name="perf hostile", model=hostile, levels=(1, 4), n=40, seed=7, speed=1.2)
-        st.add_perf_benchmark(hs, hx)
+        store_benchmark(st, "perf", hs, hx)
         head, summary = embed_result(hostile, {"sts": ("sts", "cosine_spearman", 0.5, "1")})
         st.add_benchmark(kind="embed", name="hostile embed", model=hostile, task="sts", metrics=head, details=summary)
         with prices.open("a") as fh:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from assay.bench.answers import FilterPipeline, choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.answers import FilterPipeline, choice_accuracy, exact_match, extract_choice, pass_at_k
 
 GSM_STRICT = {"name": "strict-match", "filter": [{"function": "regex", "regex_pattern": r"#### (\-?[0-9\.\,]+)"},
                                                  {"function": "take_first"}]}

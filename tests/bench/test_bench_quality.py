@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.bench.quality import QualityConfig, run_quality
+from assay.bench.quality.run import QualityConfig, run_quality
 from assay.errors import AssayError
 from assay.store import open_store
 
@@ -120,7 +120,7 @@ def test_right_answers_score_full_marks_and_wrong_ones_zero(pipe: str, tmp_path:
 
 
 def test_compare_uses_mcnemar_on_the_same_items_and_refuses_other_data(pipe: str, tmp_path: Path) -> None:
-    from assay.bench.quality_report import compare_quality
+    from assay.bench.quality.report import compare_quality
     from assay.stats import mcnemar_exact
 
     store = str(tmp_path / "s.db")
@@ -228,7 +228,7 @@ def test_cli_runs_shows_lists_and_compares(pipe: str, tmp_path: Path) -> None:
 def test_python_task_with_a_judged_metric(pipe: str, tmp_path: Path) -> None:
     _embedded()
     (tmp_path / f"{pipe}_task.py").write_text(
-        "from assay.bench.tasks import task\n"
+        "from assay.bench.quality.tasks import task\n"
         "@task(name='capitals', output_type='generate_until', doc_to_text=lambda d: f\"Capital of {d['c']}?\",\n"
         "      doc_to_target=lambda d: d['a'], generation_kwargs={'until': ['\\n'], 'max_gen_toks': 8},\n"
         "      metric_list=[{'metric': 'exact_match'}, {'metric': 'similarity'}])\n"

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from assay.bench.embed_metrics import (DEFAULT_MAIN_SCORES, RETRIEVAL_K, main_statistic, pair_scores,
+from assay.bench.embed.metrics import (DEFAULT_MAIN_SCORES, RETRIEVAL_K, main_statistic, pair_scores,
                                        retrieval_scores, score_task, unit_count)
-from assay.bench.embed_tasks import (ClassificationData, ClusteringData, PairData, RerankData, RetrievalData,
+from assay.bench.embed.tasks import (ClassificationData, ClusteringData, PairData, RerankData, RetrievalData,
                                      StsData, SummarizationData)
 
 

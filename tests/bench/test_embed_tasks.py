@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from assay.bench.embed_tasks import BUILTIN_TASKS, TASK_TYPES, EmbedTaskError, load_embed_tasks
+from assay.bench.embed.tasks import BUILTIN_TASKS, TASK_TYPES, EmbedTaskError, load_embed_tasks
 from assay.errors import AssayError
 
 

@@ -1,5 +1,5 @@
 """`assay bench leaderboard` over a store written through the real APIs (leaderboard_data.py:
-quality runs by `run_quality`, perf runs by `add_perf_benchmark`, embed results in the stored
+quality runs by `run_quality`, perf runs by `store_benchmark(st, "perf", ...)`, embed results in the stored
 shape of the embed runner) and a price table of our own."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from assay.bench.leaderboard import MISSING, Leaderboard, build_leaderboard, format_value, pareto_front
+from assay.bench.board import MISSING, Leaderboard, build_leaderboard, format_value, pareto_front
 from assay.errors import AssayError
 
 from leaderboard_data import build_board_store
@@ -225,7 +225,7 @@ def test_cli_plot_writes_a_valid_svg_with_one_point_per_model(board_store: dict[
 
 
 def test_the_same_task_scored_in_other_modes_is_flagged(board_store: dict[str, Any], tmp_path: Path) -> None:
-    from assay.bench.quality import headline
+    from assay.bench.quality.stored import headline
     from assay.store import open_store
 
     st = open_store(str(tmp_path / "modes.db"))

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from assay.bench.perf_compare import (FASTER, METRICS, SLOWER, STATS, UNCLEAR, compare_perf, compare_points,
-                                      point_key, point_label, track_aggregate, verdict)
+from assay.bench.kinds import store_benchmark
+from assay.bench.perf.compare import (FASTER, SLOWER, STATS, UNCLEAR, compare_perf, compare_points, point_key,
+                                      point_label, track_aggregate, verdict)
+from assay.bench.perf.figures import COMPARED as METRICS
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_MAX_N, bootstrap_diff, bootstrap_draws
 from assay.store import Store
@@ -149,8 +151,8 @@ def store(tmp_path):
 
 
 def test_compare_perf_reads_both_runs_from_the_store(store):
-    a = store.add_perf_benchmark(*make_run(name="before", seed=1, levels=(1,), n=60))
-    b = store.add_perf_benchmark(*make_run(name="after", seed=2, levels=(1,), n=60, speed=2))
+    a = store_benchmark(store, "perf", *make_run(name="before", seed=1, levels=(1,), n=60))
+    b = store_benchmark(store, "perf", *make_run(name="after", seed=2, levels=(1,), n=60, speed=2))
     cmp = compare_perf(store, "before", b[:5])
     assert cmp["a"]["ref"] == a and cmp["b"]["ref"] == b and cmp["a"]["name"] == "before"
     assert cmp["points"][0]["metrics"]["e2e"]["verdict"] == FASTER
@@ -171,8 +173,8 @@ def test_scheduled_repeats_are_aggregated_per_point(store):
         s, x = make_run(name="hourly", seed=100 + k, levels=(1, 8), n=30, speed=1 / (1 + 0.05 * k),
                         track="gpt-serving", created_at=1_700_000_000.0 + k * day,
                         repeat={"index": k, "of": 6, "every": day})
-        refs.append(store.add_perf_benchmark(s, x))
-    store.add_perf_benchmark(*make_run(name="other", seed=9, track="elsewhere"))
+        refs.append(store_benchmark(store, "perf", s, x))
+    store_benchmark(store, "perf", *make_run(name="other", seed=9, track="elsewhere"))
     agg = track_aggregate(store, "gpt-serving")
     assert [r["ref"] for r in agg["runs"]] == refs                  # oldest first, only this track
     assert agg["first"] == 1_700_000_000.0 and agg["last"] == 1_700_000_000.0 + 5 * day

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from assay.bench.perf import PerfConfig, run_perf
+from assay.bench.perf.run import PerfConfig, run_perf
 from assay.errors import AssayError
 
 
@@ -110,8 +110,8 @@ def test_a_rate_sweep_runs_between_one_at_a_time_and_flat_out(endpoint):
 
 
 def test_without_kernel_stamps_the_event_loop_stamps_and_says_so(endpoint):
-    from assay.bench.measure import measure
-    from assay.bench.stream import StreamClient
+    from assay.bench.perf.measure import measure
+    from assay.bench.perf.stream import StreamClient
 
     ep = endpoint("--ttft", "0.03", "--itl", "0.005")
     body = (b'{"model":"scripted","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stream":true}')

@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from assay.bench import measure as M
-from assay.bench.perf import gamma_schedule
-from assay.bench.stream import Exchange, decode
-from assay.bench.workload import bundled_counter, build_prompts
+from assay.bench.perf import measure as M
+from assay.bench.perf.run import gamma_schedule
+from assay.bench.perf.stream import Exchange, decode
+from assay.bench.perf.workload import bundled_counter, build_prompts
 
 
 def sse(events: list[dict | str]) -> list[bytes]:
@@ -197,7 +197,7 @@ def test_a_100_continue_before_the_answer_is_skipped():
 def test_an_unreadable_answer_ends_the_exchange_at_once():
     """A head the client cannot frame (here a bad Content-Length) is a failure named at once,
     not an exchange left waiting for its timeout."""
-    from assay.bench.stream import StreamClient
+    from assay.bench.perf.stream import StreamClient
 
     async def go():
         async def answer(reader, writer):

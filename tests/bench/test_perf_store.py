@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import func, inspect, select, text
 
 import assay
+from assay.bench.kinds import store_benchmark
 from assay.errors import AssayError
 from assay.store import Store
 from assay.store import schema as S
@@ -45,7 +46,7 @@ def store(url):
 
 def test_a_perf_run_round_trips_with_its_samples(store):
     summary, samples = make_run(name="base", levels=(1, 4, 16), n=50, track="nightly")
-    ref = store.add_perf_benchmark(summary, samples)
+    ref = store_benchmark(store, "perf", summary, samples)
     assert ref == summary["id"]
     rec = store.get_benchmark(ref)
     assert rec["kind"] == "perf" and rec["name"] == "base" and rec["model"] == "qwen2.5-7b"
@@ -71,7 +72,7 @@ def test_a_run_is_found_by_ref_prefix_name_latest_and_id(store):
     s2, x2 = make_run(name="nightly-a", n=10, created_at=1_700_000_100.0)
     s3, x3 = make_run(name=None, n=10, created_at=1_700_000_050.0)
     s1["id"], s2["id"], s3["id"] = "3f9a00000001", "3f9b00000002", "77aa00000003"
-    r1, r2, r3 = (store.add_perf_benchmark(s, x) for s, x in ((s1, x1), (s2, x2), (s3, x3)))
+    r1, r2, r3 = (store_benchmark(store, "perf", s, x) for s, x in ((s1, x1), (s2, x2), (s3, x3)))
     assert store.get_benchmark("3f9a")["ref"] == r1
     assert store.get_benchmark("3F9B00000002")["ref"] == r2          # refs are hex: any case
     assert store.get_benchmark("nightly-a")["ref"] == r2             # a name: its latest run
@@ -85,26 +86,26 @@ def test_a_run_is_found_by_ref_prefix_name_latest_and_id(store):
     with pytest.raises(AssayError, match="no perf benchmark '%'"):   # LIKE wildcards are literal
         store.get_benchmark("%", kind="perf")
     with pytest.raises(AssayError, match="already in the store"):
-        store.add_perf_benchmark(s1, x1)
+        store_benchmark(store, "perf", s1, x1)
 
 
 def test_bad_input_and_an_empty_store_are_clear_errors(store):
     with pytest.raises(AssayError, match="has no perf benchmark yet"):
         store.get_benchmark("latest", kind="perf")
     with pytest.raises(AssayError, match="not a perf result"):
-        store.add_perf_benchmark({"schema": "something/1", "points": []})
+        store_benchmark(store, "perf", {"schema": "something/1", "points": []})
     summary, samples = make_run(n=5, levels=(1,))
     with pytest.raises(AssayError, match="samples for point 3"):
-        store.add_perf_benchmark(summary, {3: samples[0]})
+        store_benchmark(store, "perf", summary, {3: samples[0]})
     # a summary without a usable id gets a fresh ref; samples are optional
     summary["id"] = "not hex!"
-    ref = store.add_perf_benchmark(summary)
+    ref = store_benchmark(store, "perf", summary)
     assert len(ref) == 12 and store.benchmark_samples(store.get_benchmark(ref)["id"]) == {}
 
 
 def test_deleting_a_benchmark_deletes_its_samples(store):
     summary, samples = make_run(n=20)
-    bid = store.get_benchmark(store.add_perf_benchmark(summary, samples))["id"]
+    bid = store.get_benchmark(store_benchmark(store, "perf", summary, samples))["id"]
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(S.benchmark_samples)).scalar_one() == 12
     store.delete_benchmark(bid)
@@ -116,7 +117,7 @@ def test_deleting_a_benchmark_deletes_its_samples(store):
 def test_samples_go_when_their_benchmark_row_is_deleted_directly(store):
     """The foreign key cascades in the database itself (SQLite runs with foreign_keys=ON)."""
     summary, samples = make_run(n=20)
-    bid = store.get_benchmark(store.add_perf_benchmark(summary, samples))["id"]
+    bid = store.get_benchmark(store_benchmark(store, "perf", summary, samples))["id"]
     with store.engine.begin() as conn:
         conn.execute(text("DELETE FROM benchmarks WHERE id = :i"), {"i": bid})
     assert store.benchmark_samples(bid) == {}
@@ -164,7 +165,7 @@ def test_a_version_3_store_migrates_to_the_current_version_and_keeps_its_data(ur
         assert st.get_benchmark(old["ref"][:6])["id"] == bid and old["track"] is None
         # and the migrated store takes perf runs with samples
         summary, samples = make_run(n=15, track="hourly")
-        ref = st.add_perf_benchmark(summary, samples)
+        ref = store_benchmark(st, "perf", summary, samples)
         got = st.get_benchmark(ref)
         np.testing.assert_array_equal(st.benchmark_samples(got["id"])[1]["ttft"], samples[1]["ttft"])
         assert [b["ref"] for b in st.list_benchmarks(track="hourly")] == [ref]

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from assay.bench.kinds import store_benchmark
 from assay.store import Store
 
 from perfdata import HOSTILE, make_run
@@ -31,8 +32,8 @@ def filled(tmp_path_factory) -> dict[str, str]:
     b, xb = make_run(name="after", levels=(1, 4, 8), n=60, seed=2, speed=1.6, invalid_at=(1,), track="nightly",
                      created_at=1_700_003_600.0)
     c, xc = make_run(name="again", levels=(1, 4), n=60, seed=3, created_at=1_700_007_200.0)
-    refs = {"before": st.add_perf_benchmark(a, xa), "after": st.add_perf_benchmark(b, xb),
-            "again": st.add_perf_benchmark(c, xc), "path": path}
+    refs = {"before": store_benchmark(st, "perf", a, xa), "after": store_benchmark(st, "perf", b, xb),
+            "again": store_benchmark(st, "perf", c, xc), "path": path}
     st.close()
     return refs
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.bench import sandbox as sandbox_module
-from assay.bench.sandbox import Sandbox, SandboxError, SandboxResult
+from assay.bench.quality import sandbox as sandbox_module
+from assay.bench.quality.sandbox import Sandbox, SandboxError, SandboxResult
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -353,7 +353,7 @@ AS_NOBODY = r'''
 import importlib.util, json, sys, types
 src = sys.argv[1]
 pkg = types.ModuleType("assay"); pkg.__path__ = []; sys.modules["assay"] = pkg
-for name, path in (("assay.errors", "/errors.py"), ("assay.sandbox", "/bench/sandbox.py")):
+for name, path in (("assay.errors", "/errors.py"), ("assay.sandbox", "/bench/quality/sandbox.py")):
     spec = importlib.util.spec_from_file_location(name, src + path)
     mod = importlib.util.module_from_spec(spec); sys.modules[name] = mod; spec.loader.exec_module(mod)
 box = mod.Sandbox(timeout_s=2, max_procs=16)

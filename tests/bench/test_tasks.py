@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.bench.answers import FilterPipeline, exact_match
-from assay.bench.tasks import Task, TaskError, load_tasks
+from assay.bench.quality.answers import FilterPipeline, exact_match
+from assay.bench.quality.tasks import Task, TaskError, load_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
@@ -402,7 +402,7 @@ def test_pass_at_k_spellings(tmp_path: Path):
 # ---------------------------------------------------------------------------- Python tasks
 def test_decorated_python_task(tmp_path: Path, monkeypatch):
     (tmp_path / "my_quality_tasks.py").write_text(textwrap.dedent('''\
-        from assay.bench.tasks import task
+        from assay.bench.quality.tasks import task
 
         @task(name="capitals", output_type="multiple_choice",
               doc_to_text=lambda d: f"Capital of {d['country']}?",

@@ -19,7 +19,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'assay[ray]', in the dev extra)")
 
 import assay  # noqa: E402
-from assay.bench.quality import QualityConfig, run_quality  # noqa: E402
+from assay.bench.quality.run import QualityConfig, run_quality  # noqa: E402
 from assay.errors import AssayError  # noqa: E402
 from assay.scale import bench_quality as rbq  # noqa: E402
 from assay.store import Store  # noqa: E402
@@ -289,8 +289,8 @@ def test_an_embedded_subject_is_loaded_once_per_actor_and_scores_as_locally(monk
 
 def test_a_worker_keeps_concurrency_items_in_flight_whatever_the_chunks_it_holds(tmp_path, monkeypatch):
     # the item scorer of one actor, two chunks at once (the driver keeps two in flight per actor)
-    from assay.bench.quality import ItemScorer, plan_tasks
-    from assay.bench.tasks import load_tasks
+    from assay.bench.quality.run import ItemScorer, plan_tasks
+    from assay.bench.quality.tasks import load_tasks
 
     (tmp_path / "qpipe_peak.py").write_text(
         "import asyncio\nNOW = [0]\nPEAK = [0]\n"

@@ -14,6 +14,7 @@ from xml.etree import ElementTree
 import pytest
 from fastapi.testclient import TestClient
 
+from assay.bench.kinds import store_benchmark
 from assay.store import Store
 from assay.ui.bench_charts import latency_cdf, metric_vs_load, perf_charts
 from assay.ui.server import create_app
@@ -48,8 +49,8 @@ def bench_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
                      created_at=1_700_003_600.0)
     c, xc = make_run(name="same-server", model="qwen2.5-7b", levels=(1, 4, 16), n=60, seed=3,
                      created_at=1_700_007_200.0)
-    info = {"path": path, "store": st, "a": st.add_perf_benchmark(_poison(a), xa), "b": st.add_perf_benchmark(b, xb),
-            "c": st.add_perf_benchmark(c, xc)}
+    info = {"path": path, "store": st, "a": store_benchmark(st, "perf", _poison(a), xa), "b": store_benchmark(st, "perf", b, xb),
+            "c": store_benchmark(st, "perf", c, xc)}
     yield info
     st.close()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from assay.bench.kinds import find_kind
 from assay.models.price_table import Price, PriceTable, active_table
 
 BLEND_INPUT, BLEND_OUTPUT = 3, 1          # input:output weights of the estimated cost
@@ -162,41 +163,21 @@ def eval_run_cost(run: Mapping[str, Any], table: PriceTable | None = None) -> di
                     "price_per_1m": None, "price_source": "no judge", "cost_usd": 0.0, "recorded_cost_usd": None}
         return {**base, "input_tokens": None, "output_tokens": None, "tokens_from": "not recorded",
                 "price_per_1m": None, "price_source": "unknown", "cost_usd": None, "recorded_cost_usd": None}
-    tin = _count(usage.get("prompt_tokens"))
-    tout = _count(usage.get("completion_tokens"))
+    tin = count(usage.get("prompt_tokens"))
+    tout = count(usage.get("completion_tokens"))
     price, source = _choose(model, None, usage.get("price_per_1m"), usage.get("price_source"), t)
     return {**base, "input_tokens": tin, "output_tokens": tout, "tokens_from": "judge usage",
             "price_per_1m": _per_1m(price), "price_source": source, "cost_usd": tokens_cost(tin, tout, price),
             "recorded_cost_usd": usage.get("cost_usd")}
 
 
-def benchmark_tokens(details: Mapping[str, Any] | None) -> tuple[float | None, float | None, str]:
-    """(input tokens, output tokens, how they were found) of a stored benchmark run: per point
-    ``input_total`` / ``output_total`` when the run wrote them, else the ok
-    requests × the mean tokens per request (an estimate: failed requests are not counted)."""
-    points = (details or {}).get("points")
-    if not isinstance(points, list) or not points:
+def run_tokens(kind: Any, details: Mapping[str, Any] | None) -> tuple[float | None, float | None, str]:
+    """(input tokens, output tokens, how they were found) of a stored benchmark run of ``kind``, as
+    its kind reads them (:attr:`BenchKind.tokens`); ``"not recorded"`` for a kind that keeps none."""
+    found = find_kind(kind)
+    if found is None or found.tokens is None:
         return None, None, "not recorded"
-    tin = tout = 0.0
-    how = set()
-    for pt in points:
-        if not isinstance(pt, Mapping):
-            return None, None, "not recorded"
-        tok = pt.get("tokens") if isinstance(pt.get("tokens"), Mapping) else {}
-        i_tot, o_tot = _count(tok.get("input_total")), _count(tok.get("output_total"))
-        if i_tot is not None and o_tot is not None:
-            tin, tout = tin + i_tot, tout + o_tot
-            how.add("totals")
-            continue
-        req = pt.get("requests") if isinstance(pt.get("requests"), Mapping) else {}
-        ok, i_mean, o_mean = _count(req.get("ok")), _count(tok.get("input_mean")), _count(tok.get("output_mean"))
-        if ok is None or i_mean is None or o_mean is None:
-            return None, None, "not recorded"
-        tin, tout = tin + ok * i_mean, tout + ok * o_mean
-        how.add("estimate")
-    label = ("point totals" if how == {"totals"} else
-             "ok requests × mean tokens" if how == {"estimate"} else "point totals and ok requests × mean tokens")
-    return _whole(tin), _whole(tout), label
+    return found.tokens(details)
 
 
 def benchmark_cost(bench: Mapping[str, Any], table: PriceTable | None = None) -> dict[str, Any]:
@@ -205,7 +186,7 @@ def benchmark_cost(bench: Mapping[str, Any], table: PriceTable | None = None) ->
     details = bench.get("details") if isinstance(bench.get("details"), Mapping) else {}
     model = bench.get("model") or details.get("model")
     deployment = details.get("deployment") if isinstance(details.get("deployment"), str) else None
-    tin, tout, how = benchmark_tokens(details)
+    tin, tout, how = run_tokens(bench.get("kind"), details)
     rec = details.get("cost") if isinstance(details.get("cost"), Mapping) else {}
     price, source = _choose(model, deployment, rec.get("price_per_1m"), rec.get("source"), t)
     return {"kind": bench.get("kind") or "benchmark", "id": str(bench.get("id")) if bench.get("id") is not None else None,
@@ -245,15 +226,12 @@ def _key(model: str) -> str:
     return k[len("openai/"):] if k.startswith("openai/") else k
 
 
-def _count(v: Any) -> float | None:
+def count(v: Any) -> float | None:
+    """A token count as recorded: a finite number of at least 0, else None."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
         return None
     return v
 
 
-def _whole(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else round(x, 3)
-
-
-__all__ = ["BLEND_INPUT", "BLEND_OUTPUT", "benchmark_cost", "benchmark_tokens", "cost_index", "estimated_cost",
-           "eval_run_cost", "judge_model_name", "price_rows", "price_usage", "stored_costs", "tokens_cost"]
+__all__ = ["BLEND_INPUT", "BLEND_OUTPUT", "benchmark_cost", "cost_index", "count", "estimated_cost", "eval_run_cost",
+           "judge_model_name", "price_rows", "price_usage", "run_tokens", "stored_costs", "tokens_cost"]

@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.bench_quality import render_quality
+from assay.cli.bench.quality import render_quality
 from assay.cli.common import STORE_OPT, fmt, open_store, out, plain, print_json, safe, text_arg, when
 from assay.cli.eval import print_summary
 from assay.cli.judge import print_run_check

@@ -380,7 +380,7 @@ def save_check(store: Any, record: Mapping[str, Any]) -> str:
     """Keep a check (a :func:`check_record`) in the store's benchmarks table as kind
     ``judge_check``: ``model`` = the judge's name (NULL for the embedded scorers), ``name`` = its
     label, ``task`` = the user's file or the split of the shipped sets; returns its ref."""
-    from assay.store.schema import new_ref
+    from assay.store import new_ref
 
     ref = new_ref()
     store.add_benchmark(kind=CHECK_KIND, name=record["label"], model=record["judge"],

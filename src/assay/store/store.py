@@ -695,8 +695,10 @@ class Store:
                       task: str | None = None, metrics: Any = None, details: Any = None,
                       run_id: str | None = None, track: str | None = None, created_at: float | None = None,
                       ref: str | None = None, samples: Mapping[str, Any] | None = None) -> int:
-        """One benchmark result; returns its row id (its public ``ref`` is made unless given).
-        ``samples``: ``{"<point>/<metric>": float array}`` kept in ``benchmark_samples``."""
+        """One benchmark result of any kind; returns its row id (its public ``ref`` is made unless
+        given). ``samples``: ``{"<part>/<name>": float array}`` kept in ``benchmark_samples``. The
+        store does not read a kind's summary: ``assay.bench.kinds.store_benchmark`` checks it with
+        the kind's own check and gives the columns."""
         ref = ref or S.new_ref()
         blobs = [{"name": str(k), "data": np.ascontiguousarray(v, dtype=np.float64).tobytes()}
                  for k, v in (samples or {}).items()]
@@ -717,36 +719,6 @@ class Store:
                 raise AssayError(f"a benchmark with ref {ref!r} is already in the store at {self.display_url}") from None
             raise AssayError(f"cannot save the benchmark in the store at {self.display_url}: "
                              f"{getattr(exc, 'orig', exc)}") from None
-
-    def add_perf_benchmark(self, summary: Mapping[str, Any],
-                           samples: Mapping[int, Mapping[str, Any]] | None = None, *,
-                           name: str | None = None, run_id: str | None = None) -> str:
-        """A serving-performance run (the ``assay.bench.perf/1`` summary of docs/bench.md) and
-        its samples per point (``{point index: {"ttft": array, "itl": array, ...}}``); returns
-        its ref: the summary's hex ``id`` (a fresh one when it has none). The name is ``name``,
-        else the summary's name, else its id; the time is the summary's ``created_at``."""
-        if not isinstance(summary, Mapping) or summary.get("schema") != PERF_SCHEMA:
-            got = summary.get("schema") if isinstance(summary, Mapping) else type(summary).__name__
-            raise AssayError(f"not a perf result: expected schema {PERF_SCHEMA!r}, got {got!r}")
-        points = summary.get("points")
-        if not isinstance(points, list):
-            raise AssayError("not a perf result: 'points' must be a list")
-        sid = str(summary.get("id") or "").strip().lower()
-        ref = sid if sid and len(sid) <= 32 and all(c in "0123456789abcdef" for c in sid) else S.new_ref()
-        flat: dict[str, Any] = {}
-        for i, per in (samples or {}).items():
-            i = int(i)
-            if not 0 <= i < len(points):
-                raise AssayError(f"samples for point {i}, but the run has {len(points)} point(s)")
-            for metric_name, values in per.items():
-                if "/" in metric_name:
-                    raise AssayError(f"a sample name has no '/': {metric_name!r}")
-                flat[f"{i}/{metric_name}"] = values
-        self.add_benchmark(kind="perf", name=name or summary.get("name") or sid or ref, model=summary.get("model"),
-                           task=summary.get("mode"), metrics=[_perf_headline(p) for p in points], details=summary,
-                           run_id=run_id, track=summary.get("track"), created_at=summary.get("created_at"),
-                           ref=ref, samples=flat)
-        return ref
 
     def get_benchmark(self, ref: str, *, kind: str | None = None) -> dict[str, Any]:
         """A benchmark by ref, unique ref prefix, name (the latest with it), ``latest`` (or
@@ -816,25 +788,6 @@ class Store:
             q = q.limit(limit)
         with self.engine.connect() as conn:
             return [_benchmark(r) for r in conn.execute(q).mappings()]
-
-
-PERF_SCHEMA = "assay.bench.perf/1"
-
-
-def _perf_headline(p: Mapping[str, Any]) -> dict[str, Any]:
-    """What a list shows of one perf point (the ``metrics`` column of a perf benchmark)."""
-    m = p.get("metrics") or {}
-
-    def stat(metric_name: str, key: str) -> Any:
-        return (m.get(metric_name) or {}).get(key)
-
-    req = p.get("requests") or {}
-    return {"concurrency": p.get("concurrency"), "rate": p.get("rate"), "ok": req.get("ok"),
-            "failed": req.get("failed"), "request_throughput": p.get("request_throughput"),
-            "output_throughput": p.get("output_throughput"), "ttft_p50": stat("ttft", "p50"),
-            "ttft_p99": stat("ttft", "p99"), "itl_p50": stat("itl", "p50"), "e2e_p50": stat("e2e", "p50"),
-            "latency_index": p.get("latency_index"), "throughput_index": p.get("throughput_index"),
-            "valid": (p.get("validity") or {}).get("valid")}
 
 
 def _benchmark(row: Mapping[str, Any]) -> dict[str, Any]:

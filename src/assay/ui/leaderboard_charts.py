@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from markupsafe import Markup, escape
 
-from assay.bench.leaderboard import TRADEOFFS, Leaderboard
+from assay.bench.board import TRADEOFFS, Leaderboard
 from assay.ui.bench_charts import FONT, PALETTE, nice_ticks, svg_text
 from assay.ui.charts import GOOD, GRID, INK, MUTED, number
 

@@ -19,7 +19,8 @@ import orjson
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
-from assay.bench.perf_compare import point_label
+from assay.bench.perf.compare import point_label
+from assay.bench.perf.figures import HIGHER_IS_BETTER as TOKEN_RATES
 from assay.judges.prompt import call_parts
 from assay.metrics.tool_use import arguments_of, call_label, match_calls
 from assay.results import input_field
@@ -316,7 +317,6 @@ def rate_line(agg: dict[str, Any] | None) -> tuple[str, str] | None:
 
 
 # Benchmark values: latencies are kept in seconds and shown in ms; token rates as they are.
-TOKEN_RATES = ("gtps", "ttps")
 
 
 def perf(v: Any, metric: str = "ttft") -> str:

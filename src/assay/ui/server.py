@@ -344,7 +344,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     bench_cache: OrderedDict[tuple, Any] = OrderedDict()
 
     def get_perf(ref: str) -> dict[str, Any]:
-        from assay.bench.perf_compare import load_perf
+        from assay.bench.perf.compare import load_perf
 
         try:
             return load_perf(store, ref)
@@ -352,14 +352,14 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
             raise NotFound(str(exc)) from None
 
     def _bench_list(model: str | None, track: str | None, limit: int) -> list[dict[str, Any]]:
-        from assay.bench.perf_compare import describe_points, validity_text
+        from assay.bench.perf.compare import describe_points, validity_text
 
         runs = store.list_benchmarks(kind="perf", model=model or None, track=track or None, limit=limit, details=False)
         return [{**{k: r.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "metrics")},
                  "points": describe_points(r.get("metrics")), "valid": validity_text(r.get("metrics"))} for r in runs]
 
     def _bench_compare(a: str, b: str) -> dict[str, Any]:
-        from assay.bench.perf_compare import compare_perf
+        from assay.bench.perf.compare import compare_perf
 
         try:
             ra, rb = store.get_benchmark(a, kind="perf"), store.get_benchmark(b, kind="perf")
@@ -374,7 +374,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         return bench_cache[key]
 
     def _bench_track(track: str, limit: int | None) -> dict[str, Any]:
-        from assay.bench.perf_compare import track_aggregate
+        from assay.bench.perf.compare import track_aggregate
 
         try:
             return track_aggregate(store, track, limit=limit)
@@ -397,7 +397,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     @app.get("/bench/compare", response_class=HTMLResponse)
     def bench_compare_page(a: str | None = None, b: str | None = None) -> Response:
-        from assay.bench.perf_compare import SHOWN_METRICS
+        from assay.bench.perf.figures import LABELS, SHOWN
         from assay.ui.bench_charts import latency_cdf
 
         if not a or not b:
@@ -413,7 +413,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
                 if d["ratio"] is None or not d["ratio_ci"]:
                     continue
                 better = None if d["verdict"] not in ("faster", "slower") else d["verdict"] == "faster"
-                rows.append({"label": f"{_BENCH_NAMES.get(m, m)} mean", "delta": 100 * (d["ratio"] - 1),
+                rows.append({"label": f"{LABELS.get(m, m)} mean", "delta": 100 * (d["ratio"] - 1),
                              "ci95_low": 100 * (d["ratio_ci"][0] - 1), "ci95_high": 100 * (d["ratio_ci"][1] - 1),
                              "better": better})
             forests.append(charts.deltas(rows))
@@ -426,7 +426,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
                         styles.append({"color": color, "dash": dash})
             cdfs.append(latency_cdf(series, styles=styles, title=f"{p['label']}: A against B") if series else None)
         return page("bench_compare.html.j2", title="compare benchmarks", cmp=cmp, forests=forests, cdfs=cdfs,
-                    names=_BENCH_NAMES, shown=SHOWN_METRICS)
+                    names=LABELS, shown=SHOWN)
 
     @app.get("/api/bench/compare")
     def api_bench_compare(a: str | None = None, b: str | None = None) -> dict[str, Any]:
@@ -436,13 +436,15 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     @app.get("/bench/track", response_class=HTMLResponse)
     def bench_track_page(track: str, limit: int | None = Query(None, ge=1, le=MAX_LIMIT)) -> Response:
+        from assay.bench.perf.figures import LABELS
+
         agg = _bench_track(track, limit)
         trends = []
         for p in agg["points"]:
             pts = [{"mean": r["ttft_mean"], "created_at": r["created_at"], "id": r["ref"],
                     "name": f"{r['ref']} (TTFT mean, ms)"} for r in p["series"] if r["ttft_mean"] is not None]
             trends.append(charts.trend([{**q, "mean": q["mean"] * 1000} for q in pts], label=f"TTFT mean at {p['label']}"))
-        return page("bench_track.html.j2", title=f"track {track}", agg=agg, trends=trends, names=_BENCH_NAMES)
+        return page("bench_track.html.j2", title=f"track {track}", agg=agg, trends=trends, names=LABELS)
 
     @app.get("/api/bench/track")
     def api_bench_track(track: str, limit: int | None = Query(None, ge=1, le=MAX_LIMIT)) -> dict[str, Any]:
@@ -450,7 +452,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
     # -- the leaderboard (before /bench/{ref}: "leaderboard" is not a ref) ----------------------
     def _leaderboard(kind: str, runs: str, filter_text: str | None) -> Any:
-        from assay.bench.leaderboard import build_leaderboard
+        from assay.bench.board import build_leaderboard
 
         return build_leaderboard(store, kinds=kind or "all", runs=runs or "latest").filtered(filter_text or None)
 
@@ -464,7 +466,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/bench/leaderboard", response_class=HTMLResponse)
     def leaderboard_page(request: Request, sort: str | None = None, dir: str | None = None,
                          filter: str | None = None, kind: str = "all", runs: str = "latest") -> Response:
-        from assay.bench.leaderboard import TRADEOFFS, display_unit, format_value
+        from assay.bench.board import TRADEOFFS, display_unit, format_value
         from assay.ui.leaderboard_charts import tradeoff_chart
 
         board = _leaderboard(kind, runs, filter)
@@ -496,7 +498,7 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     @app.get("/api/bench/leaderboard")
     def api_leaderboard(sort: str | None = None, dir: str | None = None, filter: str | None = None,
                         kind: str = "all", runs: str = "latest") -> dict[str, Any]:
-        from assay.bench.leaderboard import TRADEOFFS
+        from assay.bench.board import TRADEOFFS
 
         board = _leaderboard(kind, runs, filter)
         key, desc = _board_sort(board, sort, dir)
@@ -506,14 +508,14 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     def bench_run_page(ref: str) -> Response:
         from markupsafe import Markup
 
-        from assay.bench.perf_compare import SHOWN_METRICS
+        from assay.bench.perf.figures import LABELS, SHOWN
         from assay.ui.bench_charts import perf_charts
 
         run = get_perf(ref)
         svgs = {name: Markup(svg) for name, svg in perf_charts(run["summary"], run["samples"]).items()}
         others = [r for r in _bench_list(None, None, 200) if r["ref"] != run["ref"]]
         return page("bench_run.html.j2", title=run["name"] or run["ref"], run=run, svgs=svgs, others=others,
-                    names=_BENCH_NAMES, shown=SHOWN_METRICS)
+                    names=LABELS, shown=SHOWN)
 
     @app.get("/api/bench/{ref}")
     def api_bench_run(ref: str) -> dict[str, Any]:
@@ -523,11 +525,6 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         return out
 
     return app
-
-
-_BENCH_NAMES = {"ttft": "TTFT", "ttft_sched": "TTFT from the scheduled send", "ttfat": "TTFAT", "itl": "ITL",
-                "tpot": "TPOT", "e2e": "E2E", "e2e_sched": "E2E from the scheduled send", "gtps": "GTPS",
-                "ttps": "TTPS"}
 
 
 def _check_line(check: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Quality on standard tasks: ``assay bench quality``.
 
-Every item of every task (:mod:`assay.bench.tasks`) is asked of the model under benchmark
-(:class:`~assay.bench.subject.Subject`) and scored the way its task says:
+Every item of every task (:mod:`assay.bench.quality.tasks`) is asked of the model under benchmark
+(:class:`~assay.bench.quality.subject.Subject`) and scored the way its task says:
 
 - ``multiple_choice``: by the log-likelihood of each choice after the prompt (``acc``, and
   ``acc_norm`` with each log-likelihood divided by the choice's length in characters, as
@@ -13,14 +13,14 @@ Every item of every task (:mod:`assay.bench.tasks`) is asked of the model under 
   scored by the judge metrics a task names (``similarity``, ``groundedness``, ``coherence``,
   ``fluency``, ``relevance``, with ``--judge``).
 - code (a task whose metric is ``pass_at_k``): ``n`` answers per item, each program (prompt +
-  answer + the task's tests) run in the :class:`~assay.bench.sandbox.Sandbox`, and pass@k by
+  answer + the task's tests) run in the :class:`~assay.bench.quality.sandbox.Sandbox`, and pass@k by
   the unbiased estimator for every k asked.
 
 The run is an ordinary stored run (family ``quality``): each item is a row — its prompt, answer,
 extracted answers, log-likelihoods or sandbox outcomes — with its scores, committed in order as
 items finish, so ``--resume`` continues a stopped run and the dashboard shows every item. When
 the run completes, its summary (per-task figures with bootstrap intervals and the quality index,
-:mod:`assay.bench.quality_report`) is stored as a ``quality`` benchmark.
+:mod:`assay.bench.quality.report`) is stored as a ``quality`` benchmark.
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
-from assay.bench.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality_report import QUALITY_SCHEMA, primary_output, summarize, task_outputs
-from assay.bench.sandbox import Sandbox
-from assay.bench.subject import Subject
-from assay.bench.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
+from assay.bench.kinds import store_benchmark
+from assay.bench.quality import KIND
+from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.report import primary_output, summarize, task_outputs
+from assay.bench.quality.sandbox import Sandbox
+from assay.bench.quality.subject import Subject
+from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
 from assay.errors import AssayError
@@ -50,7 +52,7 @@ from assay.models.base import ModelCallError
 from assay.records import Record
 from assay.results import StoredRow
 from assay.scores import EvalContext
-from assay.store.schema import new_ref
+from assay.store import new_ref
 
 SCORINGS = ("auto", "loglik", "generate")
 DEFAULT_SAMPLE_TEMPERATURE = 0.8   # sampling several answers per code item needs some randomness
@@ -573,7 +575,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
         if r.inputs.get("mode"):
             runner.modes.setdefault(r.inputs["task"], set()).add(r.inputs["mode"])
     summary = summarize(plans_meta(plans, runner, subject), rows, seed=0)
-    summary.update(schema=QUALITY_SCHEMA, name=cfg.name, model=subject.name, model_kind=subject.kind,
+    summary.update(schema=KIND.schema, name=cfg.name, model=subject.name, model_kind=subject.kind,
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
@@ -584,9 +586,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if saved.store is not None:
         ref = summary["ref"] = new_ref()
         saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary), summary=summary)
-        saved.store.add_benchmark(kind="quality", name=cfg.name or ref, model=subject.name,
-                                  task=",".join(summary["tasks"]), metrics=headline(summary), details=summary,
-                                  run_id=saved.run_id, ref=ref)
+        store_benchmark(saved.store, KIND, summary, run_id=saved.run_id)
     if out is not None:
         write_out(Path(out), summary, items)
     return QualityRun(summary, items, saved.run_id, ref)
@@ -650,13 +650,6 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
         agg["quality_index"] = {"mean": idx["value"], "ci95_low": idx.get("ci95_low"), "ci95_high": idx.get("ci95_high"),
                                 "evaluated": idx.get("tasks"), "skipped": 0, "errored": 0}
     return agg
-
-
-def headline(summary: dict[str, Any]) -> dict[str, Any]:
-    """The few figures a benchmark list shows: the index and each task's primary score."""
-    return {"quality_index": (summary.get("index") or {}).get("value"),
-            "tasks": {n: {"metric": t["primary"], "value": t.get("primary_value"), "items": t["items"]}
-                      for n, t in summary["tasks"].items()}}
 
 
 def stored_item(r: StoredRow) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def quality_cmd(
 ) -> None:
     """Score a model on standard tasks (lm-evaluation-harness task YAML): accuracy by log-likelihood or
     generation, exact match with the task's filters, pass@k in a sandbox, and the quality index."""
-    from assay.bench.quality import QualityConfig, run_quality
+    from assay.bench.quality.run import QualityConfig, run_quality
 
     cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
@@ -91,7 +91,7 @@ def _ci(a: dict[str, Any]) -> str:
 
 def _value(output: str, a: dict[str, Any]) -> str:
     """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
-    from assay.bench.quality_report import JUDGE_SCALES
+    from assay.bench.quality.report import JUDGE_SCALES
 
     m = a.get("mean")
     if m is None:
@@ -148,8 +148,10 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
 
 def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored quality runs: index and each task's primary score."""
-    t = Table(title=f"quality runs in {safe(where)}", title_justify="left")
-    for col in ("ref", "name", "model", "index", "tasks", "when"):
+    from assay.bench.quality import KIND
+
+    t = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
+    for col in KIND.list_columns:
         t.add_column(col, overflow="fold")
     for r in runs:
         m = r.get("metrics") or {}
@@ -170,7 +172,7 @@ def show_quality(rec: dict[str, Any], as_json: bool) -> None:
 
 def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: Optional[str]) -> None:
     """Two quality runs on the same items: per-task differences, McNemar's exact test, paired bootstrap."""
-    from assay.bench.quality_report import JUDGE_SCALES, compare_quality
+    from assay.bench.quality.report import JUDGE_SCALES, compare_quality
 
     cmp = compare_quality(open_store(store), ref_a, ref_b, seed=seed)
     if as_json:

@@ -1,7 +1,7 @@
 """``assay bench leaderboard``: every model in the store on one table — quality index and
 per-task scores, latency, throughput and cost indexes, embedding main scores — sorted and
 filtered, with trade-off charts (quality against cost, latency or throughput) and their Pareto
-frontier (:mod:`assay.bench.leaderboard`)."""
+frontier (:mod:`assay.bench.board`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from assay.cli.common import STORE_OPT, err, open_store, out, print_json, safe
 from assay.errors import AssayError
 
 if TYPE_CHECKING:
-    from assay.bench.leaderboard import Leaderboard
+    from assay.bench.board import Leaderboard
 
 ALIASES = {"quality": "quality_index", "cost": "cost_index", "latency": "latency_index",
            "throughput": "throughput_index"}
@@ -43,7 +43,7 @@ def leaderboard_cmd(
 ) -> None:
     """Rank the models in the store: quality, latency, throughput, cost and embedding scores side
     by side; results that are not comparable are shown apart, with the reason."""
-    from assay.bench.leaderboard import TRADEOFFS, build_leaderboard
+    from assay.bench.board import TRADEOFFS, build_leaderboard
     from assay.models.price_table import active_table
 
     if plot is not None and plot not in TRADEOFFS:
@@ -88,7 +88,7 @@ def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | 
     """The leaderboard as a table (the index columns, and the per-task ones when ``wide``, when
     sorted by one, or when there is no index), then what the columns are, why some figures are
     shown apart, and each row's flags."""
-    from assay.bench.leaderboard import MISSING, display_unit, format_value
+    from assay.bench.board import MISSING, display_unit, format_value
 
     rows = board.sorted(sort, descending=descending)
     per_task = [c for c in board.columns if c.kind in ("quality", "embed") and ":" in c.key]

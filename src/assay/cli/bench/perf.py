@@ -1,31 +1,22 @@
-"""``assay bench ...``: model benchmarks (serving performance, cost) and their stored runs."""
+"""``assay bench perf``: how fast an endpoint serves, and how its stored runs are shown, listed,
+compared and tracked (``bench show`` / ``list`` / ``compare`` hand perf runs here; ``bench track``
+is perf's own)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import sys
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import orjson
 import typer
 from rich.table import Table
 
-from assay.cli.bench_embed import compare_embed_cmd, embed_cmd, embed_list_table, show_embed
-from assay.cli.bench_leaderboard import leaderboard_cmd
-from assay.cli.bench_quality import compare_quality_cmd, quality_cmd, quality_list_table, show_quality
 from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, safe,
                               stage_progress, text_arg, when)
 from assay.errors import AssayError
-
-app = typer.Typer(no_args_is_help=True, help="Benchmark models: serving performance, cost, quality on tasks, "
-                  "embedding models.")
-app.command("quality")(quality_cmd)
-app.command("embed")(embed_cmd)
-app.command("leaderboard")(leaderboard_cmd)
 
 
 def _durations(text: str | None, what: str) -> float | None:
@@ -70,8 +61,7 @@ def _slo(text: str | None) -> dict[str, float] | None:
     return got
 
 
-@app.command("perf")
-def perf(
+def perf_cmd(
     endpoint: str = typer.Option(..., "--endpoint", help="http(s)://HOST:PORT/v1 (OpenAI-compatible), "
                                  "azure:DEPLOYMENT or openai:MODEL."),
     model: Optional[str] = typer.Option(None, "--model", help="The served model (default: the first the server lists)."),
@@ -109,7 +99,8 @@ def perf(
 ) -> None:
     """Measure how fast an endpoint serves: TTFT, inter-token latency, TPOT, end-to-end latency,
     tokens per second, with intervals and a verdict on the measurement itself."""
-    from assay.bench.perf import PerfConfig, run_perf
+    from assay.bench.kinds import store_benchmark
+    from assay.bench.perf.run import PerfConfig, run_perf
 
     if repeat < 1:
         raise AssayError("--repeat must be at least 1")
@@ -143,7 +134,7 @@ def perf(
         if track:
             run.summary["track"] = track
             run.summary["repeat"] = {"index": k, "of": repeat, "every": gap}
-        ref = st.add_perf_benchmark(run.summary, run.samples)
+        ref = store_benchmark(st, "perf", run.summary, run.samples)
         if out_dir is not None:
             _write_out(out_dir if repeat == 1 else out_dir / f"repeat-{k + 1:03d}", run)
         if json_out:
@@ -165,112 +156,31 @@ def _write_out(path: Path, run: Any) -> None:
         (path / fname).write_text(svg, encoding="utf-8")
 
 
-def _usd(x: float | None, unknown: str = "unknown") -> str:
-    """A price or a cost: every significant digit up to 6 decimals, never 0 for an unknown."""
-    if x is None:
-        return unknown
-    if x == 0:
-        return "0"
-    if abs(x) >= 100:
-        return f"{x:,.2f}"
-    s = f"{x:.6f}".rstrip("0")
-    whole, _, frac = s.partition(".")
-    return f"{whole}.{frac.ljust(2, '0')}"
-
-
-def _tokens(n: float | None) -> str:
-    if n is None:
-        return "unknown"
-    return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
-
-
-@app.command("cost")
-def cost_cmd(
-    prices: Optional[Path] = typer.Option(None, "--prices", metavar="FILE",
-                                          help="Your price table: .yaml, .json or .csv with columns model, deployment, "
-                                               "input, output (USD per 1M tokens), currency, source. Default: "
-                                               "$ASSAY_PRICES, else the table shipped with assay."),
-    model: List[str] = typer.Option([], "--model", "-m", help="Only this model (repeatable)."),
-    runs: bool = typer.Option(False, "--runs", help="List the stored evaluation and benchmark runs with their "
-                                                    "token usage and cost instead of the price table."),
-    limit: int = typer.Option(50, "--limit", help="With --runs: at most this many runs of each kind, newest first."),
-    save: Optional[Path] = typer.Option(None, "--save", metavar="FILE",
-                                        help="Write the price table in force to FILE (.yaml, .json or .csv) to edit."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-    store: Optional[str] = STORE_OPT,
-) -> None:
-    """Price table, estimated cost (3:1 input:output blend per 1M tokens), cost index, and what stored runs cost."""
-    from assay.bench.cost import price_rows, stored_costs
-    from assay.models.price_table import active_table, save_table
-
-    table = active_table(prices)
-    if save is not None:
-        written = save_table(table, save)
-        err.print(f"wrote {len(table.rows)} prices to {safe(written)}", highlight=False)
-    rows = price_rows(table, model)
-    costs = None
-    if runs:
-        st = open_store(store)
-        costs = stored_costs(st, table, models=model, limit=limit)
-    if as_json:
-        doc: dict[str, Any] = {"table": {"origin": table.origin, "version": table.version, "as_of": table.as_of,
-                                         "label": table.label, "currency": "USD", "unit": "USD per 1M tokens",
-                                         "estimated_cost": "(3 * input + output) / 4"},
-                               "prices": rows}
-        if costs is not None:
-            doc["runs"] = costs
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        return
-    if costs is not None:
-        _print_costs(costs, table.label, st.display_url)
-        return
-    t = Table(title=f"{safe(table.label)}, USD per 1M tokens", title_justify="left")
-    for col, right in (("rank", True), ("model", False), ("deployment", False), ("input", True), ("output", True),
-                       ("estimated cost", True)):
-        t.add_column(col, justify="right" if right else "left", overflow="fold")
-    for r in rows:
-        t.add_row("—" if r["rank"] is None else str(r["rank"]), safe(r["model"]), safe(r["deployment"] or "—"),
-                  _usd(r["input"]), _usd(r["output"]), _usd(r["estimated_cost_per_1m"]))
-    out.print(t)
-    out.print("estimated cost = (3 × input + output) / 4 per 1M tokens = the cost index; rank 1 is the cheapest",
-              highlight=False)
-
-
-def _print_costs(costs: list[dict[str, Any]], label: str, where: str) -> None:
-    if not costs:
-        out.print(f"no runs in {safe(where)}", highlight=False)
-        return
-    t = Table(title=f"runs in {safe(where)}, priced with {safe(label)} (USD)", title_justify="left")
-    for col, right in (("kind", False), ("id", False), ("name", False), ("started", False), ("model", False),
-                       ("input tokens", True), ("output tokens", True), ("cost", True), ("priced by", False)):
-        t.add_column(col, justify="right" if right else "left", overflow="fold")
-    for c in costs:
-        t.add_row(safe(c["kind"]), safe(c["id"] or "—"), safe(c["name"] or ""), when(c["created_at"]),
-                  safe(c["model"] or "—"), _tokens(c["input_tokens"]), _tokens(c["output_tokens"]), _usd(c["cost_usd"]),
-                  safe(c["price_source"]))
-    out.print(t)
-    known = [c["cost_usd"] for c in costs if c["cost_usd"] is not None]
-    unknown = len(costs) - len(known)
-    note = f" ({unknown} of unknown cost not included)" if unknown else ""
-    out.print(f"total: {_usd(sum(known)) if known else 'unknown'} USD over {len(known)} runs{note}")
-
-
 # -- stored perf runs: list, show, compare, track (docs/bench.md, "Keeping and comparing runs") ----
-_STORED_LATENCY = ("ttft", "ttft_sched", "ttfat", "itl", "tpot", "e2e", "e2e_sched")
-_STORED_NAMES = {"ttft": "TTFT", "ttft_sched": "TTFT sched", "ttfat": "TTFAT", "itl": "ITL", "tpot": "TPOT",
-                 "e2e": "E2E", "e2e_sched": "E2E sched", "gtps": "GTPS", "ttps": "TTPS"}
 _STORED_JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
+def _latency(metric: str) -> bool:
+    from assay.bench.perf.figures import unit
+
+    return unit(metric) == "s"
+
+
+def _stored_name(metric: str) -> str:
+    from assay.bench.perf.figures import label
+
+    return label(metric)
+
+
 def _stored_unit(metric: str) -> str:
-    return "ms" if metric in _STORED_LATENCY else "tok/s"
+    return "ms" if _latency(metric) else "tok/s"
 
 
 def _stored_num(v: Any, metric: str) -> str:
     """A value of ``metric`` for a table: latencies in ms, token rates in tokens per second."""
     if v is None:
         return "—"
-    v = float(v) * (1000 if metric in _STORED_LATENCY else 1)
+    v = float(v) * (1000 if _latency(metric) else 1)
     return f"{v:,.1f}" if abs(v) < 10_000 else f"{v:,.0f}"
 
 
@@ -295,57 +205,13 @@ def _stored_rate(v: Any) -> str:
 
 
 def _stored_load(p: dict[str, Any]) -> str:
-    from assay.bench.perf_compare import point_label
+    from assay.bench.perf.compare import point_label
 
     return point_label(p)
 
 
-@app.command("list")
-def stored_list_cmd(
-    kind: str = typer.Option("all", "--kind", help="perf, quality, embed or all."),
-    model: Optional[str] = typer.Option(None, "--model", help="Only runs of this model."),
-    track: Optional[str] = typer.Option(None, "--track", help="Only the scheduled repeats of this track."),
-    limit: int = typer.Option(30, "--limit", help="At most this many runs of each kind, newest first."),
-    as_json: bool = _STORED_JSON_OPT,
-    store: Optional[str] = STORE_OPT,
-) -> None:
-    """List the stored benchmark runs (serving performance, quality, embedding), newest first."""
-    from assay.bench.perf_compare import describe_points, validity_text
-
-    if kind not in ("all", "perf", "quality", "embed"):
-        raise AssayError(f"--kind must be perf, quality, embed or all, not {kind!r}")
-    st = open_store(store)
-    kinds = ("perf", "quality", "embed") if kind == "all" else (kind,)
-    model, track = text_arg(model), text_arg(track)
-    found = {k: st.list_benchmarks(kind=k, model=model, track=track, limit=limit, details=False) for k in kinds}
-    if as_json:
-        print_json([{"kind": k, **{f: r.get(f) for f in ("ref", "id", "name", "model", "task", "created_at", "track",
-                                                          "metrics")}}
-                    for k in kinds for r in found[k]])
-        return
-    if not any(found.values()):
-        what = "benchmark" if kind == "all" else kind
-        out.print(f"no {what} runs in {safe(st.display_url)}" + (" match" if model or track else ""), highlight=False)
-        return
-    if found.get("quality"):
-        out.print(quality_list_table(found["quality"], st.display_url))
-    if found.get("embed"):
-        out.print(embed_list_table(found["embed"], st.display_url))
-    runs = found.get("perf") or []
-    if not runs:
-        return
-    table = Table(title=f"perf runs in {safe(st.display_url)}", title_justify="left")
-    for col in ("ref", "name", "model", "mode", "points", "when", "valid", "track"):
-        table.add_column(col, overflow="fold")
-    for r in runs:
-        table.add_row(safe(r["ref"] or r["id"]), safe(r["name"] or ""), safe(r["model"] or "—"), safe(r["task"] or "—"),
-                      describe_points(r["metrics"]), when(r["created_at"]), validity_text(r["metrics"]),
-                      safe(r["track"] or ""))
-    out.print(table)
-
-
 def _stored_point_table(p: dict[str, Any]) -> Any:
-    from assay.bench.perf_compare import SHOWN_METRICS
+    from assay.bench.perf.figures import SHOWN
 
     failures = {k: v for k, v in ((p.get("requests") or {}).get("failures") or {}).items() if v}
     req = p.get("requests") or {}
@@ -358,12 +224,12 @@ def _stored_point_table(p: dict[str, Any]) -> Any:
     t = Table(title=title, title_justify="left")
     for col in ("metric", "n", "mean [95% CI]", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
         t.add_column(col, justify="left" if col == "metric" else "right")
-    for m in SHOWN_METRICS:
+    for m in SHOWN:
         d = (p.get("metrics") or {}).get(m)
         if not d:
             continue
         ci = d.get("ci") or {}
-        t.add_row(f"{_STORED_NAMES.get(m, m)} ({_stored_unit(m)})", safe(d.get('n', '—')),
+        t.add_row(f"{_stored_name(m)} ({_stored_unit(m)})", safe(d.get('n', '—')),
                   _stored_num(d.get("mean"), m) + _stored_ci(ci.get("mean"), m),
                   _stored_num(d.get("p50"), m) + _stored_ci(ci.get("p50"), m),
                   _stored_num(d.get("p90"), m), _stored_num(d.get("p95"), m),
@@ -405,24 +271,22 @@ def _stored_point_notes(p: dict[str, Any]) -> list[str]:
     return lines
 
 
-@app.command("show")
-def stored_show_cmd(
-    ref: str = typer.Argument("latest", help="Run ref, ref prefix, name (its latest run) or 'latest'."),
-    as_json: bool = _STORED_JSON_OPT,
-    store: Optional[str] = STORE_OPT,
-) -> None:
-    """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
-    validity per point; a quality run's index and per-task scores; an embedding run's main scores."""
-    rec = open_store(store).get_benchmark(text_arg(ref))
-    if rec.get("kind") == "quality":
-        show_quality(rec, as_json)
-        return
-    if rec.get("kind") == "embed":
-        show_embed(rec, as_json)
-        return
-    if rec.get("kind") != "perf":
-        raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads perf, "
-                         "quality and embed runs")
+def perf_list_table(runs: list[dict[str, Any]], where: str) -> Table:
+    """The stored perf runs: mode, points, validity and track."""
+    from assay.bench.perf import KIND
+    from assay.bench.perf.compare import describe_points, validity_text
+
+    table = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
+    for col in KIND.list_columns:
+        table.add_column(col, overflow="fold")
+    for r in runs:
+        table.add_row(safe(r["ref"] or r["id"]), safe(r["name"] or ""), safe(r["model"] or "—"), safe(r["task"] or "—"),
+                      describe_points(r["metrics"]), when(r["created_at"]), validity_text(r["metrics"]),
+                      safe(r["track"] or ""))
+    return table
+
+
+def show_perf(rec: dict[str, Any], as_json: bool) -> None:
     s = rec.get("details") or {}
     if as_json:
         print_json({**{k: rec.get(k) for k in ("ref", "id", "name", "model", "task", "created_at", "track", "run_id")},
@@ -461,34 +325,22 @@ def render_perf(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
             out.print("  " + line, highlight=False, soft_wrap=True)
 
 
-@app.command("compare")
-def stored_compare_cmd(
-    ref_a: str = typer.Argument(..., help="Run A, the baseline (ref, prefix, name or 'latest')."),
-    ref_b: str = typer.Argument(..., help="Run B, compared with A."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
-    resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples of each run."),
-    as_json: bool = _STORED_JSON_OPT,
-    store: Optional[str] = STORE_OPT,
-) -> None:
-    """Compare two stored runs: perf runs point by point (B − A, B / A, 95% bootstrap intervals,
-    verdicts); quality runs item by item (McNemar's exact test, paired bootstrap); embedding runs task by
-    task on the same units (paired bootstrap)."""
-    from assay.bench.perf_compare import THROUGHPUTS, compare_perf
+def compare_perf_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,
+                     store: Optional[str]) -> None:
+    """Two perf runs point by point: B − A, B / A, 95% bootstrap intervals, verdicts."""
+    from assay.bench.perf.compare import compare_perf
 
-    ref_a, ref_b = text_arg(ref_a), text_arg(ref_b)
-    kind_a = open_store(store).get_benchmark(ref_a).get("kind")
-    if kind_a == "quality":
-        compare_quality_cmd(ref_a, ref_b, seed=seed, as_json=as_json, store=store)
-        return
-    if resamples < 100:
-        raise AssayError("--resamples must be at least 100")
-    if kind_a == "embed":
-        compare_embed_cmd(ref_a, ref_b, seed=seed, resamples=resamples, as_json=as_json, store=store)
-        return
     cmp = compare_perf(open_store(store), ref_a, ref_b, seed=seed, resamples=resamples)
-    if as_json:
+    if not as_json:
+        render_comparison(cmp, seed=seed, resamples=resamples)
+    else:
         print_json(cmp)
-        return
+
+
+def render_comparison(cmp: dict[str, Any], *, seed: int, resamples: int) -> None:
+    """Two perf runs' comparison (:func:`assay.bench.perf.compare.compare_perf`) as tables."""
+    from assay.bench.perf.compare import THROUGHPUTS
+
     print_sides(cmp, mode=True)
     out.print(f"B − A and B / A with 95% bootstrap intervals ({resamples:,} resamples of each run, seed {seed}); "
               "verdict: the interval of B − A leaves out 0 (faster / slower) or not (no clear difference)",
@@ -509,7 +361,7 @@ def stored_compare_cmd(
                 diff = _stored_signed(d["diff"], m) + (
                     f" [{_stored_signed(d['diff_ci'][0], m)}, {_stored_signed(d['diff_ci'][1], m)}]" if d["diff_ci"] else "")
                 v = d["verdict"] or "—"
-                t.add_row(f"{safe(_STORED_NAMES.get(m, m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
+                t.add_row(f"{safe(_stored_name(m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
                           _stored_num(d["a"], m), _stored_num(d["b"], m), diff, ratio,
                           f"[{colors[v]}]{v}[/{colors[v]}]" if v in colors else v)
         for name in THROUGHPUTS:
@@ -527,15 +379,14 @@ def stored_compare_cmd(
                   highlight=False, soft_wrap=True)
 
 
-@app.command("track")
-def stored_track_cmd(
+def track_cmd(
     track: str = typer.Argument(..., help="The track that the scheduled repeats share."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the newest this many repeats."),
     as_json: bool = _STORED_JSON_OPT,
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """Aggregate the scheduled repeats of one benchmark (a track): each metric's spread over time."""
-    from assay.bench.perf_compare import THROUGHPUTS, track_aggregate
+    from assay.bench.perf.compare import THROUGHPUTS, track_aggregate
 
     track = text_arg(track)
     agg = track_aggregate(open_store(store), track, limit=limit)
@@ -551,7 +402,7 @@ def stored_track_cmd(
             t.add_column(col, justify="left" if col in ("metric", "stat") else "right")
         for m, by_stat in p["metrics"].items():
             for k, (stat, a) in enumerate(by_stat.items()):
-                t.add_row(f"{safe(_STORED_NAMES.get(m, m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
+                t.add_row(f"{safe(_stored_name(m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
                           _stored_num(a["mean"], m) + _stored_ci([a["ci95_low"], a["ci95_high"]], m),
                           _stored_num(a["std"], m), _stored_num(a["min"], m), _stored_num(a["max"], m),
                           "—" if a["cv"] is None else f"{100 * a['cv']:.1f}%")

@@ -11,8 +11,8 @@ Modes (one run measures one or more *points*):
   scheduled time as well as the actual one (no coordinated omission).
 
 Warm-up requests go first at every point and are left out. A point ends after ``requests``
-requests or ``duration`` seconds. The exchanges are stamped by :mod:`assay.bench.stream`,
-measured by :mod:`assay.bench.measure` after the point, and the point's client figures
+requests or ``duration`` seconds. The exchanges are stamped by :mod:`assay.bench.perf.stream`,
+measured by :mod:`assay.bench.perf.measure` after the point, and the point's client figures
 (schedule lag, turnaround, event-loop lag, CPU) feed its validity verdict.
 """
 
@@ -32,15 +32,15 @@ from urllib.parse import urlsplit
 import numpy as np
 import orjson
 
-from assay.bench import measure as M
 from assay.bench.cost import benchmark_cost, estimated_cost
-from assay.bench.stream import Exchange, StreamClient
-from assay.bench.workload import Counter, build_prompts, bundled_counter, server_counter
+from assay.bench.perf import measure as M
+from assay.bench.perf.stored import SCHEMA
+from assay.bench.perf.stream import Exchange, StreamClient
+from assay.bench.perf.workload import Counter, build_prompts, bundled_counter, server_counter
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
 from assay.models.spec import parse_model_spec
 
-SCHEMA = "assay.bench.perf/1"
 DEFAULT_REQUESTS = 50
 
 

@@ -2,7 +2,7 @@
 
 A unit is what a task's main score is an average or a statistic over: a query (retrieval, reranking),
 a sentence pair (STS, pair classification), a test item (classification, clustering), a text
-(summarization). :func:`~assay.bench.embed_metrics.main_statistic` recomputes the main score on any
+(summarization). :func:`~assay.bench.embed.metrics.main_statistic` recomputes the main score on any
 subset of units, so one percentile bootstrap serves every task type:
 
 * :func:`main_interval`: the 95% interval of one model's main score (units drawn with replacement);
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from assay.bench.embed_metrics import main_statistic, unit_count
+from assay.bench.embed.metrics import main_statistic, unit_count
 
 RESAMPLES = 1000
 

@@ -40,7 +40,7 @@ def embed_cmd(
     """Score an embedding model as MTEB does: STS (Spearman), retrieval (nDCG@10), classification
     (logistic regression accuracy), clustering (V-measure), pair classification (AP), reranking
     (MAP), summarization; 95% bootstrap intervals; stored for compare and the leaderboard."""
-    from assay.bench.embed import EmbedConfig, run_embed
+    from assay.bench.embed.run import EmbedConfig, run_embed
 
     cfg = EmbedConfig(model=model, tasks=tasks, data=data, batch_size=batch_size, concurrency=concurrency,
                       query_prefix=query_prefix, document_prefix=document_prefix, input_type_field=input_type_field,
@@ -104,8 +104,10 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
 
 def embed_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored embedding runs: each task's main score."""
-    t = Table(title=f"embedding runs in {safe(where)}", title_justify="left")
-    for col in ("ref", "name", "model", "tasks", "when"):
+    from assay.bench.embed import KIND
+
+    t = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
+    for col in KIND.list_columns:
         t.add_column(col, overflow="fold")
     for r in runs:
         tasks = ", ".join(f"{safe(n)} {safe(x.get('metric'))} {_num(x.get('value'))}"
@@ -126,7 +128,7 @@ def show_embed(rec: dict[str, Any], as_json: bool) -> None:
 def compare_embed_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,
                       store: Optional[str]) -> None:
     """Two embedding runs on the same units: per-task B − A, paired bootstrap interval and p-value."""
-    from assay.bench.embed_compare import compare_embed
+    from assay.bench.embed.compare import compare_embed
 
     cmp = compare_embed(open_store(store), ref_a, ref_b, seed=seed, resamples=resamples)
     if as_json:

@@ -2,15 +2,15 @@
 
 The path of a run:
 
-1. the tasks are loaded (:func:`~assay.bench.embed_tasks.load_embed_tasks`: shipped samples by name,
+1. the tasks are loaded (:func:`~assay.bench.embed.tasks.load_embed_tasks`: shipped samples by name,
    files and folders by layout, the user's data with ``--data``);
 2. the model is resolved as an ``embedder`` (:func:`assay.models.resolve`: the embedded model,
    OpenAI, Azure, any OpenAI-compatible ``/embeddings`` endpoint), behind the one limiter and the call
    cache, so a re-run pays for no text twice;
 3. every text a task needs is embedded once per input type (queries and documents apart), in
    batches, under a progress bar; a text shared by several tasks is embedded once;
-4. each task is scored (:func:`~assay.bench.embed_metrics.score_task`, in a worker thread) and its
-   main score gets a 95% bootstrap interval over its units (:mod:`assay.bench.embed_stats`);
+4. each task is scored (:func:`~assay.bench.embed.metrics.score_task`, in a worker thread) and its
+   main score gets a 95% bootstrap interval over its units (:mod:`assay.bench.embed.stats`);
 5. the summary (schema ``assay.bench.embed/1``) and the units are stored as an ``embed`` benchmark,
    so ``bench show``, ``bench compare`` (paired, on the same units) and the leaderboard read them.
 
@@ -29,15 +29,16 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import orjson
 
-from assay.bench.embed_metrics import METRIC_VERSION, score_task
-from assay.bench.embed_stats import main_interval
-from assay.bench.embed_tasks import EmbedTask, load_embed_tasks
+from assay.bench.embed import KIND
+from assay.bench.embed.metrics import METRIC_VERSION, score_task
+from assay.bench.embed.stats import main_interval
+from assay.bench.embed.tasks import EmbedTask, load_embed_tasks
+from assay.bench.kinds import store_benchmark
 from assay.errors import AssayError
 from assay.models import CallStats, LimitedModel, resolve
 from assay.models.base import ModelCallError
-from assay.store.schema import new_ref
+from assay.store import new_ref
 
-EMBED_SCHEMA = "assay.bench.embed/1"
 Progress = Callable[[str, int, "int | None"], None]
 
 
@@ -192,7 +193,7 @@ async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | No
     calls = _calls(model, before)
     texts_sent = calls.get("texts_embedded")
     summary: dict[str, Any] = {
-        "schema": EMBED_SCHEMA, "ref": None, "name": cfg.name, "model": model.name, "model_spec": cfg.model,
+        "schema": KIND.schema, "ref": None, "name": cfg.name, "model": model.name, "model_spec": cfg.model,
         "note": getattr(model, "note", None), "dim": embedder.dim, "created_at": started,
         "duration_s": time.time() - started,
         "config": {k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks", "name")},
@@ -203,9 +204,7 @@ async def run_embed(cfg: EmbedConfig, *, store: Any = None, out: str | Path | No
     if st is not None:
         ref = summary["ref"] = new_ref()
         order = list(entries)
-        samples = {f"{order.index(t)}/{k}": v for t, us in units.items() for k, v in us.items()}
-        st.add_benchmark(kind="embed", name=cfg.name or ref, model=model.name, task=",".join(order),
-                         metrics=headline(summary), details=summary, ref=ref, samples=samples)
+        store_benchmark(st, KIND, summary, {order.index(t): us for t, us in units.items()})
     if out is not None:
         p = Path(out)
         p.mkdir(parents=True, exist_ok=True)
@@ -232,14 +231,6 @@ def _open(store: Any) -> Any:
 
         return open_store(str(store) if store is not None else None)
     return store
-
-
-def headline(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The few figures a list and the leaderboard read: each task's main score and what makes it comparable."""
-    return {"tasks": {n: {"type": t["type"], "metric": t["main_score"], "value": t["value"],
-                          "task_hash": t["task_hash"], "data_hash": t["data_hash"],
-                          "metric_version": t["metric_version"]}
-                      for n, t in summary["tasks"].items()}}
 
 
 def stored_units(store: Any, rec: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray]]:

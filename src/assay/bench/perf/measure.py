@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-from assay.bench.stream import Exchange, decode
+from assay.bench.perf.figures import PER_REQUEST
+from assay.bench.perf.stream import Exchange, decode
 from assay.stats import confidence_interval, quantile_intervals
 
 QS = (50, 90, 95, 99)
-PER_REQUEST = ("ttft", "ttft_sched", "ttfat", "e2e", "e2e_sched", "tpot", "gtps", "ttps")
 
 # The instrument's error budget: a point is invalid when the client's own delays reach this
 # share of the median TTFT (or this many seconds, whichever is larger).

@@ -23,11 +23,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from assay.bench.tasks import JUDGED_METRICS
+from assay.bench.quality.tasks import JUDGED_METRICS
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_draws, confidence_interval, mcnemar_exact
 
-QUALITY_SCHEMA = "assay.bench.quality/1"
 JUDGE_SCALES = {name: (1.0, 5.0) for name in JUDGED_METRICS}   # assay's judges score 1-5
 
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from assay.bench.answers import FilterPipeline, FilterStep
+from assay.bench.quality.answers import FilterPipeline, FilterStep
 from assay.errors import InputError
 
 __all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
@@ -853,7 +853,7 @@ def _load_python_task(spec: str, *, limit: int | None, shots: int | None, seed: 
         raise TaskError(f"{module_name} has no {fn_name}", source=spec)
     fields = getattr(fn, "__assay_task__", None)
     if fields is None:
-        raise TaskError(f"{fn_name} is not decorated with @assay.bench.tasks.task", source=spec)
+        raise TaskError(f"{fn_name} is not decorated with @assay.bench.quality.tasks.task", source=spec)
     fields = dict(fields)
     name = fields.pop("name")
 

@@ -18,7 +18,7 @@ cell is JSON. ``task.yaml`` (beside the data or inside the folder) may say ``typ
 ``main_score``, ``columns`` (our field name -> the file's column name), ``data`` / ``train`` / ``test``
 (file names), and the options ``samples_per_label``, ``n_experiments`` (classification) and
 ``ignore_identical_ids`` (retrieval). Builtin tasks are small samples written for this project and shipped
-in ``embed_samples/``. ``hf:DATASET_ID`` goes through the ``datasets`` package when it is installed and can
+in ``samples/``. ``hf:DATASET_ID`` goes through the ``datasets`` package when it is installed and can
 reach the Hub; otherwise one line says to download the files and pass the folder.
 
 Every task carries two hashes so results can be compared only where they mean the same thing:
@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from assay.bench.embed_metrics import DEFAULT_MAIN_SCORES, MAIN_SCORE_CHOICES, METRIC_VERSION, N_EXPERIMENTS, \
+from assay.bench.embed.metrics import DEFAULT_MAIN_SCORES, MAIN_SCORE_CHOICES, METRIC_VERSION, N_EXPERIMENTS, \
     SAMPLES_PER_LABEL
 from assay.errors import InputError
 
@@ -54,7 +54,7 @@ BUILTIN_TASKS = {
     "rerank": "25 queries, each with 1-3 relevant and 7 near-miss candidates (same topic or words) (MAP)",
     "summarization": "8 texts, 2 reference and 4 scored machine summaries each (Spearman of cosine vs scores)",
 }
-SAMPLES = Path(__file__).resolve().parent / "embed_samples"
+SAMPLES = Path(__file__).resolve().parent / "samples"
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
 TASK_FILE = "task.yaml"
 # The fields each row type needs, in our names (task.yaml ``columns`` maps them to the file's names).

@@ -2,7 +2,7 @@
 
 A task is compared only when both runs scored it with the same definition, the same data and the
 same metric version (``task_hash``, ``data_hash``, ``metric_version``): then unit ``i`` is the same
-query, pair or item in both, and :func:`~assay.bench.embed_stats.paired_difference` resamples the
+query, pair or item in both, and :func:`~assay.bench.embed.stats.paired_difference` resamples the
 units jointly. Tasks that differ are listed apart with the reason, never compared.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.bench.embed import stored_units
-from assay.bench.embed_stats import RESAMPLES, paired_difference
+from assay.bench.embed.run import stored_units
+from assay.bench.embed.stats import RESAMPLES, paired_difference
 from assay.errors import AssayError
 
 _SAME = (("task_hash", "task definition"), ("data_hash", "data"), ("metric_version", "metric version"))

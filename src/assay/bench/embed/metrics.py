@@ -1,6 +1,6 @@
 """Scores of an embedding model on one task, computed from its vectors the way MTEB computes them.
 
-No model is called here: :func:`score_task` takes an :class:`~assay.bench.embed_tasks.EmbedTask` and the
+No model is called here: :func:`score_task` takes an :class:`~assay.bench.embed.tasks.EmbedTask` and the
 vectors of the texts it needs (``task.texts()``) and returns :class:`TaskScores`. The metric names, the
 similarity functions and the statistics are MTEB's, so a figure here reads like the same figure there:
 

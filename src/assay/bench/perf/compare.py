@@ -2,7 +2,8 @@
 
 :func:`compare_perf` matches the points of two perf runs (docs/bench.md) by their load: the
 same concurrency (a sequential run is concurrency 1) or the same request rate. For each
-matched point and each of ``ttft``, ``e2e``, ``itl``, ``tpot``, ``gtps`` and ``ttps`` it gives
+matched point and each figure compared (:data:`assay.bench.perf.figures.COMPARED`: ``ttft``, ``itl``,
+``tpot``, ``e2e``, ``gtps`` and ``ttps``) it gives
 run A's and run B's mean, p50 and p99, the difference ``B - A`` and the ratio ``B / A``, each
 with a 95% bootstrap interval (:func:`assay.stats.bootstrap_diff`: the two runs' samples are
 resampled independently, fixed seed), and a verdict:
@@ -28,24 +29,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from assay.bench.perf.figures import COMPARED, HIGHER_IS_BETTER, unit
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_diff, confidence_interval
 from assay.store import Store
 
-METRICS = ("ttft", "e2e", "itl", "tpot", "gtps", "ttps")
-HIGHER_IS_BETTER = frozenset({"gtps", "ttps"})
 STATS = ("mean", "p50", "p99")
-# What `show` lists per point, in this order (the distributions of docs/bench.md).
-SHOWN_METRICS = ("ttft", "ttft_sched", "ttfat", "itl", "tpot", "e2e", "e2e_sched", "gtps", "ttps")
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
 # Settings that must agree for two runs' latencies to be comparable.
 COMPARABLE_SETTINGS = ("input_tokens", "output_tokens", "shared_prefix", "burstiness")
 FASTER, SLOWER, UNCLEAR = "faster", "slower", "no clear difference"
-
-
-def unit(metric: str) -> str:
-    """``"tok/s"`` for the token rates, else ``"s"``."""
-    return "tok/s" if metric in HIGHER_IS_BETTER else "s"
 
 
 def point_key(point: Mapping[str, Any]) -> tuple[str, float]:
@@ -157,7 +150,7 @@ def compare_points(summary_a: Mapping[str, Any], samples_a: Mapping[int, Mapping
             entry["throughput"][t] = {"a": x, "b": y, "diff": None if x is None or y is None else y - x,
                                       "ratio": None if x is None or y is None or not x else y / x}
         sa, sb = samples_a.get(i) or {}, samples_b.get(j) or {}
-        for m in METRICS:
+        for m in COMPARED:
             da, db = (p.get("metrics") or {}).get(m) or {}, (q.get("metrics") or {}).get(m) or {}
             xa, xb = _finite(sa.get(m)), _finite(sb.get(m))
             if not da and not db and xa is None and xb is None:
@@ -231,7 +224,7 @@ def aggregate_repeats(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                                           "series": [], "metrics": {}, "throughput": {}})
             row: dict[str, Any] = {"run": r_i, "ref": run.get("ref"), "created_at": run.get("created_at"),
                                    "valid": (p.get("validity") or {}).get("valid")}
-            for m in METRICS:
+            for m in COMPARED:
                 dist = (p.get("metrics") or {}).get(m) or {}
                 for s in STATS:
                     row[f"{m}_{s}"] = dist.get(s)
@@ -244,7 +237,7 @@ def aggregate_repeats(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         rows = agg["series"]
         agg["repeats"] = len(rows)
         agg["valid"] = sum(1 for r in rows if r["valid"])
-        for m in METRICS:
+        for m in COMPARED:
             if any(r[f"{m}_{s}"] is not None for r in rows for s in STATS):
                 agg["metrics"][m] = {s: _spread([r[f"{m}_{s}"] for r in rows]) for s in STATS}
         for t in THROUGHPUTS:

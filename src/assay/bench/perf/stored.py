@@ -1,0 +1,85 @@
+"""What is kept of a perf run (docs/bench.md, schema ``assay.bench.perf/1``): the schema tag, the check
+of a summary, the headline a list reads per point (the stored ``metrics`` column), and the tokens a
+stored run spent (for what it cost)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from assay.bench.cost import count
+from assay.errors import AssayError
+
+SCHEMA = "assay.bench.perf/1"
+
+
+def check(summary: Mapping[str, Any]) -> None:
+    """A perf summary has a list of points."""
+    if not isinstance(summary.get("points"), list):
+        raise AssayError("not a perf result: 'points' must be a list")
+
+
+def points(summary: Mapping[str, Any]) -> int:
+    """How many points a perf run has (its samples are kept per point)."""
+    return len(summary["points"])
+
+
+def task(summary: Mapping[str, Any]) -> str | None:
+    """The stored ``task`` of a perf run: its mode."""
+    return summary.get("mode")
+
+
+def headline(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a list shows of each point of a perf run (the ``metrics`` column of a perf benchmark)."""
+    return [point_headline(p) for p in summary["points"]]
+
+
+def point_headline(p: Mapping[str, Any]) -> dict[str, Any]:
+    """What a list shows of one perf point."""
+    m = p.get("metrics") or {}
+
+    def stat(metric_name: str, key: str) -> Any:
+        return (m.get(metric_name) or {}).get(key)
+
+    req = p.get("requests") or {}
+    return {"concurrency": p.get("concurrency"), "rate": p.get("rate"), "ok": req.get("ok"),
+            "failed": req.get("failed"), "request_throughput": p.get("request_throughput"),
+            "output_throughput": p.get("output_throughput"), "ttft_p50": stat("ttft", "p50"),
+            "ttft_p99": stat("ttft", "p99"), "itl_p50": stat("itl", "p50"), "e2e_p50": stat("e2e", "p50"),
+            "latency_index": p.get("latency_index"), "throughput_index": p.get("throughput_index"),
+            "valid": (p.get("validity") or {}).get("valid")}
+
+
+def benchmark_tokens(details: Mapping[str, Any] | None) -> tuple[float | None, float | None, str]:
+    """(input tokens, output tokens, how they were found) of a stored perf run: per point
+    ``input_total`` / ``output_total`` when the run wrote them, else the ok
+    requests × the mean tokens per request (an estimate: failed requests are not counted)."""
+    pts = (details or {}).get("points")
+    if not isinstance(pts, list) or not pts:
+        return None, None, "not recorded"
+    tin = tout = 0.0
+    how = set()
+    for pt in pts:
+        if not isinstance(pt, Mapping):
+            return None, None, "not recorded"
+        tok = pt.get("tokens") if isinstance(pt.get("tokens"), Mapping) else {}
+        i_tot, o_tot = count(tok.get("input_total")), count(tok.get("output_total"))
+        if i_tot is not None and o_tot is not None:
+            tin, tout = tin + i_tot, tout + o_tot
+            how.add("totals")
+            continue
+        req = pt.get("requests") if isinstance(pt.get("requests"), Mapping) else {}
+        ok, i_mean, o_mean = count(req.get("ok")), count(tok.get("input_mean")), count(tok.get("output_mean"))
+        if ok is None or i_mean is None or o_mean is None:
+            return None, None, "not recorded"
+        tin, tout = tin + ok * i_mean, tout + ok * o_mean
+        how.add("estimate")
+    label = ("point totals" if how == {"totals"} else
+             "ok requests × mean tokens" if how == {"estimate"} else "point totals and ok requests × mean tokens")
+    return _whole(tin), _whole(tout), label
+
+
+def _whole(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(x, 3)
+
+
+__all__ = ["SCHEMA", "benchmark_tokens", "check", "headline", "point_headline", "points", "task"]
