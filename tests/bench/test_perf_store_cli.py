@@ -11,7 +11,7 @@ import pytest
 
 from assay.store import Store
 
-from perfdata import HOSTILE, make_run
+from tests.helpers.perfdata import HOSTILE, make_run
 
 
 def bench(*args: str, store: str) -> subprocess.CompletedProcess:

@@ -366,8 +366,7 @@ def test_the_embedded_judge_is_loaded_once_per_worker_not_per_chunk(monkeypatch)
 
 @pytest.fixture(scope="module")
 def pg_url():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-    from postgres_server import PostgresServer, pg_bin
+    from tests.helpers.postgres_server import PostgresServer, pg_bin
 
     if pg_bin() is None:
         pytest.skip("PostgreSQL is not installed: run `make test` (it installs Debian's postgresql)")

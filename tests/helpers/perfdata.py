@@ -9,8 +9,11 @@ import uuid
 from typing import Any, Sequence
 
 import numpy as np
+import pytest
 
 from assay.stats import bootstrap_draws, confidence_interval
+
+from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 HOSTILE = "<script>alert(1)</script>"
 PCTS = (50, 90, 95, 99)
@@ -101,16 +104,7 @@ def make_run(*, name: str | None = "run", model: str = "qwen2.5-7b", mode: str =
     return summary, samples
 
 
-# -- a PostgreSQL server for the store tests: tests/store's, started once per session ------------
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-sys.path.append(str(Path(__file__).resolve().parents[1] / "store"))  # appended: see tests/conftest.py
-from postgres_server import PostgresServer, pg_bin  # noqa: E402
-
-
+# -- a PostgreSQL server for the perf store tests, started once per session (per xdist worker) --
 @pytest.fixture(scope="session")
 def perf_postgres_url() -> Any:
     if pg_bin() is None:
