@@ -24,6 +24,9 @@ from assay.store import Store  # noqa: E402
 SRC = str(Path(assay.__file__).resolve().parents[1])
 N = 2500                      # rows per run: five chunks and a part
 
+# a Ray cluster of its own (num_cpus=2): run apart from the parallel tests (`make test`)
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
