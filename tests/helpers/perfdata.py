@@ -1,6 +1,7 @@
 """Perf results made by hand, as docs/bench.md lays them out (``assay.bench.perf/1``), with the
 per-point samples the load generator keeps: lognormal TTFT and inter-token gaps, the rest
-derived from them as the generator derives them."""
+derived from them as the generator derives them; and ``perf_postgres_url``, a PostgreSQL server for
+the perf store tests (a fixture: import it into the test module that uses it)."""
 
 from __future__ import annotations
 
