@@ -45,10 +45,13 @@ demo: $(BASE)
 	$(VENV)/bin/assay eval examples/rag_qa.jsonl --metrics auto --out results/demo
 	$(VENV)/bin/assay judge check
 
+# The suite on every core (pytest-xdist), then the tests marked `serial` (exact timing, a Ray cluster,
+# signals) one at a time; either failing fails `make test`.
 test: $(STAMP) $(SERVICES)
 	$(VENV)/bin/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_eval_speed.py

@@ -11,7 +11,7 @@ matters; the figures say how far from that each back end is.
     PYTHONPATH=src python benchmarks/bench_call_cache.py --url postgresql://USER@HOST/DB
 
 Without ``--url`` a PostgreSQL server is started in a temporary folder with Debian's binaries
-(as the tests do: tests/store/postgres_server.py) and stopped at the end.
+(as the tests do: tests/helpers/postgres_server.py) and stopped at the end.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def main() -> None:
     server = None
     url = a.url
     if url is None:
-        sys.path.insert(0, str(ROOT / "tests" / "store"))
-        from postgres_server import PostgresServer
+        sys.path.insert(0, str(ROOT))   # the tests' helper: tests/helpers/postgres_server.py
+        from tests.helpers.postgres_server import PostgresServer
 
         print("starting a throwaway PostgreSQL server ...", flush=True)
         server = PostgresServer().start()

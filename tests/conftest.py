@@ -1,5 +1,5 @@
 """Suite-wide: runs are saved to a store in a temporary folder, never the working directory's;
-the scripted fake OpenAI endpoint of tests/models (``fake``) for fault injection anywhere."""
+the scripted fake OpenAI endpoint of tests/helpers (``fake``) for fault injection anywhere."""
 
 from __future__ import annotations
 
@@ -16,10 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-# appended, not prepended: each test folder's own conftest must stay first for `from conftest import`
-sys.path.append(str(Path(__file__).resolve().parent / "models"))
-
-from fake_openai_server import FakeOpenAI  # noqa: E402
+from tests.helpers.fake_openai_server import FakeOpenAI
 
 
 @pytest.fixture

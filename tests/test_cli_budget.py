@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from assay.store import Store
-from test_exit_codes import one_error_line  # the one-line error check the exit-code tests use
+from tests.test_exit_codes import one_error_line  # the one-line error check the exit-code tests use
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 N = 1200                      # three chunks of the engine's 512 rows (the last one shorter)

@@ -58,6 +58,7 @@ def _ctrl_c_on() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.serial   # signals to a child process: run apart
 @pytest.mark.parametrize("sig,code,line", [(signal.SIGINT, 130, "interrupted"),
                                            (signal.SIGTERM, 143, "terminated (SIGTERM)")])
 def test_a_signal_stops_eval_with_its_code_and_leaves_the_run_resumable(tmp_path, fake, sig, code, line):
@@ -117,6 +118,7 @@ def _at_the_delete_prompt(tmp_path: Path, rid: str, then) -> tuple[subprocess.Po
     return p, (asked + out).decode(), errs.decode()
 
 
+@pytest.mark.serial   # Ctrl-C at a terminal prompt: run apart
 def test_a_declined_prompt_exits_1_and_ctrl_c_at_it_130(tmp_path):
     """``typer.Exit(1)`` (``assay delete`` answered no) exits 1, not 0; Ctrl-C at the prompt 130;
     nothing is deleted either way."""

@@ -26,11 +26,8 @@ from pathlib import Path
 import pytest
 
 from assay.bench.kinds import store_benchmark
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "bench"))
-
-from leaderboard_data import build_board_store  # noqa: E402
-from perfdata import make_run  # noqa: E402
+from tests.helpers.leaderboard_data import build_board_store
+from tests.helpers.perfdata import make_run
 
 HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
 STRINGS: dict[str, dict[str, str]] = json.loads((HOSTILE / "strings.json").read_text(encoding="utf-8"))

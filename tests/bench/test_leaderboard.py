@@ -17,7 +17,7 @@ import pytest
 from assay.bench.board import MISSING, Leaderboard, build_leaderboard, format_value, pareto_front
 from assay.errors import AssayError
 
-from leaderboard_data import build_board_store
+from tests.helpers.leaderboard_data import build_board_store
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -14,7 +14,7 @@ from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_MAX_N, bootstrap_diff, bootstrap_draws
 from assay.store import Store
 
-from perfdata import make_run
+from tests.helpers.perfdata import make_run
 
 
 # -- the statistics -----------------------------------------------------------------------------

@@ -12,6 +12,9 @@ import pytest
 from assay.bench.perf.run import PerfConfig, run_perf
 from assay.errors import AssayError
 
+# exact timing (a few ms of slack): run apart from the parallel tests (`make test`)
+pytestmark = pytest.mark.serial
+
 
 def perf(port: int, **kw) -> dict:
     cfg = PerfConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="scripted", input_tokens=kw.pop("input_tokens", 64),

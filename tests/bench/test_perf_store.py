@@ -16,7 +16,7 @@ from assay.errors import AssayError
 from assay.store import Store
 from assay.store import schema as S
 
-from perfdata import make_run, perf_postgres_url  # noqa: F401  (a fixture)
+from tests.helpers.perfdata import make_run, perf_postgres_url  # noqa: F401  (a fixture)
 
 
 def _wipe(st: Store) -> None:

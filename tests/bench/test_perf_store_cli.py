@@ -12,7 +12,7 @@ import pytest
 from assay.bench.kinds import store_benchmark
 from assay.store import Store
 
-from perfdata import HOSTILE, make_run
+from tests.helpers.perfdata import HOSTILE, make_run
 
 
 def bench(*args: str, store: str) -> subprocess.CompletedProcess:

@@ -54,6 +54,7 @@ def test_words_are_single_o200k_tokens_alone_and_in_any_run():
         assert len(ENC.encode("".join(" " + words[k % len(words)] for k in range(n)))) == n
 
 
+@pytest.mark.serial   # upper bounds on timing: run apart
 def test_streamed_chat_chunks_usage_and_server_ttft(endpoint):
     ep = endpoint("--ttft", "0.05", "--itl", "0.01")
     t0 = time.monotonic()
@@ -243,6 +244,7 @@ def test_stall_without_stream_never_answers(endpoint):
     assert [r["outcome"] for r in ep.stop()] == ["stall"]
 
 
+@pytest.mark.serial   # upper bounds on timing: run apart
 def test_delay_headers_and_timing_override(endpoint):
     ep = endpoint("--ttft", "0.01", "--itl", "0.002", script=[
         {"requests": [1, 1], "delay_headers": 0.3},

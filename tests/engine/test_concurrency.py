@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import assay
 
-from fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
+from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 
 def test_concurrency_sets_the_judge_limit(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from assay.engine.plan import PLAN_WINDOW, describe_plan, make_plan
 from assay.metrics.base import REGISTRY, load_builtin_metrics
 from assay.records import Record
 
-from fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
+from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 # A Databricks-style evaluation set: some requests carry an expected answer, others do not.
 LABELLED = [

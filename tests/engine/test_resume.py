@@ -18,7 +18,7 @@ from assay.engine import run as engine_run
 from assay.errors import AssayError
 from assay.store import Store
 
-from fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
+from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 ROWS = [{"query": f"question {i}", "response": f"answer {i} with {i % 7} words", "ground_truth": f"answer {i % 5}"}
         for i in range(100)]

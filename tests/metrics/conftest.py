@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fake_openai_server import FakeOpenAI
+from tests.helpers.fake_openai_server import FakeOpenAI
 
 from assay.models import LimitedModel, Limiter, OpenAICompat, RetryPolicy
 

@@ -10,7 +10,7 @@ import pytest
 from assay.models import LimitedModel, Limiter, ModelCallError, OpenAICompat
 from assay.models.http import LeanHTTP
 
-from fake_openai_server import chat_json
+from tests.helpers.fake_openai_server import chat_json
 
 MSG = [{"role": "user", "content": "Rate in JSON."}]
 

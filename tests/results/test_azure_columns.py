@@ -82,7 +82,7 @@ def _columns(doc: dict, metric: str) -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-    from fake_openai_server import FakeOpenAI
+    from tests.helpers.fake_openai_server import FakeOpenAI
 
     server = FakeOpenAI().start()
     server.default = _answer

@@ -28,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
 SRC = str(Path(assay.__file__).resolve().parents[1])
 
+# a Ray cluster of its own (num_cpus=2): run apart from the parallel tests (`make test`)
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():

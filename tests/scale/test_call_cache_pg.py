@@ -11,14 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+from assay.errors import AssayError
+from assay.models import Limiter, LimitedModel, OpenAICompat, PgCallCache, open_cache
+from assay.models.base import Generation, TokenUsage
+from assay.models.cache import PG_CALLS, CacheError, CallCache, call_key, embed_key
 
-from postgres_server import PostgresServer, pg_bin  # noqa: E402
-
-from assay.errors import AssayError  # noqa: E402
-from assay.models import Limiter, LimitedModel, OpenAICompat, PgCallCache, open_cache  # noqa: E402
-from assay.models.base import Generation, TokenUsage  # noqa: E402
-from assay.models.cache import PG_CALLS, CacheError, CallCache, call_key, embed_key  # noqa: E402
+from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL cache needs psycopg (pip install 'assay[postgres]')")
 

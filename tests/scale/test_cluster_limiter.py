@@ -444,6 +444,7 @@ async def _settled(limits: ClusterLimits) -> dict[str, Any]:
 
 
 @needs_ray
+@pytest.mark.serial
 async def test_workers_never_have_more_in_flight_than_the_cluster_concurrency(cluster, fake):
     fake.default = {"content": '{"score": 4}', "delay": 0.02}
     limits = ClusterLimits(start_cluster_limiter("conc-2", concurrency=2))
@@ -455,6 +456,7 @@ async def test_workers_never_have_more_in_flight_than_the_cluster_concurrency(cl
 
 
 @needs_ray
+@pytest.mark.serial
 async def test_the_request_rate_holds_across_workers(cluster, fake):
     rpm = 1200                           # 20 a second, a burst of 20
     limits = ClusterLimits(start_cluster_limiter("rpm-1200", concurrency=16, rpm=rpm))
@@ -470,6 +472,7 @@ async def test_the_request_rate_holds_across_workers(cluster, fake):
 
 
 @needs_ray
+@pytest.mark.serial
 async def test_a_retry_after_stops_every_worker_for_its_length(cluster, fake):
     fake.push({"status": 429, "headers": {"Retry-After": "2"}, "json": {"error": {"message": "slow down"}}})
     limits = ClusterLimits(start_cluster_limiter("429-one", concurrency=1))
@@ -482,6 +485,7 @@ async def test_a_retry_after_stops_every_worker_for_its_length(cluster, fake):
 
 
 @needs_ray
+@pytest.mark.serial
 async def test_a_retry_after_lets_through_only_leases_granted_before_it(cluster, fake):
     fake.default = {"content": '{"score": 4}', "delay": 0.01}
     fake.push(*[{"content": '{"score": 4}', "delay": 0.01}] * 6,
@@ -497,6 +501,7 @@ async def test_a_retry_after_lets_through_only_leases_granted_before_it(cluster,
 
 
 @needs_ray
+@pytest.mark.serial
 def test_the_limiter_is_found_by_name_and_keeps_its_first_limits(cluster, caplog):
     first = start_cluster_limiter("by-name", concurrency=3, rpm=600)
     again = start_cluster_limiter("by-name", concurrency=5)
@@ -516,6 +521,7 @@ def test_the_limiter_is_found_by_name_and_keeps_its_first_limits(cluster, caplog
 
 
 @needs_ray
+@pytest.mark.serial
 async def test_a_limiter_whose_actor_is_gone_fails_the_call_and_says_why(cluster):
     handle = start_cluster_limiter("short-lived", concurrency=2)
     cluster.kill(handle)

@@ -24,6 +24,9 @@ from assay.store import Store  # noqa: E402
 SRC = str(Path(assay.__file__).resolve().parents[1])
 N = 2500                      # rows per run: five chunks and a part
 
+# a Ray cluster of its own (num_cpus=2): run apart from the parallel tests (`make test`)
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
@@ -366,8 +369,7 @@ def test_the_embedded_judge_is_loaded_once_per_worker_not_per_chunk(monkeypatch)
 
 @pytest.fixture(scope="module")
 def pg_url():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-    from postgres_server import PostgresServer, pg_bin
+    from tests.helpers.postgres_server import PostgresServer, pg_bin
 
     if pg_bin() is None:
         pytest.skip("PostgreSQL is not installed: run `make test` (it installs Debian's postgresql)")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from simhelpers import ScriptedModel
+from tests.helpers.simhelpers import ScriptedModel
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from assay.errors import AssayError
 from assay.records import Record
 from assay.simulate import simulate_adversarial, simulate_jailbreak
 
-from fake_openai_server import chat_json
+from tests.helpers.fake_openai_server import chat_json
 
 
 def _answer(req):

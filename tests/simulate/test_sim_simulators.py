@@ -9,7 +9,7 @@ from assay.formats import open_dataset
 from assay.simulate import simulate_adversarial, simulate_jailbreak, simulate_users
 from assay.simulate.conversation import clean_message
 
-from simhelpers import ScriptedModel, echo_app
+from tests.helpers.simhelpers import ScriptedModel, echo_app
 
 
 def test_adversarial_rows_are_an_azure_conversation_set(tmp_path, scripted):

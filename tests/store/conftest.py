@@ -1,15 +1,10 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from assay.store import Store
 
-from postgres_server import PostgresServer, pg_bin  # noqa: E402
-
-from assay.store import Store  # noqa: E402
+from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from assay.store import Store
 from assay.store import schema as S
 from assay.store import search as T
 from assay.store.queries import RowQuery, get_row, histograms, query_rows, worst_rows
-from old_stores import BEFORE_V6
+from tests.helpers.old_stores import BEFORE_V6
 
 WORDS = "apple river stone cloud paper garden signal copper window valley".split()
 

@@ -13,7 +13,7 @@ from assay.errors import AssayError
 from assay.metrics.base import Score
 from assay.store import Store, StoredRow, open_store
 from assay.store import schema as S
-from old_stores import BEFORE_V6
+from tests.helpers.old_stores import BEFORE_V6
 
 ROWS = [{"query": f"q{i}", "response": f"the answer is {i} apples", "ground_truth": f"the answer is {i % 3} apples"}
         for i in range(40)]

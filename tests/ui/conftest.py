@@ -14,7 +14,7 @@ import assay
 from assay.store import Store
 from assay.store import schema as S
 
-from uihelpers import XSS_SCRIPT, make_rows
+from tests.helpers.uihelpers import XSS_SCRIPT, make_rows
 
 
 @pytest.fixture(scope="session")

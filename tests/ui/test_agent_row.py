@@ -20,7 +20,7 @@ import assay
 from assay.store import Store
 from assay.ui.render import PREVIEW_CHARS, agent_view
 
-from uihelpers import XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui, tags
+from tests.helpers.uihelpers import XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui, tags
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "agents" / "azure_agent.jsonl"
 CHROMIUM = "/usr/bin/chromium"

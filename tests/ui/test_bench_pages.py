@@ -6,7 +6,6 @@ payloads."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 from xml.etree import ElementTree
@@ -19,10 +18,8 @@ from assay.store import Store
 from assay.ui.bench_charts import latency_cdf, metric_vs_load, perf_charts
 from assay.ui.server import create_app
 
-from uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui
-
-sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))   # appended: see tests/conftest.py
-from perfdata import HOSTILE, make_run  # noqa: E402
+from tests.helpers.perfdata import HOSTILE, make_run
+from tests.helpers.uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui
 
 TRACK = f"nightly {XSS_ATTR}"
 

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from uihelpers import serve_ui
+from tests.helpers.uihelpers import serve_ui
 
 CHROMIUM = "/usr/bin/chromium"
 

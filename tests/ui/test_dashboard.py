@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from assay.store import queries as Q
 from assay.ui.server import create_app
 
-from uihelpers import N, XSS_SCRIPT, assert_escaped
+from tests.helpers.uihelpers import N, XSS_SCRIPT, assert_escaped
 
 
 @pytest.fixture(scope="module")

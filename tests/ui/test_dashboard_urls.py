@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from assay.ui.server import create_app
 
-from uihelpers import serve_ui
+from tests.helpers.uihelpers import serve_ui
 
 HUGE = "9" * 40
 VALUES = [HUGE, "-" + HUGE, "9223372036854775808", "-9223372036854775809", "9223372036854775807", "-1", "0",

@@ -15,10 +15,8 @@ from fastapi.testclient import TestClient
 
 from assay.ui.server import create_app
 
-from uihelpers import XSS_SCRIPT, assert_escaped, serve_ui
-
-sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))   # appended: see tests/conftest.py
-from leaderboard_data import build_board_store  # noqa: E402
+from tests.helpers.leaderboard_data import build_board_store
+from tests.helpers.uihelpers import XSS_SCRIPT, assert_escaped, serve_ui
 
 HOSTILE = f"evil {XSS_SCRIPT}"
 CHROMIUM = "/usr/bin/chromium"

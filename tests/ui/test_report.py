@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from assay.cli import ui as commands
 from assay.ui.report import render_report, write_report
 
-from uihelpers import N, assert_escaped, tags
+from tests.helpers.uihelpers import N, assert_escaped, tags
 
 
 def test_report_is_self_contained_and_escaped(ui_store: dict[str, Any], tmp_path) -> None:

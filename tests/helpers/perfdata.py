@@ -1,6 +1,7 @@
 """Perf results made by hand, as docs/bench.md lays them out (``assay.bench.perf/1``), with the
 per-point samples the load generator keeps: lognormal TTFT and inter-token gaps, the rest
-derived from them as the generator derives them."""
+derived from them as the generator derives them; and ``perf_postgres_url``, a PostgreSQL server for
+the perf store tests (a fixture: import it into the test module that uses it)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import uuid
 from typing import Any, Sequence
 
 import numpy as np
+import pytest
 
 from assay.stats import bootstrap_draws, confidence_interval
+
+from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 HOSTILE = "<script>alert(1)</script>"
 PCTS = (50, 90, 95, 99)
@@ -101,16 +105,7 @@ def make_run(*, name: str | None = "run", model: str = "qwen2.5-7b", mode: str =
     return summary, samples
 
 
-# -- a PostgreSQL server for the store tests: tests/store's, started once per session ------------
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-sys.path.append(str(Path(__file__).resolve().parents[1] / "store"))  # appended: see tests/conftest.py
-from postgres_server import PostgresServer, pg_bin  # noqa: E402
-
-
+# -- a PostgreSQL server for the perf store tests, started once per session (per xdist worker) --
 @pytest.fixture(scope="session")
 def perf_postgres_url() -> Any:
     if pg_bin() is None:

@@ -18,7 +18,7 @@ from assay.bench.quality.stored import headline
 from assay.models.price_table import load_table
 from assay.store import open_store
 
-from perfdata import make_run
+from tests.helpers.perfdata import make_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
