@@ -302,7 +302,7 @@ def main() -> None:
         n = args.requests or (25 if level == 1 else 3 * level)
         warmup = 2
         for name in names:
-            for k in range(args.runs):
+            for _ in range(args.runs):
                 with tempfile.TemporaryDirectory() as tmp:
                     ep = Endpoint(Path(tmp) / "log.jsonl", args.workers)
                     try:

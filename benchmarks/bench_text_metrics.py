@@ -56,7 +56,7 @@ CLITICS = "it's don't can't won't I'm we're they've you'll he'd isn't".split()
 def make_text(rng: random.Random, n_words: int) -> str:
     out = []
     sentence_len = 0
-    for i in range(n_words):
+    for _ in range(n_words):
         r = rng.random()
         w = rng.choice(NAMES) if r < 0.03 else rng.choice(CLITICS) if r < 0.08 else \
             str(rng.randint(1, 2000)) if r < 0.10 else rng.choice(WORDS)

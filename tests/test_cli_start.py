@@ -72,7 +72,7 @@ def test_the_help_lines_listed_are_the_commands_own():
 
     names = [n for n, _, _ in main.COMMANDS]
     assert len(names) == len(set(names))
-    for name, module, help_line in main.COMMANDS:
+    for name, _module, help_line in main.COMMANDS:
         real = main.load_command(name)
         assert real.name == name and (real.short_help or real.help) == help_line, name
     for module in {m for n, m, _ in main.COMMANDS if n not in main.GROUPS}:

@@ -7,7 +7,7 @@ format.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,7 +53,7 @@ class Usage(_Model):
 #: the tool failed (an MLflow TOOL span with status ERROR, a result that is an error object)
 TOOL_CALL_KEYS = ("type", "tool_call_id", "name", "arguments", "result", "error")
 
-Guidelines = Union[list[str], dict[str, list[str]]]
+Guidelines = list[str] | dict[str, list[str]]
 
 
 class Record(_Model):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import numpy as np
 
@@ -110,7 +110,7 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.arange(total) + offsets
 
 
-Stat = Union[str, Callable[..., Any]]
+Stat = str | Callable[..., Any]
 _PERCENTILE = re.compile(r"^p(\d+(?:\.\d+)?)$")
 
 

@@ -50,7 +50,7 @@ def _sequences(seed: int, count: int):
     for the LCS, more than the stack tables hold), from small and large vocabularies."""
     rng = random.Random(seed)
     lengths = [0, 1, 2, 3, 4, 5, 8, 20, 50, 63, 64, 65, 130, 300, 700]
-    for i in range(count):
+    for _ in range(count):
         vocab = list(rng.choice(list(VOCABS.values())))
         vocab = vocab[: rng.randint(1, len(vocab))]  # 1 word: everything repeats
         # tokens rebuilt from parts: equal to, but not the same objects as, the vocabulary's

@@ -61,7 +61,7 @@ def gen_pairs(seed: int, count: int, unicode: bool = False) -> list[tuple[str, s
     rng = random.Random(seed)
     pools = (WORDS, WORDS, SPECIAL, PUNCT) + ((UNICODE,) if unicode else ())
     out = []
-    for i in range(count):
+    for _ in range(count):
         a = gen_text(rng, rng.randint(0, 40), pools)
         r = rng.random()
         if r < 0.15:

@@ -11,6 +11,7 @@ import pytest
 from assay.errors import AssayError
 from assay.models import (CallCache, Generation, LimitedModel, Limiter, OpenAICompat, RetryPolicy, TokenUsage,
                           build_judge, distribution_generation, judge_usage, lookup_price, parse_price)
+from assay.models.base import ModelCallError
 from assay.models.pricing import judge_price
 
 MSG = [{"role": "user", "content": "Rate this."}]
@@ -63,7 +64,7 @@ async def test_failed_calls_are_errors_and_cost_nothing(fake):
     j = _limited(fake)
     fake.push({"status": 500, "json": {"error": {"message": "boom"}}},
               {"status": 500, "json": {"error": {"message": "boom"}}})
-    with pytest.raises(Exception):
+    with pytest.raises(ModelCallError):
         await j.generate(MSG)
     s = j.stats.snapshot()
     assert (s["calls"], s["errors"], s["prompt_tokens"], s["completion_tokens"]) == (1, 1, 0, 0)

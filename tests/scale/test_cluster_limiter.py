@@ -517,7 +517,7 @@ def test_the_limiter_is_found_by_name_and_keeps_its_first_limits(cluster, caplog
 
     assert asyncio.run(one())[1] == 0.0
     with pytest.raises(AssayError, match="no cluster limiter named 'nobody'"):
-        ClusterLimits("nobody").actor
+        _ = ClusterLimits("nobody").actor
 
 
 @needs_ray

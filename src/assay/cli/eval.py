@@ -218,7 +218,7 @@ def log_mlflow(ml: Any, result: Any, data: str, store: Optional[str]) -> None:
         rid = ml.log(result, data=data, store=store)
     except AssayError as exc:
         err.print(f"[red]error:[/red] {safe(exc)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(3)
+        raise typer.Exit(3) from None
     out.print(f"logged to MLflow at {safe(ml.uri)}: experiment {safe(repr(ml.experiment))}, run {safe(rid)}", highlight=False)
 
 

@@ -38,7 +38,7 @@ class Target:
             raise AssayError(f"target must be a callable, got {type(fn).__name__}")
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None))
+            type(fn).__call__)
         sig = inspect.signature(fn)
         self.params = [p for p in sig.parameters.values()
                        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -503,7 +503,7 @@ class ClusterLimits:
     async def acquire(self, tokens: int, hold: float | None) -> tuple[str, float]:
         blocks = self._block_client()
         if blocks is not None:
-            self.actor   # resolved by name here, so that a missing actor fails as one call does
+            _ = self.actor   # resolved by name here, so that a missing actor fails as one call does
             return await blocks.acquire(int(tokens or 0), hold)
         lease = uuid.uuid4().hex
         if isinstance(self._actor, LimitBook):   # in-process: a cancelled acquire cleans up itself

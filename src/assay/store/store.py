@@ -845,7 +845,7 @@ def packed_columns(outputs: list[str], n: int, got: Iterator[tuple[int, Any, str
         ids[i] = rid
         if not packed:
             continue
-        for m, o, value, score, passed, result, status, threshold, props in orjson.loads(packed):
+        for _m, o, value, score, _passed, result, status, _threshold, _props in orjson.loads(packed):
             j = code.get(o)
             if j is None:
                 continue

@@ -206,7 +206,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             conc, rate = levels[p_idx]
             done_prompts = [0]
 
-            def tick(k: int) -> None:
+            def tick(k: int, done_prompts: list[int] = done_prompts) -> None:
                 done_prompts[0] += k
                 if progress:
                     progress("prompts", done_prompts[0], need)

@@ -75,7 +75,7 @@ async def server_counter(http: LeanHTTP, root: str, model: str, headers: dict[st
     for path, body in probes:
         head = http.head("POST", root + path, {**headers, "Content-Type": "application/json"})
 
-        async def one(text: str, head: bytes = head, body: Any = body) -> int:
+        async def one(text: str, head: bytes = head, body: Any = body, path: str = path) -> int:
             resp = await http.request(head, orjson.dumps(body(text)))
             if resp.status != 200:
                 raise AssayError(f"{path}: HTTP {resp.status}")
@@ -127,7 +127,7 @@ async def build_prompts(counter: Counter, n: int, tokens: int, *, shared_prefix:
         shared = await _fit(counter, "", shared_prefix, rng)
     out: list[Prompt] = []
     filler: list[str] | None = None
-    for i in range(n):
+    for _ in range(n):
         head = f"{shared} Request {rng.getrandbits(40):010x}:" if shared else f"Request {rng.getrandbits(40):010x}:"
         if filler is None:
             text = await _fit(counter, head, tokens, rng)
