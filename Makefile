@@ -49,6 +49,7 @@ demo: $(BASE)
 # signals) one at a time; either failing fails `make test`.
 test: $(STAMP) $(SERVICES)
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
 	$(PY) -m pytest -q -n auto -m "not serial"
 	$(PY) -m pytest -q -m serial
