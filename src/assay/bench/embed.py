@@ -31,6 +31,7 @@ import orjson
 
 from assay.bench.embed_metrics import METRIC_VERSION, score_task
 from assay.bench.embed_stats import main_interval
+from assay.bench.embed_summary import EmbedSummary
 from assay.bench.embed_tasks import EmbedTask, load_embed_tasks
 from assay.errors import AssayError
 from assay.models import CallStats, LimitedModel, resolve
@@ -236,14 +237,14 @@ def _open(store: Any) -> Any:
 
 def headline(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The few figures a list and the leaderboard read: each task's main score and what makes it comparable."""
-    return {"tasks": {n: {"type": t["type"], "metric": t["main_score"], "value": t["value"],
-                          "task_hash": t["task_hash"], "data_hash": t["data_hash"],
-                          "metric_version": t["metric_version"]}
-                      for n, t in summary["tasks"].items()}}
+    s = EmbedSummary.load(summary)
+    return {"tasks": {n: {"type": t.type, "metric": t.main_score, "value": t.value, "task_hash": t.task_hash,
+                          "data_hash": t.data_hash, "metric_version": t.metric_version}
+                      for n, t in s.tasks.items()}}
 
 
 def stored_units(store: Any, rec: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     """A stored embed benchmark's units by task name (see :func:`run_embed`)."""
-    order = list((rec.get("details") or {}).get("tasks") or {})
+    order = list(EmbedSummary.load(rec.get("details")).tasks)
     got = store.benchmark_samples(rec["id"])
     return {order[i]: arrays for i, arrays in got.items() if 0 <= i < len(order)}

@@ -35,7 +35,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from assay.bench.cost import benchmark_cost, estimated_cost
+from assay.bench.embed_summary import EmbedHeadline, EmbedSummary, EmbedTask
 from assay.bench.perf_compare import COMPARABLE_SETTINGS, point_key
+from assay.bench.perf_summary import PerfPoint, PerfSummary
+from assay.bench.quality_summary import QualityHeadline, QualitySummary
 from assay.errors import AssayError
 from assay.models.price_table import PriceTable, active_table
 
@@ -174,6 +177,7 @@ class Leaderboard:
                 "groups": [asdict(g) for g in self.groups], "notes": self.notes}
 
 
+_SUMMARIES = {"quality": QualitySummary, "perf": PerfSummary, "embed": EmbedSummary}
 _LABELS = {"cost_index": "cost index", "latency_index": "latency index", "throughput_index": "throughput index",
            "quality_index": "quality index"}
 
@@ -219,7 +223,8 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = KINDS, runs: s
     for k in kinds:
         seen: set[str] = set()
         for rec in found[k]:                               # newest first
-            model = str(rec.get("model") or (rec.get("details") or {}).get("model") or "").strip() or "(no model)"
+            model = str(rec.get("model") or _SUMMARIES[k].load_or_empty(rec.get("details")).model or "").strip() \
+                or "(no model)"
             if runs == "latest":
                 if model in seen:
                     continue
@@ -294,17 +299,16 @@ def _quality(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], colum
     sigs: dict[frozenset, list[Any]] = {}
     tasks_of: dict[Any, dict[str, Any]] = {}
     for rid, rec in recs:
-        d = rec.get("details") or {}
-        tasks = d.get("tasks") if isinstance(d.get("tasks"), Mapping) else {}
+        d = QualitySummary.load_or_empty(rec.get("details"))
+        tasks = d.tasks
         tasks_of[rid] = tasks
-        sig = frozenset((name, t.get("task_hash"), t.get("data_hash")) for name, t in tasks.items()
-                        if isinstance(t, Mapping))
+        sig = frozenset((name, t.task_hash, t.data_hash) for name, t in tasks.items())
         sigs.setdefault(sig, []).append(rid)
-        idx = d.get("index") if isinstance(d.get("index"), Mapping) else {}
-        value = idx.get("value", (rec.get("metrics") or {}).get("quality_index"))
+        idx = d.index
+        value = idx.value if "value" in idx.model_fields_set else QualityHeadline.read(rec.get("metrics")).quality_index
         rows[rid].values["__qi"] = value if _finite(value) else None
-        if _finite(idx.get("ci95_low")) and _finite(idx.get("ci95_high")):
-            rows[rid].ci["__qi"] = (float(idx["ci95_low"]), float(idx["ci95_high"]))
+        if _finite(idx.ci95_low) and _finite(idx.ci95_high):
+            rows[rid].ci["__qi"] = (float(idx.ci95_low), float(idx.ci95_high))
     ordered = _by_size(sigs)
     for n, sig in enumerate(ordered):
         key = _keyed("quality_index", n)
@@ -333,9 +337,7 @@ def _quality(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], colum
     defs: dict[str, dict[tuple, list[Any]]] = {}
     for rid, tasks in tasks_of.items():
         for name, t in tasks.items():
-            if isinstance(t, Mapping):
-                defs.setdefault(name, {}).setdefault((t.get("task_hash"), t.get("data_hash"), t.get("primary")),
-                                                     []).append(rid)
+            defs.setdefault(name, {}).setdefault((t.task_hash, t.data_hash, t.primary), []).append(rid)
     for name in sorted(defs):
         variants = _by_size(defs[name])
         for n, sig in enumerate(variants):
@@ -346,19 +348,18 @@ def _quality(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], colum
                                   f"{name}: primary score {primary}; task hash {_short(th)}, data hash {_short(dh)}"))
             groups.append(Group("quality-task", key, label, [rows[r].model for r in defs[name][sig]],
                                 {"task": name, "task_hash": th, "data_hash": dh, "primary": primary}))
-            modes = {rid: ", ".join(tasks_of[rid][name].get("modes") or []) for rid in defs[name][sig]}
+            modes = {rid: ", ".join(tasks_of[rid][name].modes) for rid in defs[name][sig]}
             if len({m for m in modes.values() if m}) > 1:       # e.g. log-likelihood for one, generation for another
                 notes.append(f"task {name} ({key}): the models were scored differently (" + "; ".join(
                     f"{rows[r].model}: {m}" for r, m in modes.items() if m) + "): multiple choice by generation "
                     "reads the answer from text, by log-likelihood ranks the choices; compare with care")
             for rid in defs[name][sig]:
                 t = tasks_of[rid][name]
-                v = t.get("primary_value")
+                v = t.primary_value
                 rows[rid].values[key] = float(v) if _finite(v) else None
-                pm = (t.get("metrics") or {}).get(primary) if isinstance(t.get("metrics"), Mapping) else None
-                if isinstance(pm, Mapping) and primary not in _JUDGED and _finite(pm.get("ci95_low")) \
-                        and _finite(pm.get("ci95_high")):
-                    rows[rid].ci[key] = (float(pm["ci95_low"]), float(pm["ci95_high"]))
+                pm = t.metrics.get(primary) if primary is not None else None
+                if pm is not None and primary not in _JUDGED and _finite(pm.ci95_low) and _finite(pm.ci95_high):
+                    rows[rid].ci[key] = (float(pm.ci95_low), float(pm.ci95_high))
             if n:
                 b_th, b_dh, b_pr = variants[0]
                 why = [w for w, differs in ((f"the task definition differs (task hash {_short(th)} vs {_short(b_th)})",
@@ -392,18 +393,19 @@ def _sig_diff(a: frozenset, b: frozenset) -> str:
     return "; ".join(why) or "the task sets differ"
 
 
-def workload(summary: Mapping[str, Any], point: Mapping[str, Any]) -> tuple[tuple, str]:
+def workload(summary: PerfSummary | Mapping[str, Any], point: PerfPoint | Mapping[str, Any]) -> tuple[tuple, str]:
     """A perf point's workload: what must agree for two latency or throughput indexes to be
     comparable — ``(signature, label)``."""
-    st = summary.get("settings") if isinstance(summary.get("settings"), Mapping) else {}
+    summary = PerfSummary.load_or_empty(summary)
+    st = summary.settings
     load_kind, load = point_key(point)
     shape = tuple((k, st.get(k)) for k in COMPARABLE_SETTINGS if k != "burstiness" or load_kind == "rate")
-    sig = (("api", summary.get("api")), ("stream", summary.get("stream")), *shape, (load_kind, load))
-    tokens = f"{_n(st.get('input_tokens'))}→{_n(st.get('output_tokens'))} tokens"
-    extra = [f"shared prefix {_n(st.get('shared_prefix'))}"] if st.get("shared_prefix") else []
-    if load_kind == "rate" and st.get("burstiness") not in (None, 1, 1.0):
-        extra.append(f"burstiness {_n(st.get('burstiness'))}")
-    how = f"{summary.get('api') or '?'}" + ("" if summary.get("stream") in (None, True) else ", not streamed")
+    sig = (("api", summary.api), ("stream", summary.stream), *shape, (load_kind, load))
+    tokens = f"{_n(st.input_tokens)}→{_n(st.output_tokens)} tokens"
+    extra = [f"shared prefix {_n(st.shared_prefix)}"] if st.shared_prefix else []
+    if load_kind == "rate" and st.burstiness not in (None, 1, 1.0):
+        extra.append(f"burstiness {_n(st.burstiness)}")
+    how = f"{summary.api or '?'}" + ("" if summary.stream in (None, True) else ", not streamed")
     at = f"concurrency {load:g}" if load_kind == "concurrency" else f"{load:g} req/s"
     return sig, ", ".join([at, tokens, *extra, how])
 
@@ -414,15 +416,13 @@ def _n(v: Any) -> str:
 
 def _perf(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
           groups: list[Group], notes: list[str]) -> None:
-    cands: dict[Any, list[tuple[tuple, str, float, dict[str, Any]]]] = {}
+    cands: dict[Any, list[tuple[tuple, str, float, PerfPoint]]] = {}
     for rid, rec in recs:
-        s = rec.get("details") or {}
-        pts = s.get("points") if isinstance(s.get("points"), list) else []
+        s = PerfSummary.load_or_empty(rec.get("details"))
         cands[rid] = []
-        for p in pts:
-            if isinstance(p, Mapping):
-                sig, label = workload(s, p)
-                cands[rid].append((sig, label, point_key(p)[1], p))
+        for p in s.points:
+            sig, label = workload(s, p)
+            cands[rid].append((sig, label, point_key(p)[1], p))
     # the workload the most models were measured at (ties: the lowest load), for everyone who has it
     count = Counter(sig for c in cands.values() for sig in {x[0] for x in c})
     load_of = {x[0]: x[2] for c in cands.values() for x in c}
@@ -438,9 +438,9 @@ def _perf(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns:
         chosen.setdefault(sig, []).append((rid, p))
         labels[sig] = label
         rows[rid].workload = label
-        valid = (p.get("validity") or {}).get("valid") if isinstance(p.get("validity"), Mapping) else None
+        valid = p.validity.valid
         if valid is False:
-            reasons = "; ".join(str(x) for x in (p.get("validity") or {}).get("reasons") or [])
+            reasons = "; ".join(str(x) for x in p.validity.reasons)
             rows[rid].flags.append(f"the perf point ({label}) is not a valid measurement" +
                                    (f": {reasons}" if reasons else ""))
     ordered = sorted(chosen, key=lambda g: (g != common, -len(chosen[g]), load_of[g], str(g)))
@@ -455,11 +455,11 @@ def _perf(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns:
                             dict(sig)))
         for rid, p in chosen[sig]:
             for key, name, metric in ((lk, "latency_index", "ttft"), (tk, "throughput_index", "gtps")):
-                v = p.get(name)
+                v = getattr(p, name)
                 if not _finite(v):
-                    v = ((p.get("metrics") or {}).get(metric) or {}).get("mean")
+                    v = p.metric(metric).mean
                 rows[rid].values[key] = float(v) if _finite(v) else None
-                ci = (((p.get("metrics") or {}).get(metric) or {}).get("ci") or {}).get("mean")
+                ci = p.metric(metric).interval("mean")
                 if isinstance(ci, Sequence) and len(ci) == 2 and _finite(ci[0]) and _finite(ci[1]):
                     rows[rid].ci[key] = (float(ci[0]), float(ci[1]))
         if n:
@@ -488,17 +488,15 @@ def _cost(rows: dict[Any, Row], perf_of: Mapping[Any, Mapping[str, Any]], table:
 
 def _embed(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
            groups: list[Group], notes: list[str]) -> None:
-    defs: dict[str, dict[tuple, list[tuple[Any, Mapping[str, Any]]]]] = {}
+    defs: dict[str, dict[tuple, list[tuple[Any, Any]]]] = {}
     for rid, rec in recs:
-        d = rec.get("details") or {}
-        tasks = d.get("tasks") if isinstance(d.get("tasks"), Mapping) else None
-        if tasks is None:
-            tasks = (rec.get("metrics") or {}).get("tasks") if isinstance(rec.get("metrics"), Mapping) else None
-        for name, t in (tasks or {}).items():
-            if not isinstance(t, Mapping):
-                continue
-            metric = t.get("main_score") or t.get("metric")
-            sig = (metric, t.get("task_hash"), t.get("data_hash"), t.get("metric_version"))
+        d = EmbedSummary.load_or_empty(rec.get("details"))
+        # a summary's tasks, else (a result stored with its headline only) the headline's
+        tasks: Mapping[str, Any] = d.tasks if "tasks" in d.model_fields_set else \
+            EmbedHeadline.read(rec.get("metrics")).tasks
+        for name, t in tasks.items():
+            metric = t.main_score if isinstance(t, EmbedTask) else t.metric
+            sig = (metric, t.task_hash, t.data_hash, t.metric_version)
             defs.setdefault(name, {}).setdefault(sig, []).append((rid, t))
     for name in sorted(defs):
         variants = _by_size(defs[name])
@@ -513,10 +511,11 @@ def _embed(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns
                                 {"task": name, "main_score": metric, "task_hash": th, "data_hash": dh,
                                  "metric_version": mv}))
             for rid, t in defs[name][sig]:
-                v = t.get("value")
+                v = t.value
                 rows[rid].values[key] = float(v) if _finite(v) else None
-                if _finite(t.get("ci95_low")) and _finite(t.get("ci95_high")):
-                    rows[rid].ci[key] = (float(t["ci95_low"]), float(t["ci95_high"]))
+                lo, hi = (t.ci95_low, t.ci95_high) if isinstance(t, EmbedTask) else (None, None)
+                if _finite(lo) and _finite(hi):
+                    rows[rid].ci[key] = (float(lo), float(hi))
             if n:
                 b = variants[0]
                 why = [w for w, differs in ((f"the main score differs ({metric} vs {b[0]})", metric != b[0]),

@@ -54,6 +54,12 @@ class SummaryModel(BaseModel):
         """Whether the block held nothing (missing, ``null`` or ``{}`` where it was read)."""
         return not self.model_fields_set and not self.model_extra
 
+    def raw(self, name: str) -> Any:
+        """The block ``name`` as it was stored (its JSON), or ``None`` where it was missing or ``null``."""
+        if name not in self.model_fields_set:
+            return None
+        return self.model_dump(mode="json", exclude_unset=True, include={name})[name]
+
     def to_json(self) -> dict[str, Any]:
         """The block as JSON: the keys it was read or built with, extras included."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
