@@ -196,7 +196,7 @@ def test_an_embed_task_that_failed_keeps_its_error(tmp_path):
 def test_embed_summaries_stored_before_still_read_with_the_defaults():
     _, old = embed_result("m", {"sts": ("sts", "cosine_spearman", 0.8, "1")})     # no note, embed_s, error ...
     m = EmbedSummary.load(old)
-    same_json(m, old)
+    assert m.to_json() == old              # key for key (an extra key is written after the named ones)
     assert m.note is None and m.embed_s is None and m.tasks["sts"].error is None
     assert m.model_extra == {"model_kind": "openai"}
     assert EmbedSummary.load({"tasks": None}).tasks == {}
