@@ -37,7 +37,7 @@ class Distribution(SummaryModel):
 
     def stat(self, name: str) -> Num | None:
         """``mean``, ``p50`` ... by name (``None`` for a name it does not hold)."""
-        v = getattr(self, name, None) if name in type(self).model_fields else (self.model_extra or {}).get(name)
+        v = getattr(self, name, None)          # a named field, or a key the model does not name
         return v if isinstance(v, (int, float)) else None
 
     def interval(self, name: str) -> list[Num | None] | None:
@@ -142,7 +142,7 @@ class PerfSettings(SummaryModel):
 
     def get(self, name: str) -> Any:
         """A setting by name (``None`` where it was not recorded)."""
-        return getattr(self, name) if name in type(self).model_fields else (self.model_extra or {}).get(name)
+        return getattr(self, name, None)       # a named field, or a key the model does not name
 
 
 class Tokenizer(SummaryModel):
