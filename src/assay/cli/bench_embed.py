@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
 
 from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
+
+if TYPE_CHECKING:
+    from assay.bench.embed_summary import EmbedSummary
 
 
 def embed_cmd(
@@ -67,7 +70,7 @@ def _others(scores: dict[str, Any], main: str, limit: int = 6) -> str:
     return ", ".join(shown) + (f", … {more} more (--json)" if more > 0 else "")
 
 
-def render_embed(s: Any, rec: dict[str, Any] | None = None) -> None:
+def render_embed(s: EmbedSummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """An embedding run's summary: each task's main score with its interval, and its other scores."""
     from assay.bench.embed_summary import EmbedSummary
 

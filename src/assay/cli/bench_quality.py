@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
 
 from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
 from assay.errors import AssayError
+
+if TYPE_CHECKING:
+    from assay.bench.quality_summary import QualityIndex, QualitySummary, ScoreStat
 
 
 def _ints(text: Optional[str], what: str) -> list[int] | None:
@@ -82,14 +85,14 @@ def _pct(v: Any) -> str:
     return "—" if not isinstance(v, (int, float)) else f"{100 * v:.1f}"
 
 
-def _ci(a: Any) -> str:
+def _ci(a: QualityIndex | ScoreStat) -> str:
     lo, hi = a.ci95_low, a.ci95_high
     if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
         return ""
     return f" [{_pct(lo)}–{_pct(hi)}]"
 
 
-def _value(output: str, a: Any) -> str:
+def _value(output: str, a: ScoreStat) -> str:
     """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
     from assay.bench.quality_report import JUDGE_SCALES
 
@@ -102,7 +105,7 @@ def _value(output: str, a: Any) -> str:
     return f"{_pct(m)}%{_ci(a)}"
 
 
-def render_quality(s: Any, rec: dict[str, Any] | None = None) -> None:
+def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """A quality run's summary: the index, each task's scores with intervals, modes and notes."""
     from assay.bench.quality_summary import QualitySummary
 
