@@ -204,3 +204,17 @@ def test_embed_summaries_stored_before_still_read_with_the_defaults():
     assert EmbedSummary.load({"tasks": None}).tasks == {}
     with pytest.raises(AssayError, match=r"'assay\.bench\.embed/2', newer"):
         EmbedSummary.load({"schema": "assay.bench.embed/2"})
+
+
+# -- the kind table -----------------------------------------------------------------------------
+def test_each_kind_row_names_its_summary_whose_tag_is_the_kinds_schema():
+    from assay.bench.kinds import get_kind
+
+    for name, model in (("perf", PerfSummary), ("quality", QualitySummary), ("embed", EmbedSummary)):
+        kind = get_kind(name)
+        assert kind.summary is model and model.tag() == kind.schema
+        read = kind.read({"schema": kind.schema, "model": "m"})
+        assert isinstance(read, model) and read.model == "m"
+        assert kind.read({"schema": "assay.bench.other/1", "model": "m"}).model is None   # does not read: empty
+    with pytest.raises(AssayError, match="does not read"):
+        get_kind("quality").check({"schema": QUALITY_SCHEMA, "tasks": [1, 2]})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 from assay.errors import AssayError
@@ -56,12 +57,15 @@ class BenchKind:
     parts: Callable[[Mapping[str, Any]], int] | None = None
     board: Callable[..., None] | None = None
     tokens: Callable[[Mapping[str, Any] | None], tuple[Any, Any, str]] | None = None
-    summary: Any = None
+    summary: type[Any] | None = None
 
     def read(self, details: Any) -> Any:
         """A stored result's ``details`` read through the kind's typed summary, as lists and boards read
-        them (an empty summary where they do not read); None for a kind without one."""
-        return None if self.summary is None else self.summary.load_or_empty(details)
+        them (an empty summary where they do not read); for a kind without one, its keys as attributes."""
+        if self.summary is not None:
+            return self.summary.load_or_empty(details)
+        return SimpleNamespace(**{str(k): v for k, v in details.items()}) if isinstance(details, Mapping) \
+            else SimpleNamespace()
 
 
 KINDS: dict[str, BenchKind] = {}
