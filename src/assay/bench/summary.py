@@ -16,13 +16,14 @@ assay knows, is refused with an :class:`~assay.errors.AssayError` that names the
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, TypeVar, Union
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from assay.errors import AssayError
 
-Num = Union[int, float]          # kept as written: an int stays an int, a float a float
+Num = int | float                # kept as written: an int stays an int, a float a float
 M = TypeVar("M", bound="Summary")
 B = TypeVar("B", bound="SummaryModel")
 

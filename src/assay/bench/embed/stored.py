@@ -5,7 +5,8 @@ column, and how many tasks its samples (the units of each task) are kept for."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.bench.embed.summary import SCHEMA, EmbedSummary
 

@@ -11,7 +11,7 @@ benchmark's ``metrics``). Defaults are what the readers assumed when a key was m
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -25,19 +25,19 @@ class EmbedTask(SummaryModel):
     definition."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("scores",)
-    type: Optional[str] = None
-    main_score: Optional[str] = None
-    value: Optional[Num] = None
-    ci95_low: Optional[Num] = None
-    ci95_high: Optional[Num] = None
-    scores: dict[str, Optional[Num]] = {}
-    n_units: Optional[int] = None
-    task_hash: Optional[str] = None
-    data_hash: Optional[str] = None
-    metric_version: Optional[str] = None
-    source: Optional[str] = None
-    split: Optional[str] = None
-    error: Optional[str] = None
+    type: str | None = None
+    main_score: str | None = None
+    value: Num | None = None
+    ci95_low: Num | None = None
+    ci95_high: Num | None = None
+    scores: dict[str, Num | None] = {}
+    n_units: int | None = None
+    task_hash: str | None = None
+    data_hash: str | None = None
+    metric_version: str | None = None
+    source: str | None = None
+    split: str | None = None
+    error: str | None = None
 
 
 class EmbedSummary(Summary):
@@ -48,30 +48,30 @@ class EmbedSummary(Summary):
     BLOCKS: ClassVar[tuple[str, ...]] = ("tasks",)
 
     schema_: str = Field(SCHEMA, alias="schema")
-    ref: Optional[str] = None
-    name: Optional[str] = None
-    model: Optional[str] = None
-    model_spec: Optional[str] = None
-    note: Optional[str] = None
-    dim: Optional[int] = None
-    created_at: Optional[Num] = None
-    duration_s: Optional[Num] = None
-    config: Optional[dict[str, Any]] = None
-    calls: Optional[dict[str, Any]] = None
-    embed_s: Optional[Num] = None
-    texts_per_s: Optional[Num] = None
+    ref: str | None = None
+    name: str | None = None
+    model: str | None = None
+    model_spec: str | None = None
+    note: str | None = None
+    dim: int | None = None
+    created_at: Num | None = None
+    duration_s: Num | None = None
+    config: dict[str, Any] | None = None
+    calls: dict[str, Any] | None = None
+    embed_s: Num | None = None
+    texts_per_s: Num | None = None
     tasks: dict[str, EmbedTask] = {}
 
 
 class EmbedHeadlineTask(SummaryModel):
     """A task's main score as a list and the leaderboard read it."""
 
-    type: Optional[str] = None
-    metric: Optional[str] = None
-    value: Optional[Num] = None
-    task_hash: Optional[str] = None
-    data_hash: Optional[str] = None
-    metric_version: Optional[str] = None
+    type: str | None = None
+    metric: str | None = None
+    value: Num | None = None
+    task_hash: str | None = None
+    data_hash: str | None = None
+    metric_version: str | None = None
 
 
 class EmbedHeadline(SummaryModel):

@@ -5,7 +5,8 @@ what it cost)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.bench.cost import count
 from assay.bench.perf.summary import SCHEMA, PerfPoint, PerfSummary

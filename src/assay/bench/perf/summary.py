@@ -10,7 +10,7 @@ Defaults are what the readers assumed when a key was missing (see :mod:`assay.be
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -24,16 +24,16 @@ class Distribution(SummaryModel):
     95% intervals of the mean and the percentiles (``ci[stat] = [low, high]``)."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("ci",)
-    n: Optional[int] = None
-    mean: Optional[Num] = None
-    p50: Optional[Num] = None
-    p90: Optional[Num] = None
-    p95: Optional[Num] = None
-    p99: Optional[Num] = None
-    min: Optional[Num] = None
-    max: Optional[Num] = None
-    ci: dict[str, Optional[list[Optional[Num]]]] = {}
-    ci_method: Optional[dict[str, Any]] = None
+    n: int | None = None
+    mean: Num | None = None
+    p50: Num | None = None
+    p90: Num | None = None
+    p95: Num | None = None
+    p99: Num | None = None
+    min: Num | None = None
+    max: Num | None = None
+    ci: dict[str, list[Num | None] | None] = {}
+    ci_method: dict[str, Any] | None = None
 
     def stat(self, name: str) -> Num | None:
         """``mean``, ``p50`` ... by name (``None`` for a name it does not hold)."""
@@ -49,9 +49,9 @@ class Requests(SummaryModel):
     """What a point sent: ``ok`` and ``failed`` requests, failures counted by cause."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("failures",)
-    sent: Optional[int] = None
-    ok: Optional[int] = None
-    failed: Optional[int] = 0
+    sent: int | None = None
+    ok: int | None = None
+    failed: int | None = 0
     failures: dict[str, int] = {}
 
 
@@ -60,36 +60,36 @@ class Tokens(SummaryModel):
     from, and the requests whose counts disagree."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("examples",)
-    input_total: Optional[Num] = None
-    output_total: Optional[Num] = None
-    input_mean: Optional[Num] = None
-    output_mean: Optional[Num] = None
-    usage_from: Optional[str] = None
-    disagreements: Optional[int] = 0
+    input_total: Num | None = None
+    output_total: Num | None = None
+    input_mean: Num | None = None
+    output_mean: Num | None = None
+    usage_from: str | None = None
+    disagreements: int | None = 0
     examples: list[dict[str, Any]] = []
 
 
 class Lag(SummaryModel):
     """A client delay's spread, in ms."""
 
-    p50: Optional[Num] = None
-    p99: Optional[Num] = None
-    max: Optional[Num] = None
+    p50: Num | None = None
+    p99: Num | None = None
+    max: Num | None = None
 
 
 class Validity(SummaryModel):
     """Whether the client, not the server, set a point's figures (``valid``), and why not."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("reasons",)
-    valid: Optional[bool] = None
+    valid: bool | None = None
     reasons: list[str] = []
-    clock: Optional[str] = None
-    kernel_stamped: Optional[Num] = None
-    schedule_lag_ms: Optional[Lag] = None
-    turnaround_ms: Optional[Lag] = None
-    loop_lag_ms: Optional[Lag] = None
-    client_cpu_s: Optional[Num] = None
-    cpu_per_token_us: Optional[Num] = None
+    clock: str | None = None
+    kernel_stamped: Num | None = None
+    schedule_lag_ms: Lag | None = None
+    turnaround_ms: Lag | None = None
+    loop_lag_ms: Lag | None = None
+    client_cpu_s: Num | None = None
+    cpu_per_token_us: Num | None = None
 
 
 class PerfPoint(SummaryModel):
@@ -97,18 +97,18 @@ class PerfPoint(SummaryModel):
     sequential point (concurrency 1)."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("requests", "metrics", "tokens", "validity")
-    concurrency: Optional[Num] = None
-    rate: Optional[Num] = None
-    duration_s: Optional[Num] = None
+    concurrency: Num | None = None
+    rate: Num | None = None
+    duration_s: Num | None = None
     requests: Requests = Requests()
-    request_throughput: Optional[Num] = None
-    output_throughput: Optional[Num] = None
-    total_token_throughput: Optional[Num] = None
+    request_throughput: Num | None = None
+    output_throughput: Num | None = None
+    total_token_throughput: Num | None = None
     metrics: dict[str, Distribution] = {}
-    latency_index: Optional[Num] = None
-    throughput_index: Optional[Num] = None
+    latency_index: Num | None = None
+    throughput_index: Num | None = None
     tokens: Tokens = Tokens()
-    slo: Optional[dict[str, Any]] = None           # the objectives as given (in their order), attainment, goodput
+    slo: dict[str, Any] | None = None           # the objectives as given (in their order), attainment, goodput
     validity: Validity = Validity()
 
     def metric(self, name: str) -> Distribution:
@@ -124,21 +124,21 @@ class PerfPoint(SummaryModel):
 class PerfSettings(SummaryModel):
     """The workload a run was asked for."""
 
-    input_tokens: Optional[int] = None
-    output_tokens: Optional[int] = None
-    requests: Optional[int] = None
-    duration: Optional[Num] = None
-    warmup: Optional[int] = None
-    shared_prefix: Optional[int] = None
-    burstiness: Optional[Num] = None
-    seed: Optional[int] = None
-    timeout: Optional[Num] = None
-    stall_timeout: Optional[Num] = None
-    slo: Optional[dict[str, Any]] = None
-    ignore_eos: Optional[bool] = None
-    concurrency: Optional[list[int]] = None
-    rates: Optional[list[Num]] = None
-    sweep: Optional[dict[str, Any]] = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    duration: Num | None = None
+    warmup: int | None = None
+    shared_prefix: int | None = None
+    burstiness: Num | None = None
+    seed: int | None = None
+    timeout: Num | None = None
+    stall_timeout: Num | None = None
+    slo: dict[str, Any] | None = None
+    ignore_eos: bool | None = None
+    concurrency: list[int] | None = None
+    rates: list[Num] | None = None
+    sweep: dict[str, Any] | None = None
 
     def get(self, name: str) -> Any:
         """A setting by name (``None`` where it was not recorded)."""
@@ -146,27 +146,27 @@ class PerfSettings(SummaryModel):
 
 
 class Tokenizer(SummaryModel):
-    source: Optional[str] = None
-    model_tokens: Optional[bool] = None
+    source: str | None = None
+    model_tokens: bool | None = None
 
 
 class Repeat(SummaryModel):
     """A scheduled repeat's place in its track."""
 
-    index: Optional[int] = None
-    of: Optional[int] = None
-    every: Optional[Num] = None
+    index: int | None = None
+    of: int | None = None
+    every: Num | None = None
 
 
 class PerfCost(SummaryModel):
     """What the run cost when it ran: the price in force, its source, the tokens and the USD."""
 
-    price_per_1m: Optional[list[Num]] = None
-    source: Optional[str] = None
-    estimated_cost_per_1m: Optional[Num] = None
-    input_tokens: Optional[Num] = None
-    output_tokens: Optional[Num] = None
-    usd: Optional[Num] = None
+    price_per_1m: list[Num] | None = None
+    source: str | None = None
+    estimated_cost_per_1m: Num | None = None
+    input_tokens: Num | None = None
+    output_tokens: Num | None = None
+    usd: Num | None = None
 
 
 class PerfSummary(Summary):
@@ -177,22 +177,22 @@ class PerfSummary(Summary):
     BLOCKS: ClassVar[tuple[str, ...]] = ("settings", "tokenizer", "notes", "points")
 
     schema_: str = Field(SCHEMA, alias="schema")
-    id: Optional[str] = None
-    name: Optional[str] = None
-    created_at: Optional[Num] = None
-    endpoint: Optional[str] = None
-    model: Optional[str] = None
-    api: Optional[str] = None
-    stream: Optional[bool] = None
-    mode: Optional[str] = None
+    id: str | None = None
+    name: str | None = None
+    created_at: Num | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    api: str | None = None
+    stream: bool | None = None
+    mode: str | None = None
     settings: PerfSettings = PerfSettings()
     tokenizer: Tokenizer = Tokenizer()
-    clock: Optional[str] = None
-    client: Optional[dict[str, Any]] = None
+    clock: str | None = None
+    client: dict[str, Any] | None = None
     notes: list[str] = []
-    track: Optional[str] = None
-    repeat: Optional[Repeat] = None
-    cost: Optional[PerfCost] = None
+    track: str | None = None
+    repeat: Repeat | None = None
+    cost: PerfCost | None = None
     points: list[PerfPoint] = []
 
 

@@ -5,7 +5,8 @@ and the stored ``task`` column."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.bench.quality.summary import SCHEMA, QualitySummary
 

@@ -10,7 +10,7 @@ was missing (see :mod:`assay.bench.summary`).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -22,50 +22,50 @@ SCHEMA = "assay.bench.quality/1"       # the tag quality summaries are written a
 class ScoreStat(SummaryModel):
     """One score of a task: its mean over the items scored, with a 95% interval."""
 
-    mean: Optional[Num] = None
-    ci95_low: Optional[Num] = None
-    ci95_high: Optional[Num] = None
-    evaluated: Optional[int] = None
-    ci_method: Optional[str] = None
+    mean: Num | None = None
+    ci95_low: Num | None = None
+    ci95_high: Num | None = None
+    evaluated: int | None = None
+    ci_method: str | None = None
 
 
 class QualityTask(SummaryModel):
     """One task of a run: its definition (hashes), how it was scored, and its figures."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("outputs", "modes", "data_files", "unsupported", "notes", "metrics")
-    name: Optional[str] = None
-    output_type: Optional[str] = None
+    name: str | None = None
+    output_type: str | None = None
     outputs: list[str] = []
-    primary: Optional[str] = None
+    primary: str | None = None
     modes: list[str] = []
-    items: Optional[int] = None
-    num_fewshot: Optional[int] = None
-    samples: Optional[int] = None
-    pass_at: Optional[list[int]] = None
-    temperature: Optional[Num] = None
-    source: Optional[str] = None
-    task_hash: Optional[str] = None
-    data_hash: Optional[str] = None
+    items: int | None = None
+    num_fewshot: int | None = None
+    samples: int | None = None
+    pass_at: list[int] | None = None
+    temperature: Num | None = None
+    source: str | None = None
+    task_hash: str | None = None
+    data_hash: str | None = None
     data_files: list[str] = []
     unsupported: list[str] = []
     notes: list[str] = []
-    scored_items: Optional[int] = None
-    errors: Optional[int] = None
-    first_error: Optional[str] = None
+    scored_items: int | None = None
+    errors: int | None = None
+    first_error: str | None = None
     metrics: dict[str, ScoreStat] = {}
-    primary_value: Optional[Num] = None
-    primary_scale: Optional[str] = None
+    primary_value: Num | None = None
+    primary_scale: str | None = None
 
 
 class QualityIndex(SummaryModel):
     """The quality index: the mean over tasks of each task's primary score on 0–1, with its
     stratified 95% interval."""
 
-    value: Optional[Num] = None
-    ci95_low: Optional[Num] = None
-    ci95_high: Optional[Num] = None
-    tasks: Optional[int] = None
-    definition: Optional[str] = None
+    value: Num | None = None
+    ci95_low: Num | None = None
+    ci95_high: Num | None = None
+    tasks: int | None = None
+    definition: str | None = None
 
 
 class QualitySummary(Summary):
@@ -77,38 +77,38 @@ class QualitySummary(Summary):
 
     tasks: dict[str, QualityTask] = {}
     index: QualityIndex = QualityIndex()
-    items: Optional[int] = None
+    items: int | None = None
     schema_: str = Field(SCHEMA, alias="schema")
-    name: Optional[str] = None
-    model: Optional[str] = None
-    model_kind: Optional[str] = None
-    api: Optional[str] = None
-    config: Optional[dict[str, Any]] = None
-    judge: Optional[str] = None
-    run_id: Optional[str] = None
-    created_at: Optional[Num] = None
-    duration_s: Optional[Num] = None
-    resumed: Optional[bool] = None
-    resumed_at_item: Optional[int] = None
-    isolation: Optional[str] = None
-    calls: Optional[dict[str, Any]] = None
-    engine: Optional[str] = None
-    ref: Optional[str] = None
+    name: str | None = None
+    model: str | None = None
+    model_kind: str | None = None
+    api: str | None = None
+    config: dict[str, Any] | None = None
+    judge: str | None = None
+    run_id: str | None = None
+    created_at: Num | None = None
+    duration_s: Num | None = None
+    resumed: bool | None = None
+    resumed_at_item: int | None = None
+    isolation: str | None = None
+    calls: dict[str, Any] | None = None
+    engine: str | None = None
+    ref: str | None = None
 
 
 class HeadlineTask(SummaryModel):
     """A task's primary score as a list shows it."""
 
-    metric: Optional[str] = None
-    value: Optional[Num] = None
-    items: Optional[int] = None
+    metric: str | None = None
+    value: Num | None = None
+    items: int | None = None
 
 
 class QualityHeadline(SummaryModel):
     """The stored ``metrics`` of a quality benchmark: the index and each task's primary score."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("tasks",)
-    quality_index: Optional[Num] = None
+    quality_index: Num | None = None
     tasks: dict[str, HeadlineTask] = {}
 
 
