@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from assay.bench.cost import benchmark_cost, estimated_cost
-from assay.bench.kinds import get_kind, kind_names
+from assay.bench.kinds import BenchKind, get_kind, kind_names
 from assay.errors import AssayError
 from assay.models.price_table import PriceTable, active_table
 
@@ -208,7 +208,7 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = "all", runs: s
         seen: set[str] = set()
         spends = get_kind(k).tokens is not None           # its runs say what they cost (perf)
         for rec in found[k]:                               # newest first
-            model = str(rec.get("model") or (rec.get("details") or {}).get("model") or "").strip() or "(no model)"
+            model = _model(get_kind(k), rec)
             if runs == "latest":
                 if model in seen:
                     continue
@@ -237,6 +237,12 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = "all", runs: s
         notes.append("one row per stored model name, from the latest result of each kind; a model that two kinds of "
                      "benchmark name differently shows as two rows (nothing is merged by guess)")
     return Leaderboard(list(rows.values()), columns, groups, notes, runs, tuple(kinds))
+
+
+def _model(kind: BenchKind, rec: Mapping[str, Any]) -> str:
+    """A stored result's model: the stored name, else its summary's (read through its kind's typed summary)."""
+    name = rec.get("model") or getattr(kind.read(rec.get("details")), "model", None)
+    return str(name or "").strip() or "(no model)"
 
 
 def board_kinds() -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """The kinds of benchmark: one row per kind (:class:`BenchKind`), loaded by name.
 
 A kind is a package of ``assay.bench`` (``perf``, ``quality``, ``embed``) whose ``KIND`` is its row:
-its name, the schema tag of its summaries, what the store keeps of a summary (the ``task`` and
-``metrics`` columns), the columns a list shows, and the hooks the shared layer calls — its columns on
+its name, the schema tag of its summaries, the typed model its summaries are read through
+(:mod:`assay.bench.summary`), what the store keeps of a summary (the ``task`` and ``metrics``
+columns), the columns a list shows, and the hooks the shared layer calls — its columns on
 the leaderboard (:mod:`assay.bench.board`) and the tokens a stored run spent (:mod:`assay.bench.cost`).
 :data:`KIND_MODULES` names the package of each kind; a package is imported on first use, as the
 metric registry imports its modules (``metrics/base.py`` ``BUILTIN_MODULES``), so this layer, the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Mapping
 
 from assay.errors import AssayError
@@ -39,7 +41,8 @@ class BenchKind:
     time it is stored. Samples are kept per part of a run (``part``: what one is called, ``parts(summary)``:
     how many the run has). ``board(recs, rows, columns, groups, notes)`` adds the kind's columns to the
     leaderboard (:mod:`assay.bench.board`); ``tokens(details)`` gives ``(input, output, how)`` of a stored
-    run, for what it cost (:mod:`assay.bench.cost`)."""
+    run, for what it cost (:mod:`assay.bench.cost`). ``summary`` is the kind's typed summary (a
+    :class:`assay.bench.summary.Summary`), which :meth:`read` reads a stored result's details through."""
 
     name: str
     schema: str
@@ -54,6 +57,15 @@ class BenchKind:
     parts: Callable[[Mapping[str, Any]], int] | None = None
     board: Callable[..., None] | None = None
     tokens: Callable[[Mapping[str, Any] | None], tuple[Any, Any, str]] | None = None
+    summary: type[Any] | None = None
+
+    def read(self, details: Any) -> Any:
+        """A stored result's ``details`` read through the kind's typed summary, as lists and boards read
+        them (an empty summary where they do not read); for a kind without one, its keys as attributes."""
+        if self.summary is not None:
+            return self.summary.load_or_empty(details)
+        return SimpleNamespace(**{str(k): v for k, v in details.items()}) if isinstance(details, Mapping) \
+            else SimpleNamespace()
 
 
 KINDS: dict[str, BenchKind] = {}

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from markupsafe import Markup, escape
 
+from assay.bench.perf.summary import PerfPoint, PerfSummary
 from assay.ui.charts import BAR, GRID, INK, MUTED, number, svg_root
 
 PALETTE = (BAR, "#e07b24", "#2f9e5b", "#8e5cc4", "#d64545", "#1f9eb0", "#b7791f", "#52606d")
@@ -207,30 +208,31 @@ def metric_vs_load(loads: Sequence[float], series: Sequence[tuple[str, Sequence[
 
 
 # -- a whole run ---------------------------------------------------------------------------------
-def _sorted_points(summary: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    pts = list(enumerate(summary.get("points") or []))
+def _sorted_points(summary: PerfSummary) -> list[tuple[int, PerfPoint]]:
+    pts = list(enumerate(summary.points))
 
-    def load(p: Mapping[str, Any]) -> float:
-        v = p.get("concurrency") if p.get("concurrency") is not None else p.get("rate")
+    def load(p: PerfPoint) -> float:
+        v = p.concurrency if p.concurrency is not None else p.rate
         return float(v) if v is not None else 1.0
 
     return sorted(pts, key=lambda ip: load(ip[1]))
 
 
-def _short(p: Mapping[str, Any]) -> str:
-    if p.get("concurrency") is not None:
-        return f"c={p['concurrency']:g}" if isinstance(p["concurrency"], float) else f"c={p['concurrency']}"
-    if p.get("rate") is not None:
-        return f"{float(p['rate']):g} req/s"
+def _short(p: PerfPoint) -> str:
+    if p.concurrency is not None:
+        return f"c={p.concurrency:g}" if isinstance(p.concurrency, float) else f"c={p.concurrency}"
+    if p.rate is not None:
+        return f"{float(p.rate):g} req/s"
     return "sequential"
 
 
-def _dist(p: Mapping[str, Any], metric: str, stat: str, scale: float = 1.0) -> float | None:
-    v = ((p.get("metrics") or {}).get(metric) or {}).get(stat)
-    return float(v) * scale if isinstance(v, (int, float)) else None
+def _dist(p: PerfPoint, metric: str, stat: str, scale: float = 1.0) -> float | None:
+    v = p.metric(metric).stat(stat)
+    return float(v) * scale if v is not None else None
 
 
-def perf_charts(summary: Mapping[str, Any], samples: Mapping[int, Mapping[str, Any]] | None = None) -> dict[str, str]:
+def perf_charts(summary: PerfSummary | Mapping[str, Any],
+                samples: Mapping[int, Mapping[str, Any]] | None = None) -> dict[str, str]:
     """The charts of one perf run (docs/bench.md summary, samples per point index), as
     ``{file name: SVG text}``:
 
@@ -241,7 +243,8 @@ def perf_charts(summary: Mapping[str, Any], samples: Mapping[int, Mapping[str, A
       the concurrency or the request rate.
     """
     samples = samples or {}
-    model = str(summary.get("model") or "")
+    summary = PerfSummary.load(summary)
+    model = str(summary.model or "")
     about = f" · {model}" if model else ""
     pts = _sorted_points(summary)
     out: dict[str, Markup] = {}
@@ -260,9 +263,9 @@ def perf_charts(summary: Mapping[str, Any], samples: Mapping[int, Mapping[str, A
         if e2e:
             out["e2e_cdf.svg"] = latency_cdf(e2e, title=f"E2E per point{about}")
     if len(pts) >= 2:
-        rate = all(p.get("concurrency") is None and p.get("rate") is not None for _, p in pts)
+        rate = all(p.concurrency is None and p.rate is not None for _, p in pts)
         xlabel = "request rate (req/s)" if rate else "concurrency"
-        loads = [float(p["rate"] if rate else (p.get("concurrency") or 1)) for _, p in pts]
+        loads = [float(p.rate if rate else (p.concurrency or 1)) for _, p in pts]
         top = max([_dist(p, m, "p99") or 0.0 for _, p in pts for m in ("ttft", "ttft_sched")] or [0.0])
         scale, u = _time_scale(top)
         ttft = [(f"TTFT {s}", [_dist(p, "ttft", s, scale) for _, p in pts]) for s in ("p50", "p99")]
@@ -275,7 +278,7 @@ def perf_charts(summary: Mapping[str, Any], samples: Mapping[int, Mapping[str, A
             loads, [(f"ITL {s}", [_dist(p, "itl", s, scale) for _, p in pts]) for s in ("p50", "p99")],
             title=f"ITL against load{about}", xlabel=xlabel, ylabel=u)
         out["throughput_vs_load.svg"] = metric_vs_load(
-            loads, [("output tokens/s", [p.get("output_throughput") for _, p in pts]),
-                    ("input + output tokens/s", [p.get("total_token_throughput") for _, p in pts])],
+            loads, [("output tokens/s", [p.output_throughput for _, p in pts]),
+                    ("input + output tokens/s", [p.total_token_throughput for _, p in pts])],
             title=f"Throughput against load{about}", xlabel=xlabel, ylabel="tokens/s")
     return {k: str(v) for k, v in out.items()}

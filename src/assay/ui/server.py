@@ -509,13 +509,15 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         from markupsafe import Markup
 
         from assay.bench.perf.figures import LABELS, SHOWN
+        from assay.bench.perf.summary import PerfSummary
         from assay.ui.bench_charts import perf_charts
 
         run = get_perf(ref)
-        svgs = {name: Markup(svg) for name, svg in perf_charts(run["summary"], run["samples"]).items()}
+        summary = PerfSummary.load(run["summary"])
+        svgs = {name: Markup(svg) for name, svg in perf_charts(summary, run["samples"]).items()}
         others = [r for r in _bench_list(None, None, 200) if r["ref"] != run["ref"]]
-        return page("bench_run.html.j2", title=run["name"] or run["ref"], run=run, svgs=svgs, others=others,
-                    names=LABELS, shown=SHOWN)
+        return page("bench_run.html.j2", title=run["name"] or run["ref"], run=run, s=summary, svgs=svgs,
+                    others=others, names=LABELS, shown=SHOWN)
 
     @app.get("/api/bench/{ref}")
     def api_bench_run(ref: str) -> dict[str, Any]:

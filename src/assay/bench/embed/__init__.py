@@ -3,8 +3,9 @@
 ``run`` embeds and scores (:func:`~assay.bench.embed.run.run_embed`), ``tasks`` reads the tasks
 (the shipped ``samples/``, files and folders, ``hf:`` data sets), ``metrics`` scores a task as MTEB
 does, ``stats`` resamples its units for the interval, ``compare`` compares two runs on the same
-units, ``stored`` is what the store keeps of a run, ``board`` its columns on the leaderboard.
-:data:`KIND` is the kind's row in the kind table (:mod:`assay.bench.kinds`).
+units, ``summary`` is a run's summary typed, ``stored`` is what the store keeps of a run, ``board``
+its columns on the leaderboard. :data:`KIND` is the kind's row in the kind table
+(:mod:`assay.bench.kinds`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.bench.embed import stored
+from assay.bench.embed.summary import EmbedSummary
 from assay.bench.kinds import BenchKind
 
 
@@ -22,7 +24,7 @@ def _board(*args: Any) -> None:
 
 
 KIND = BenchKind(name="embed", schema=stored.SCHEMA, title="embedding", headline=stored.headline, task=stored.task,
-                 list_columns=("ref", "name", "model", "tasks", "when"), part="task", parts=stored.tasks,
-                 board=_board)
+                 list_columns=("ref", "name", "model", "tasks", "when"), check=stored.check, part="task",
+                 parts=stored.tasks, board=_board, summary=EmbedSummary)
 
 __all__ = ["KIND"]

@@ -7,22 +7,21 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from assay.bench.board import Column, Group, Row, by_size, finite, keyed, short_hash
+from assay.bench.embed.summary import EmbedHeadline, EmbedSummary, EmbedTask
 
 
 def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
                 groups: list[Group], notes: list[str]) -> None:
     """One column per embedding task definition of the embedding runs ``recs`` (oldest first)."""
-    defs: dict[str, dict[tuple, list[tuple[Any, Mapping[str, Any]]]]] = {}
+    defs: dict[str, dict[tuple, list[tuple[Any, Any]]]] = {}
     for rid, rec in recs:
-        d = rec.get("details") or {}
-        tasks = d.get("tasks") if isinstance(d.get("tasks"), Mapping) else None
-        if tasks is None:
-            tasks = (rec.get("metrics") or {}).get("tasks") if isinstance(rec.get("metrics"), Mapping) else None
-        for name, t in (tasks or {}).items():
-            if not isinstance(t, Mapping):
-                continue
-            metric = t.get("main_score") or t.get("metric")
-            sig = (metric, t.get("task_hash"), t.get("data_hash"), t.get("metric_version"))
+        d = EmbedSummary.load_or_empty(rec.get("details"))
+        # a summary's tasks, else (a result stored with its headline only) the headline's
+        tasks: Mapping[str, Any] = d.tasks if "tasks" in d.model_fields_set else \
+            EmbedHeadline.read(rec.get("metrics")).tasks
+        for name, t in tasks.items():
+            metric = t.main_score if isinstance(t, EmbedTask) else t.metric
+            sig = (metric, t.task_hash, t.data_hash, t.metric_version)
             defs.setdefault(name, {}).setdefault(sig, []).append((rid, t))
     for name in sorted(defs):
         variants = by_size(defs[name])
@@ -37,10 +36,11 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
                                 {"task": name, "main_score": metric, "task_hash": th, "data_hash": dh,
                                  "metric_version": mv}))
             for rid, t in defs[name][sig]:
-                v = t.get("value")
+                v = t.value
                 rows[rid].values[key] = float(v) if finite(v) else None
-                if finite(t.get("ci95_low")) and finite(t.get("ci95_high")):
-                    rows[rid].ci[key] = (float(t["ci95_low"]), float(t["ci95_high"]))
+                lo, hi = (t.ci95_low, t.ci95_high) if isinstance(t, EmbedTask) else (None, None)
+                if finite(lo) and finite(hi):
+                    rows[rid].ci[key] = (float(lo), float(hi))
             if n:
                 b = variants[0]
                 why = [w for w, differs in ((f"the main score differs ({metric} vs {b[0]})", metric != b[0]),

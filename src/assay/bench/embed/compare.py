@@ -12,6 +12,7 @@ from typing import Any
 
 from assay.bench.embed.run import stored_units
 from assay.bench.embed.stats import RESAMPLES, paired_difference
+from assay.bench.embed.summary import EmbedSummary
 from assay.errors import AssayError
 
 _SAME = (("task_hash", "task definition"), ("data_hash", "data"), ("metric_version", "metric version"))
@@ -22,8 +23,8 @@ def compare_embed(store: Any, ref_a: str, ref_b: str, *, seed: int = 0,
     """B − A per shared task: main scores, the paired difference with its 95% interval and p-value."""
     a = store.get_benchmark(ref_a, kind="embed")
     b = store.get_benchmark(ref_b, kind="embed")
-    ta = (a.get("details") or {}).get("tasks") or {}
-    tb = (b.get("details") or {}).get("tasks") or {}
+    ta = EmbedSummary.load(a.get("details")).tasks
+    tb = EmbedSummary.load(b.get("details")).tasks
     common = [t for t in ta if t in tb]
     if not common:
         raise AssayError(f"embedding runs {a['ref']} and {b['ref']} share no task "
@@ -32,16 +33,16 @@ def compare_embed(store: Any, ref_a: str, ref_b: str, *, seed: int = 0,
     tasks: dict[str, Any] = {}
     apart: dict[str, str] = {}
     for t in common:
-        why = [f"the {what} differs" for key, what in _SAME if ta[t].get(key) != tb[t].get(key)]
-        missing = [side for side, e, u in (("A", ta[t], ua), ("B", tb[t], ub)) if e.get("error") or t not in u]
+        why = [f"the {what} differs" for key, what in _SAME if getattr(ta[t], key) != getattr(tb[t], key)]
+        missing = [side for side, e, u in (("A", ta[t], ua), ("B", tb[t], ub)) if e.error or t not in u]
         if missing:
             why.append(f"run {' and '.join(missing)} has no score for it")
         if why:
             apart[t] = "; ".join(why)
             continue
-        d = paired_difference(ta[t]["type"], ua[t], ub[t], main_score=ta[t]["main_score"], seed=seed,
+        d = paired_difference(ta[t].type, ua[t], ub[t], main_score=ta[t].main_score, seed=seed,
                               resamples=resamples)
-        tasks[t] = {"type": ta[t]["type"], "main_score": ta[t]["main_score"], **d}
+        tasks[t] = {"type": ta[t].type, "main_score": ta[t].main_score, **d}
     return {"a": _side(a), "b": _side(b), "tasks": tasks, "apart": apart, "resamples": resamples, "seed": seed,
             "only_in_a": [t for t in ta if t not in tb], "only_in_b": [t for t in tb if t not in ta]}
 

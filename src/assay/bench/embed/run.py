@@ -32,6 +32,7 @@ import orjson
 from assay.bench.embed import KIND
 from assay.bench.embed.metrics import METRIC_VERSION, score_task
 from assay.bench.embed.stats import main_interval
+from assay.bench.embed.summary import EmbedSummary
 from assay.bench.embed.tasks import EmbedTask, load_embed_tasks
 from assay.bench.kinds import store_benchmark
 from assay.errors import AssayError
@@ -235,6 +236,6 @@ def _open(store: Any) -> Any:
 
 def stored_units(store: Any, rec: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray]]:
     """A stored embed benchmark's units by task name (see :func:`run_embed`)."""
-    order = list((rec.get("details") or {}).get("tasks") or {})
+    order = list(EmbedSummary.load(rec.get("details")).tasks)
     got = store.benchmark_samples(rec["id"])
     return {order[i]: arrays for i, arrays in got.items() if 0 <= i < len(order)}

@@ -4,9 +4,9 @@ a verdict on the measurement itself.
 
 ``run`` is the load generator (:func:`~assay.bench.perf.run.run_perf`), ``workload`` makes the prompts,
 ``stream`` stamps the exchanges, ``measure`` measures them, ``figures`` is the table of the figures
-measured, ``compare`` compares stored runs and summarises tracks of repeats, ``stored`` is what the
-store keeps of a run, ``board`` its columns on the leaderboard. :data:`KIND` is the kind's row in
-the kind table (:mod:`assay.bench.kinds`).
+measured, ``compare`` compares stored runs and summarises tracks of repeats, ``summary`` is a run's
+summary typed, ``stored`` is what the store keeps of a run, ``board`` its columns on the leaderboard.
+:data:`KIND` is the kind's row in the kind table (:mod:`assay.bench.kinds`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from assay.bench.kinds import BenchKind
 from assay.bench.perf import stored
+from assay.bench.perf.summary import PerfSummary
 
 
 def _board(*args: Any) -> None:
@@ -26,6 +27,6 @@ def _board(*args: Any) -> None:
 KIND = BenchKind(name="perf", schema=stored.SCHEMA, title="perf", headline=stored.headline, task=stored.task,
                  list_columns=("ref", "name", "model", "mode", "points", "when", "valid", "track"),
                  check=stored.check, ref_field="id", dated=True, part="point", parts=stored.points, board=_board,
-                 tokens=stored.benchmark_tokens)
+                 tokens=stored.benchmark_tokens, summary=PerfSummary)
 
 __all__ = ["KIND"]

@@ -14,20 +14,22 @@ from typing import Any, Mapping, Sequence
 
 from assay.bench.board import Column, Group, Row, finite, keyed
 from assay.bench.perf.compare import COMPARABLE_SETTINGS, point_key
+from assay.bench.perf.summary import PerfPoint, PerfSummary
 
 
-def workload(summary: Mapping[str, Any], point: Mapping[str, Any]) -> tuple[tuple, str]:
+def workload(summary: PerfSummary | Mapping[str, Any], point: PerfPoint | Mapping[str, Any]) -> tuple[tuple, str]:
     """A perf point's workload: what must agree for two latency or throughput indexes to be
     comparable — ``(signature, label)``."""
-    st = summary.get("settings") if isinstance(summary.get("settings"), Mapping) else {}
+    summary = PerfSummary.load_or_empty(summary)
+    st = summary.settings
     load_kind, load = point_key(point)
     shape = tuple((k, st.get(k)) for k in COMPARABLE_SETTINGS if k != "burstiness" or load_kind == "rate")
-    sig = (("api", summary.get("api")), ("stream", summary.get("stream")), *shape, (load_kind, load))
-    tokens = f"{_n(st.get('input_tokens'))}→{_n(st.get('output_tokens'))} tokens"
-    extra = [f"shared prefix {_n(st.get('shared_prefix'))}"] if st.get("shared_prefix") else []
-    if load_kind == "rate" and st.get("burstiness") not in (None, 1, 1.0):
-        extra.append(f"burstiness {_n(st.get('burstiness'))}")
-    how = f"{summary.get('api') or '?'}" + ("" if summary.get("stream") in (None, True) else ", not streamed")
+    sig = (("api", summary.api), ("stream", summary.stream), *shape, (load_kind, load))
+    tokens = f"{_n(st.input_tokens)}→{_n(st.output_tokens)} tokens"
+    extra = [f"shared prefix {_n(st.shared_prefix)}"] if st.shared_prefix else []
+    if load_kind == "rate" and st.burstiness not in (None, 1, 1.0):
+        extra.append(f"burstiness {_n(st.burstiness)}")
+    how = f"{summary.api or '?'}" + ("" if summary.stream in (None, True) else ", not streamed")
     at = f"concurrency {load:g}" if load_kind == "concurrency" else f"{load:g} req/s"
     return sig, ", ".join([at, tokens, *extra, how])
 
@@ -40,15 +42,13 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
                 groups: list[Group], notes: list[str]) -> None:
     """The latency and throughput index columns of the perf runs ``recs`` (oldest first), one pair per
     workload; the workload most models were measured at is picked for every model that has it."""
-    cands: dict[Any, list[tuple[tuple, str, float, dict[str, Any]]]] = {}
+    cands: dict[Any, list[tuple[tuple, str, float, PerfPoint]]] = {}
     for rid, rec in recs:
-        s = rec.get("details") or {}
-        pts = s.get("points") if isinstance(s.get("points"), list) else []
+        s = PerfSummary.load_or_empty(rec.get("details"))
         cands[rid] = []
-        for p in pts:
-            if isinstance(p, Mapping):
-                sig, label = workload(s, p)
-                cands[rid].append((sig, label, point_key(p)[1], p))
+        for p in s.points:
+            sig, label = workload(s, p)
+            cands[rid].append((sig, label, point_key(p)[1], p))
     # the workload the most models were measured at (ties: the lowest load), for everyone who has it
     count = Counter(sig for c in cands.values() for sig in {x[0] for x in c})
     load_of = {x[0]: x[2] for c in cands.values() for x in c}
@@ -64,9 +64,8 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
         chosen.setdefault(sig, []).append((rid, p))
         labels[sig] = label
         rows[rid].workload = label
-        valid = (p.get("validity") or {}).get("valid") if isinstance(p.get("validity"), Mapping) else None
-        if valid is False:
-            reasons = "; ".join(str(x) for x in (p.get("validity") or {}).get("reasons") or [])
+        if p.validity.valid is False:
+            reasons = "; ".join(str(x) for x in p.validity.reasons)
             rows[rid].flags.append(f"the perf point ({label}) is not a valid measurement" +
                                    (f": {reasons}" if reasons else ""))
     ordered = sorted(chosen, key=lambda g: (g != common, -len(chosen[g]), load_of[g], str(g)))
@@ -81,11 +80,11 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
                             dict(sig)))
         for rid, p in chosen[sig]:
             for key, name, metric in ((lk, "latency_index", "ttft"), (tk, "throughput_index", "gtps")):
-                v = p.get(name)
+                v = getattr(p, name)
                 if not finite(v):
-                    v = ((p.get("metrics") or {}).get(metric) or {}).get("mean")
+                    v = p.metric(metric).mean
                 rows[rid].values[key] = float(v) if finite(v) else None
-                ci = (((p.get("metrics") or {}).get(metric) or {}).get("ci") or {}).get("mean")
+                ci = p.metric(metric).interval("mean")
                 if isinstance(ci, Sequence) and len(ci) == 2 and finite(ci[0]) and finite(ci[1]):
                     rows[rid].ci[key] = (float(ci[0]), float(ci[1]))
         if n:

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from assay.bench.perf.figures import COMPARED, HIGHER_IS_BETTER, unit
+from assay.bench.perf.summary import Distribution, PerfPoint, PerfSummary
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_diff, confidence_interval
 from assay.store import Store
@@ -41,17 +42,18 @@ COMPARABLE_SETTINGS = ("input_tokens", "output_tokens", "shared_prefix", "bursti
 FASTER, SLOWER, UNCLEAR = "faster", "slower", "no clear difference"
 
 
-def point_key(point: Mapping[str, Any]) -> tuple[str, float]:
+def point_key(point: PerfPoint | Mapping[str, Any]) -> tuple[str, float]:
     """A point's load: ``("concurrency", c)`` or ``("rate", r)``; a sequential point (or one
     with neither set) is concurrency 1."""
-    if point.get("concurrency") is not None:
-        return "concurrency", float(point["concurrency"])
-    if point.get("rate") is not None:
-        return "rate", float(point["rate"])
+    p = point if isinstance(point, PerfPoint) else PerfPoint.read(point)
+    if p.concurrency is not None:
+        return "concurrency", float(p.concurrency)
+    if p.rate is not None:
+        return "rate", float(p.rate)
     return "concurrency", 1.0
 
 
-def point_label(point: Mapping[str, Any]) -> str:
+def point_label(point: PerfPoint | Mapping[str, Any]) -> str:
     kind, v = point_key(point)
     n = f"{v:g}"
     return f"concurrency {n}" if kind == "concurrency" else f"rate {n} req/s"
@@ -104,7 +106,7 @@ def _finite(v: Any) -> np.ndarray | None:
     return a if len(a) else None
 
 
-def _stat_entry(metric: str, stat: str, a_dist: Mapping[str, Any], b_dist: Mapping[str, Any],
+def _stat_entry(metric: str, stat: str, a_dist: Distribution, b_dist: Distribution,
                 a_samples: np.ndarray | None, b_samples: np.ndarray | None, *, seed: int,
                 resamples: int) -> dict[str, Any]:
     hib = metric in HIGHER_IS_BETTER
@@ -113,20 +115,21 @@ def _stat_entry(metric: str, stat: str, a_dist: Mapping[str, Any], b_dist: Mappi
         return {"a": d["a"], "b": d["b"], "diff": d["diff"], "diff_ci": [d["diff_low"], d["diff_high"]],
                 "ratio": d["ratio"], "ratio_ci": None if d["ratio_low"] is None else [d["ratio_low"], d["ratio_high"]],
                 "verdict": verdict(d["diff_low"], d["diff_high"], hib), "method": d["method"]}
-    a, b = a_dist.get(stat), b_dist.get(stat)
+    a, b = getattr(a_dist, stat), getattr(b_dist, stat)
     diff = None if a is None or b is None else b - a
     ratio = None if diff is None or not a else b / a
     return {"a": a, "b": b, "diff": diff, "diff_ci": None, "ratio": ratio, "ratio_ci": None, "verdict": None,
             "method": "no samples stored"}
 
 
-def compare_points(summary_a: Mapping[str, Any], samples_a: Mapping[int, Mapping[str, Any]],
-                   summary_b: Mapping[str, Any], samples_b: Mapping[int, Mapping[str, Any]], *,
+def compare_points(summary_a: PerfSummary | Mapping[str, Any], samples_a: Mapping[int, Mapping[str, Any]],
+                   summary_b: PerfSummary | Mapping[str, Any], samples_b: Mapping[int, Mapping[str, Any]], *,
                    seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Any]:
     """The comparison of two perf summaries and their samples (see the module docstring):
     ``{"points": [...], "unmatched": {"a": [labels], "b": [labels]}, "warnings": [...]}``."""
-    pa = list(summary_a.get("points") or [])
-    pb = list(summary_b.get("points") or [])
+    summary_a, summary_b = PerfSummary.load(summary_a), PerfSummary.load(summary_b)
+    pa = list(summary_a.points)
+    pb = list(summary_b.points)
     b_at: dict[tuple[str, float], int] = {}
     for j, p in enumerate(pb):
         b_at.setdefault(point_key(p), j)
@@ -141,29 +144,28 @@ def compare_points(summary_a: Mapping[str, Any], samples_a: Mapping[int, Mapping
         q = pb[j]
         kind, load = point_key(p)
         entry: dict[str, Any] = {"label": point_label(p), "kind": kind, "load": load, "a_index": i, "b_index": j,
-                                 "valid": {"a": (p.get("validity") or {}).get("valid"),
-                                           "b": (q.get("validity") or {}).get("valid")},
-                                 "requests": {"a": p.get("requests"), "b": q.get("requests")},
+                                 "valid": {"a": p.validity.valid, "b": q.validity.valid},
+                                 "requests": {"a": p.raw("requests"), "b": q.raw("requests")},
                                  "throughput": {}, "metrics": {}}
         for t in THROUGHPUTS:
-            x, y = p.get(t), q.get(t)
+            x, y = getattr(p, t), getattr(q, t)
             entry["throughput"][t] = {"a": x, "b": y, "diff": None if x is None or y is None else y - x,
                                       "ratio": None if x is None or y is None or not x else y / x}
         sa, sb = samples_a.get(i) or {}, samples_b.get(j) or {}
         for m in COMPARED:
-            da, db = (p.get("metrics") or {}).get(m) or {}, (q.get("metrics") or {}).get(m) or {}
+            da, db = p.metric(m), q.metric(m)
             xa, xb = _finite(sa.get(m)), _finite(sb.get(m))
-            if not da and not db and xa is None and xb is None:
+            if da.is_empty() and db.is_empty() and xa is None and xb is None:
                 continue
             stats = {s: _stat_entry(m, s, da, db, xa, xb, seed=seed, resamples=resamples) for s in STATS}
             entry["metrics"][m] = {
                 "unit": unit(m), "higher_is_better": m in HIGHER_IS_BETTER,
-                "n": {"a": len(xa) if xa is not None else da.get("n"), "b": len(xb) if xb is not None else db.get("n")},
+                "n": {"a": len(xa) if xa is not None else da.n, "b": len(xb) if xb is not None else db.n},
                 "samples": xa is not None and xb is not None, "verdict": stats["mean"]["verdict"], "stats": stats}
         for side, point in (("A", p), ("B", q)):
-            val = point.get("validity") or {}
-            if val.get("valid") is False:
-                why = "; ".join(str(r) for r in val.get("reasons") or []) or "no reason given"
+            val = point.validity
+            if val.valid is False:
+                why = "; ".join(str(r) for r in val.reasons) or "no reason given"
                 warnings.append(f"run {side} at {entry['label']} is not a valid measurement: {why}")
         if not any(e["samples"] for e in entry["metrics"].values()):
             warnings.append(f"{entry['label']}: no samples stored for both runs, so no intervals or verdicts")
@@ -172,21 +174,21 @@ def compare_points(summary_a: Mapping[str, Any], samples_a: Mapping[int, Mapping
                  "b": [point_label(p) for j, p in enumerate(pb) if j not in matched_b]}
     if not points:
         warnings.append("the runs share no load point (the same concurrency or the same rate): nothing to compare")
-    sa_, sb_ = summary_a.get("settings") or {}, summary_b.get("settings") or {}
+    sa_, sb_ = summary_a.settings, summary_b.settings
     for k in COMPARABLE_SETTINGS:
         if sa_.get(k) != sb_.get(k):
             warnings.append(f"the runs differ in {k}: {sa_.get(k)!r} against {sb_.get(k)!r}")
     for k in ("api", "stream", "clock"):
-        if summary_a.get(k) != summary_b.get(k):
-            warnings.append(f"the runs differ in {k}: {summary_a.get(k)!r} against {summary_b.get(k)!r}")
+        if getattr(summary_a, k) != getattr(summary_b, k):
+            warnings.append(f"the runs differ in {k}: {getattr(summary_a, k)!r} against {getattr(summary_b, k)!r}")
     return {"points": points, "unmatched": unmatched, "warnings": warnings}
 
 
 def _run_facts(run: Mapping[str, Any]) -> dict[str, Any]:
-    s = run.get("summary") or {}
+    s = PerfSummary.load(run.get("summary"))
     return {"ref": run.get("ref"), "id": run.get("id"), "name": run.get("name"), "model": run.get("model"),
-            "endpoint": s.get("endpoint"), "mode": s.get("mode"), "created_at": run.get("created_at"),
-            "track": run.get("track"), "settings": s.get("settings")}
+            "endpoint": s.endpoint, "mode": s.mode, "created_at": run.get("created_at"),
+            "track": run.get("track"), "settings": s.raw("settings")}
 
 
 def compare_perf(store: Store, ref_a: str, ref_b: str, *, seed: int = 0,
@@ -218,18 +220,18 @@ def aggregate_repeats(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     values and their spread. See :func:`track_aggregate`."""
     by_key: dict[tuple[str, float], dict[str, Any]] = {}
     for r_i, run in enumerate(runs):
-        for p in (run.get("summary") or {}).get("points") or []:
+        for p in PerfSummary.load(run.get("summary")).points:
             key = point_key(p)
             agg = by_key.setdefault(key, {"label": point_label(p), "kind": key[0], "load": key[1],
                                           "series": [], "metrics": {}, "throughput": {}})
             row: dict[str, Any] = {"run": r_i, "ref": run.get("ref"), "created_at": run.get("created_at"),
-                                   "valid": (p.get("validity") or {}).get("valid")}
+                                   "valid": p.validity.valid}
             for m in COMPARED:
-                dist = (p.get("metrics") or {}).get(m) or {}
+                dist = p.metric(m)
                 for s in STATS:
-                    row[f"{m}_{s}"] = dist.get(s)
+                    row[f"{m}_{s}"] = getattr(dist, s)
             for t in THROUGHPUTS:
-                row[t] = p.get(t)
+                row[t] = getattr(p, t)
             agg["series"].append(row)
     out = []
     for key in sorted(by_key, key=lambda k: (k[0] != "concurrency", k[1])):

@@ -1,21 +1,23 @@
-"""What is kept of a perf run (docs/bench.md, schema ``assay.bench.perf/1``): the schema tag, the check
-of a summary, the headline a list reads per point (the stored ``metrics`` column), and the tokens a
-stored run spent (for what it cost)."""
+"""What is kept of a perf run (docs/bench.md, schema ``assay.bench.perf/1``): the schema tag (defined
+with the typed summary, :mod:`assay.bench.perf.summary`), the check of a summary (it reads as one), the
+headline a list reads per point (the stored ``metrics`` column), and the tokens a stored run spent (for
+what it cost)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.bench.cost import count
+from assay.bench.perf.summary import SCHEMA, PerfPoint, PerfSummary
 from assay.errors import AssayError
-
-SCHEMA = "assay.bench.perf/1"
 
 
 def check(summary: Mapping[str, Any]) -> None:
-    """A perf summary has a list of points."""
+    """A perf summary has a list of points, and reads as a :class:`PerfSummary`."""
     if not isinstance(summary.get("points"), list):
         raise AssayError("not a perf result: 'points' must be a list")
+    PerfSummary.load(summary)
 
 
 def points(summary: Mapping[str, Any]) -> int:
@@ -30,23 +32,18 @@ def task(summary: Mapping[str, Any]) -> str | None:
 
 def headline(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What a list shows of each point of a perf run (the ``metrics`` column of a perf benchmark)."""
-    return [point_headline(p) for p in summary["points"]]
+    return [point_headline(p) for p in PerfSummary.load(summary).points]
 
 
-def point_headline(p: Mapping[str, Any]) -> dict[str, Any]:
-    """What a list shows of one perf point."""
-    m = p.get("metrics") or {}
-
-    def stat(metric_name: str, key: str) -> Any:
-        return (m.get(metric_name) or {}).get(key)
-
-    req = p.get("requests") or {}
-    return {"concurrency": p.get("concurrency"), "rate": p.get("rate"), "ok": req.get("ok"),
-            "failed": req.get("failed"), "request_throughput": p.get("request_throughput"),
-            "output_throughput": p.get("output_throughput"), "ttft_p50": stat("ttft", "p50"),
-            "ttft_p99": stat("ttft", "p99"), "itl_p50": stat("itl", "p50"), "e2e_p50": stat("e2e", "p50"),
-            "latency_index": p.get("latency_index"), "throughput_index": p.get("throughput_index"),
-            "valid": (p.get("validity") or {}).get("valid")}
+def point_headline(point: PerfPoint | Mapping[str, Any]) -> dict[str, Any]:
+    """What a list shows of one perf point (a figure the point lacks is None)."""
+    p = point if isinstance(point, PerfPoint) else PerfPoint.read(point)
+    req = p.requests
+    return {"concurrency": p.concurrency, "rate": p.rate, "ok": req.ok, "failed": req.raw("failed"),
+            "request_throughput": p.request_throughput, "output_throughput": p.output_throughput,
+            "ttft_p50": p.metric("ttft").p50, "ttft_p99": p.metric("ttft").p99, "itl_p50": p.metric("itl").p50,
+            "e2e_p50": p.metric("e2e").p50, "latency_index": p.latency_index,
+            "throughput_index": p.throughput_index, "valid": p.validity.valid}
 
 
 def benchmark_tokens(details: Mapping[str, Any] | None) -> tuple[float | None, float | None, str]:

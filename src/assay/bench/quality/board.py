@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from assay.bench.board import Column, Group, Row, by_size, finite, keyed, short_hash
+from assay.bench.quality.summary import QualityHeadline, QualitySummary, QualityTask
 from assay.bench.quality.tasks import JUDGED_METRICS
 
 
@@ -22,19 +23,18 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
     """The quality index columns (one per set of tasks) and the per-task columns of the quality runs
     ``recs`` (oldest first)."""
     sigs: dict[frozenset, list[Any]] = {}
-    tasks_of: dict[Any, dict[str, Any]] = {}
+    tasks_of: dict[Any, dict[str, QualityTask]] = {}
     for rid, rec in recs:
-        d = rec.get("details") or {}
-        tasks = d.get("tasks") if isinstance(d.get("tasks"), Mapping) else {}
+        d = QualitySummary.load_or_empty(rec.get("details"))
+        tasks = d.tasks
         tasks_of[rid] = tasks
-        sig = frozenset((name, t.get("task_hash"), t.get("data_hash")) for name, t in tasks.items()
-                        if isinstance(t, Mapping))
+        sig = frozenset((name, t.task_hash, t.data_hash) for name, t in tasks.items())
         sigs.setdefault(sig, []).append(rid)
-        idx = d.get("index") if isinstance(d.get("index"), Mapping) else {}
-        value = idx.get("value", (rec.get("metrics") or {}).get("quality_index"))
+        idx = d.index
+        value = idx.value if "value" in idx.model_fields_set else QualityHeadline.read(rec.get("metrics")).quality_index
         rows[rid].values["__qi"] = value if finite(value) else None
-        if finite(idx.get("ci95_low")) and finite(idx.get("ci95_high")):
-            rows[rid].ci["__qi"] = (float(idx["ci95_low"]), float(idx["ci95_high"]))
+        if finite(idx.ci95_low) and finite(idx.ci95_high):
+            rows[rid].ci["__qi"] = (float(idx.ci95_low), float(idx.ci95_high))
     ordered = by_size(sigs)
     for n, sig in enumerate(ordered):
         key = keyed("quality_index", n)
@@ -63,9 +63,7 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
     defs: dict[str, dict[tuple, list[Any]]] = {}
     for rid, tasks in tasks_of.items():
         for name, t in tasks.items():
-            if isinstance(t, Mapping):
-                defs.setdefault(name, {}).setdefault((t.get("task_hash"), t.get("data_hash"), t.get("primary")),
-                                                     []).append(rid)
+            defs.setdefault(name, {}).setdefault((t.task_hash, t.data_hash, t.primary), []).append(rid)
     for name in sorted(defs):
         variants = by_size(defs[name])
         for n, sig in enumerate(variants):
@@ -76,19 +74,18 @@ def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], co
                                   f"{name}: primary score {primary}; task hash {short_hash(th)}, data hash {short_hash(dh)}"))
             groups.append(Group("quality-task", key, label, [rows[r].model for r in defs[name][sig]],
                                 {"task": name, "task_hash": th, "data_hash": dh, "primary": primary}))
-            modes = {rid: ", ".join(tasks_of[rid][name].get("modes") or []) for rid in defs[name][sig]}
+            modes = {rid: ", ".join(tasks_of[rid][name].modes) for rid in defs[name][sig]}
             if len({m for m in modes.values() if m}) > 1:       # e.g. log-likelihood for one, generation for another
                 notes.append(f"task {name} ({key}): the models were scored differently (" + "; ".join(
                     f"{rows[r].model}: {m}" for r, m in modes.items() if m) + "): multiple choice by generation "
                     "reads the answer from text, by log-likelihood ranks the choices; compare with care")
             for rid in defs[name][sig]:
                 t = tasks_of[rid][name]
-                v = t.get("primary_value")
+                v = t.primary_value
                 rows[rid].values[key] = float(v) if finite(v) else None
-                pm = (t.get("metrics") or {}).get(primary) if isinstance(t.get("metrics"), Mapping) else None
-                if isinstance(pm, Mapping) and primary not in JUDGED_METRICS and finite(pm.get("ci95_low")) \
-                        and finite(pm.get("ci95_high")):
-                    rows[rid].ci[key] = (float(pm["ci95_low"]), float(pm["ci95_high"]))
+                pm = t.metrics.get(primary) if primary is not None else None
+                if pm is not None and primary not in JUDGED_METRICS and finite(pm.ci95_low) and finite(pm.ci95_high):
+                    rows[rid].ci[key] = (float(pm.ci95_low), float(pm.ci95_high))
             if n:
                 b_th, b_dh, b_pr = variants[0]
                 why = [w for w, differs in ((f"the task definition differs (task hash {short_hash(th)} vs {short_hash(b_th)})",

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_draws, confidence_interval, mcnemar_exact
@@ -144,23 +145,24 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
     whose task definitions or data differ."""
     a = store.get_benchmark(ref_a, kind="quality")
     b = store.get_benchmark(ref_b, kind="quality")
-    sa, sb = a.get("details") or {}, b.get("details") or {}
-    ta, tb = sa.get("tasks") or {}, sb.get("tasks") or {}
+    sa, sb = QualitySummary.load(a.get("details")), QualitySummary.load(b.get("details"))
+    ta, tb = sa.tasks, sb.tasks
     common = [t for t in ta if t in tb]
     if not common:
         raise AssayError(f"runs {a['ref']} and {b['ref']} share no task ({', '.join(ta)} vs {', '.join(tb)})")
     differ = []
     for t in common:
         for key, what in (("task_hash", "task definition"), ("data_hash", "data")):
-            if ta[t].get(key) != tb[t].get(key):
-                differ.append(f"task {t}: the {what} differs ({str(ta[t].get(key))[:12]} vs {str(tb[t].get(key))[:12]})")
+            ka, kb = getattr(ta[t], key), getattr(tb[t], key)
+            if ka != kb:
+                differ.append(f"task {t}: the {what} differs ({str(ka)[:12]} vs {str(kb)[:12]})")
     if differ:
         raise AssayError(f"cannot compare {a['ref']} with {b['ref']}: " + "; ".join(differ))
     rows_a, rows_b = quality_rows(store, a), quality_rows(store, b)
     out_tasks: dict[str, Any] = {}
     diffs_primary = []
     for t in common:
-        outs = [o for o in ta[t].get("outputs") or [] if o in (tb[t].get("outputs") or [])]
+        outs = [o for o in ta[t].outputs if o in tb[t].outputs]
         per: dict[str, Any] = {}
         for o in outs:
             ids_a, va = _column(rows_a, t, o)
@@ -183,7 +185,7 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
             entry["significant"] = bool(entry["mcnemar"]["p_value"] < 0.05) if "mcnemar" in entry else \
                 bool(lo > 0 or hi < 0)
             per[o] = entry
-        prim = ta[t].get("primary")
+        prim = ta[t].primary
         if prim in per:
             ids_a, va = _column(rows_a, t, prim)
             ids_b, vb = _column(rows_b, t, prim)
@@ -191,10 +193,10 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
             d = np.array([x - at[i] for i, x in zip(ids_b, vb) if i in at])
             diffs_primary.append(d / 4.0 if prim in JUDGE_SCALES else d)   # a 1-5 difference on 0-1
         out_tasks[t] = {"primary": prim, "metrics": per,
-                        "items": {"a": ta[t].get("scored_items"), "b": tb[t].get("scored_items")}}
+                        "items": {"a": ta[t].scored_items, "b": tb[t].scored_items}}
     idx = stratified_index(diffs_primary, seed=seed)
     return {"a": _side(a), "b": _side(b), "tasks": out_tasks,
-            "index": {"a": (sa.get("index") or {}).get("value"), "b": (sb.get("index") or {}).get("value"),
+            "index": {"a": sa.index.value, "b": sb.index.value,
                       "diff": idx["value"], "diff_ci95": [idx["ci95_low"], idx["ci95_high"]]},
             "only_in_a": [t for t in ta if t not in tb], "only_in_b": [t for t in tb if t not in ta]}
 

@@ -43,6 +43,7 @@ from assay.bench.quality.answers import choice_accuracy, exact_match, extract_ch
 from assay.bench.quality.report import primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import Sandbox
 from assay.bench.quality.subject import Subject
+from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
@@ -637,7 +638,8 @@ def _calls(subject: Subject) -> dict[str, Any] | None:
 def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, Any]:
     """The stored run's aggregates, as every evaluation run has them (:class:`Accumulator`): one per
     score, named ``<score>:<task>`` when the run has several tasks, and the quality index."""
-    several = len(summary["tasks"]) > 1
+    s = QualitySummary.load(summary)
+    several = len(s.tasks) > 1
     accs: dict[str, Accumulator] = {}
     for r in rows:
         for outs in r.scores.values():
@@ -645,10 +647,10 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
                 key = f"{o}:{r.inputs.get('task')}" if several else o
                 accs.setdefault(key, Accumulator(metric=key, output=key)).add(sc)
     agg = {k: a.result() for k, a in accs.items()}
-    idx = summary.get("index") or {}
-    if idx.get("value") is not None:
-        agg["quality_index"] = {"mean": idx["value"], "ci95_low": idx.get("ci95_low"), "ci95_high": idx.get("ci95_high"),
-                                "evaluated": idx.get("tasks"), "skipped": 0, "errored": 0}
+    idx = s.index
+    if idx.value is not None:
+        agg["quality_index"] = {"mean": idx.value, "ci95_low": idx.ci95_low, "ci95_high": idx.ci95_high,
+                                "evaluated": idx.tasks, "skipped": 0, "errored": 0}
     return agg
 
 

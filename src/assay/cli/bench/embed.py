@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
 
 from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
+
+if TYPE_CHECKING:
+    from assay.bench.embed.summary import EmbedSummary
 
 
 def embed_cmd(
@@ -67,31 +70,34 @@ def _others(scores: dict[str, Any], main: str, limit: int = 6) -> str:
     return ", ".join(shown) + (f", … {more} more (--json)" if more > 0 else "")
 
 
-def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
+def render_embed(s: EmbedSummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """An embedding run's summary: each task's main score with its interval, and its other scores."""
-    rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
+    from assay.bench.embed.summary import EmbedSummary
+
+    s = EmbedSummary.load(s)
+    rec = rec or {"ref": s.ref, "name": s.name, "model": s.model, "created_at": s.created_at}
     named = f" ({safe(rec['name'])})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
     out.print(f"embedding run [bold]{safe(rec.get('ref') or '—')}[/bold]{named} · model "
-              f"{safe(rec.get('model') or '—')} · dim {safe(s.get('dim') or '—')} · {when(rec.get('created_at'))}",
+              f"{safe(rec.get('model') or '—')} · dim {safe(s.dim or '—')} · {when(rec.get('created_at'))}",
               highlight=False, soft_wrap=True)
     t = Table(title="tasks (main score as MTEB names it; 95% bootstrap interval over the task's units)",
               title_justify="left")
     for col in ("task", "type", "main score", "value [95% CI]", "units", "other scores"):
         t.add_column(col, justify="right" if col == "units" else "left", overflow="fold")
-    for tname, tk in (s.get("tasks") or {}).items():
-        lo, hi = tk.get("ci95_low"), tk.get("ci95_high")
+    for tname, tk in s.tasks.items():
+        lo, hi = tk.ci95_low, tk.ci95_high
         ci = f" [{lo:.4f}–{hi:.4f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else ""
-        value = "[red]failed[/red]" if tk.get("error") else _num(tk.get("value")) + ci
-        t.add_row(safe(tname), safe(tk.get("type")), safe(tk.get("main_score")), value,
-                  str(tk.get("n_units") or "—"), _others(tk.get("scores") or {}, tk.get("main_score")))
+        value = "[red]failed[/red]" if tk.error else _num(tk.value) + ci
+        t.add_row(safe(tname), safe(tk.type), safe(tk.main_score), value,
+                  str(tk.n_units or "—"), _others(tk.scores, tk.main_score))
     out.print(t)
-    for tname, tk in (s.get("tasks") or {}).items():
-        if tk.get("error"):
-            out.print(f"  [red]{safe(tname)}: {safe(tk['error'])}[/red]", highlight=False, soft_wrap=True)
-    if s.get("note"):
-        out.print(f"  model: {safe(s['note'])}", highlight=False, soft_wrap=True)
-    calls = s.get("calls") or {}
-    tps = s.get("texts_per_s")
+    for tname, tk in s.tasks.items():
+        if tk.error:
+            out.print(f"  [red]{safe(tname)}: {safe(tk.error)}[/red]", highlight=False, soft_wrap=True)
+    if s.note:
+        out.print(f"  model: {safe(s.note)}", highlight=False, soft_wrap=True)
+    calls = s.calls or {}
+    tps = s.texts_per_s
     facts = []
     if calls.get("embed_texts"):
         facts.append(f"texts {calls['embed_texts']:,}: sent to the model {calls.get('texts_embedded', 0):,} in "
@@ -105,13 +111,14 @@ def render_embed(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
 def embed_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored embedding runs: each task's main score."""
     from assay.bench.embed import KIND
+    from assay.bench.embed.summary import EmbedHeadline
 
     t = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
     for col in KIND.list_columns:
         t.add_column(col, overflow="fold")
     for r in runs:
-        tasks = ", ".join(f"{safe(n)} {safe(x.get('metric'))} {_num(x.get('value'))}"
-                          for n, x in ((r.get("metrics") or {}).get("tasks") or {}).items())
+        tasks = ", ".join(f"{safe(n)} {safe(x.metric)} {_num(x.value)}"
+                          for n, x in EmbedHeadline.read(r.get("metrics")).tasks.items())
         t.add_row(safe(r["ref"] or r["id"]), safe(r.get("name") or ""), safe(r.get("model") or "—"), tasks,
                   when(r["created_at"]))
     return t

@@ -8,7 +8,7 @@ import asyncio
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 import typer
@@ -17,6 +17,9 @@ from rich.table import Table
 from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, safe,
                               stage_progress, text_arg, when)
 from assay.errors import AssayError
+
+if TYPE_CHECKING:
+    from assay.bench.perf.summary import PerfPoint, PerfSummary
 
 
 def _durations(text: str | None, what: str) -> float | None:
@@ -204,68 +207,64 @@ def _stored_rate(v: Any) -> str:
     return f"{v:,.2f}" if abs(v) < 10 else f"{v:,.1f}"
 
 
-def _stored_load(p: dict[str, Any]) -> str:
+def _stored_load(p: PerfPoint) -> str:
     from assay.bench.perf.compare import point_label
 
     return point_label(p)
 
 
-def _stored_point_table(p: dict[str, Any]) -> Any:
+def _stored_point_table(p: PerfPoint) -> Any:
     from assay.bench.perf.figures import SHOWN
 
-    failures = {k: v for k, v in ((p.get("requests") or {}).get("failures") or {}).items() if v}
-    req = p.get("requests") or {}
-    val = p.get("validity") or {}
-    verdict = "[green]valid[/green]" if val.get("valid") else ("[red]NOT VALID[/red]" if val.get("valid") is False else "validity unknown")
-    dur = p.get("duration_s")
-    title = (f"{safe(_stored_load(p))}: {safe(req.get('ok', '—'))} ok, {safe(req.get('failed', 0))} failed"
+    req, val = p.requests, p.validity
+    failures = {k: v for k, v in req.failures.items() if v}
+    verdict = "[green]valid[/green]" if val.valid else ("[red]NOT VALID[/red]" if val.valid is False else "validity unknown")
+    dur = p.duration_s
+    title = (f"{safe(_stored_load(p))}: {safe('—' if req.ok is None else req.ok)} ok, {safe(req.failed)} failed"
              + (f" ({safe(', '.join(f'{k}: {v}' for k, v in failures.items()))})" if failures else "")
              + (f" in {dur:.1f} s" if isinstance(dur, (int, float)) else "") + f" — {verdict}")
     t = Table(title=title, title_justify="left")
     for col in ("metric", "n", "mean [95% CI]", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for m in SHOWN:
-        d = (p.get("metrics") or {}).get(m)
-        if not d:
+        d = p.metrics.get(m)
+        if d is None or d.is_empty():
             continue
-        ci = d.get("ci") or {}
-        t.add_row(f"{_stored_name(m)} ({_stored_unit(m)})", safe(d.get('n', '—')),
-                  _stored_num(d.get("mean"), m) + _stored_ci(ci.get("mean"), m),
-                  _stored_num(d.get("p50"), m) + _stored_ci(ci.get("p50"), m),
-                  _stored_num(d.get("p90"), m), _stored_num(d.get("p95"), m),
-                  _stored_num(d.get("p99"), m) + _stored_ci(ci.get("p99"), m))
+        t.add_row(f"{_stored_name(m)} ({_stored_unit(m)})", safe('—' if d.n is None else d.n),
+                  _stored_num(d.mean, m) + _stored_ci(d.interval("mean"), m),
+                  _stored_num(d.p50, m) + _stored_ci(d.interval("p50"), m),
+                  _stored_num(d.p90, m), _stored_num(d.p95, m),
+                  _stored_num(d.p99, m) + _stored_ci(d.interval("p99"), m))
     return t
 
 
-def _stored_point_notes(p: dict[str, Any]) -> list[str]:
-
-
+def _stored_point_notes(p: PerfPoint) -> list[str]:
     lines = []
-    tp = [(p.get("request_throughput"), "req/s"), (p.get("output_throughput"), "output tok/s"),
-          (p.get("total_token_throughput"), "total tok/s")]
+    tp = [(p.request_throughput, "req/s"), (p.output_throughput, "output tok/s"),
+          (p.total_token_throughput, "total tok/s")]
     lines.append("throughput: " + " · ".join(f"{_stored_rate(v)} {u}" for v, u in tp if isinstance(v, (int, float))))
-    li, ti = p.get("latency_index"), p.get("throughput_index")
+    li, ti = p.latency_index, p.throughput_index
     lines.append(f"latency index {fmt(li)} s (mean TTFT) · throughput index {fmt(ti, 1)} tok/s (mean GTPS)")
-    slo = p.get("slo")
+    slo = p.slo
     if slo:
         goals = ", ".join(f"{k} ≤ {safe(slo[k])} s" for k in ("ttft", "itl") if slo.get(k) is not None)
         att = slo.get("attainment")
         lines.append(f"SLO {goals}: attainment {'—' if att is None else f'{100 * att:.1f}%'}, "
                      f"goodput {fmt(slo.get('goodput'), 1)} req/s")
-    tok = p.get("tokens") or {}
-    if tok:
-        lines.append(f"tokens: input mean {fmt(tok.get('input_mean'), 1)}, output mean {fmt(tok.get('output_mean'), 1)} "
-                     f"(counts from {safe(tok.get('usage_from') or '—')}), {tok.get('disagreements', 0)} "
+    tok = p.tokens
+    if not tok.is_empty():
+        lines.append(f"tokens: input mean {fmt(tok.input_mean, 1)}, output mean {fmt(tok.output_mean, 1)} "
+                     f"(counts from {safe(tok.usage_from or '—')}), {tok.disagreements} "
                      "request(s) whose output counts disagree")
-    val = p.get("validity") or {}
-    for r in val.get("reasons") or []:
+    val = p.validity
+    for r in val.reasons:
         lines.append(f"[red]not valid:[/red] {safe(r)}")
-    lag = [(val.get("schedule_lag_ms"), "schedule lag"), (val.get("loop_lag_ms"), "event-loop lag")]
-    inst = [f"{name} p99 {d.get('p99'):.1f} ms (max {d.get('max'):.1f})" for d, name in lag
-            if isinstance(d, dict) and isinstance(d.get("p99"), (int, float)) and isinstance(d.get("max"), (int, float))]
-    if isinstance(val.get("client_cpu_s"), (int, float)):
-        per = val.get("cpu_per_token_us")
-        inst.append(f"client CPU {val['client_cpu_s']:.1f} s" + (f" ({per:.1f} µs/token)" if isinstance(per, (int, float)) else ""))
+    lag = [(val.schedule_lag_ms, "schedule lag"), (val.loop_lag_ms, "event-loop lag")]
+    inst = [f"{name} p99 {d.p99:.1f} ms (max {d.max:.1f})" for d, name in lag
+            if d is not None and isinstance(d.p99, (int, float)) and isinstance(d.max, (int, float))]
+    if isinstance(val.client_cpu_s, (int, float)):
+        per = val.cpu_per_token_us
+        inst.append(f"client CPU {val.client_cpu_s:.1f} s" + (f" ({per:.1f} µs/token)" if isinstance(per, (int, float)) else ""))
     if inst:
         lines.append("instrument: " + ", ".join(inst))
     return lines
@@ -295,34 +294,39 @@ def show_perf(rec: dict[str, Any], as_json: bool) -> None:
     render_perf(s, rec)
 
 
-def render_perf(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
+def render_perf(s: PerfSummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """A perf run's summary as tables (``rec``: its store record; a fresh run's summary otherwise)."""
+    from assay.bench.perf.summary import PerfSummary
 
-    rec = rec or {"ref": s.get("id"), "name": s.get("name"), "model": s.get("model"),
-                  "created_at": s.get("created_at"), "track": s.get("track")}
-    st_ = s.get("settings") or {}
+    s = PerfSummary.load(s)
+    rec = rec or {"ref": s.id, "name": s.name, "model": s.model, "created_at": s.created_at, "track": s.track}
+    st_ = s.settings
     named = f" ({safe(rec['name'])})" if rec.get("name") else ""
     head = (f"perf run [bold]{safe(rec['ref'])}[/bold]{named} · model {safe(rec['model'] or '—')} "
-            f"· {safe(s.get('endpoint') or '—')} ({safe(s.get('api') or '—')}"
-            f"{', streaming' if s.get('stream') else ''})")
-    facts = [f"mode {safe(s.get('mode') or '—')}", f"{len(s.get('points') or [])} point(s)", when(rec["created_at"]),
-             f"input {safe(st_.get('input_tokens', '—'))} / output {safe(st_.get('output_tokens', '—'))} tokens",
-             f"clock {safe(s.get('clock') or '—')}",
-             f"tokenizer {safe(str((s.get('tokenizer') or {}).get('source') or '—'))}"]
+            f"· {safe(s.endpoint or '—')} ({safe(s.api or '—')}"
+            f"{', streaming' if s.stream else ''})")
+    facts = [f"mode {safe(s.mode or '—')}", f"{len(s.points)} point(s)", when(rec["created_at"]),
+             f"input {safe(_or_dash(st_.input_tokens))} / output {safe(_or_dash(st_.output_tokens))} tokens",
+             f"clock {safe(s.clock or '—')}",
+             f"tokenizer {safe(str(s.tokenizer.source or '—'))}"]
     if rec.get("track"):
-        rep = s.get("repeat") or {}
-        facts.append(f"track {safe(rec['track'])}" + (f" (repeat {rep['index'] + 1} of {rep['of']})"
-                                                        if isinstance(rep.get("index"), int) and rep.get("of") else ""))
-    cost = s.get("cost") or {}
-    if isinstance(cost.get("usd"), (int, float)):
-        facts.append(f"cost ${cost['usd']:.4f}")
+        rep = s.repeat
+        facts.append(f"track {safe(rec['track'])}" + (f" (repeat {rep.index + 1} of {rep.of})"
+                                                        if rep is not None and isinstance(rep.index, int) and rep.of
+                                                        else ""))
+    if s.cost is not None and isinstance(s.cost.usd, (int, float)):
+        facts.append(f"cost ${s.cost.usd:.4f}")
     out.print(head, highlight=False, soft_wrap=True)
     out.print("  " + " · ".join(facts), highlight=False, soft_wrap=True)
-    for p in s.get("points") or []:
+    for p in s.points:
         out.print()
         out.print(_stored_point_table(p))
         for line in _stored_point_notes(p):
             out.print("  " + line, highlight=False, soft_wrap=True)
+
+
+def _or_dash(v: Any) -> Any:
+    return "—" if v is None else v
 
 
 def compare_perf_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,

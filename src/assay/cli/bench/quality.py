@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
 
 from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
 from assay.errors import AssayError
+
+if TYPE_CHECKING:
+    from assay.bench.quality.summary import QualityIndex, QualitySummary, ScoreStat
 
 
 def _ints(text: Optional[str], what: str) -> list[int] | None:
@@ -82,65 +85,68 @@ def _pct(v: Any) -> str:
     return "—" if not isinstance(v, (int, float)) else f"{100 * v:.1f}"
 
 
-def _ci(a: dict[str, Any]) -> str:
-    lo, hi = a.get("ci95_low"), a.get("ci95_high")
+def _ci(a: QualityIndex | ScoreStat) -> str:
+    lo, hi = a.ci95_low, a.ci95_high
     if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
         return ""
     return f" [{_pct(lo)}–{_pct(hi)}]"
 
 
-def _value(output: str, a: dict[str, Any]) -> str:
+def _value(output: str, a: ScoreStat) -> str:
     """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
     from assay.bench.quality.report import JUDGE_SCALES
 
-    m = a.get("mean")
+    m = a.mean
     if m is None:
         return "—"
     if output in JUDGE_SCALES:
-        lo, hi = a.get("ci95_low"), a.get("ci95_high")
+        lo, hi = a.ci95_low, a.ci95_high
         return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else "")
     return f"{_pct(m)}%{_ci(a)}"
 
 
-def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None:
+def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """A quality run's summary: the index, each task's scores with intervals, modes and notes."""
-    rec = rec or {"ref": s.get("ref"), "name": s.get("name"), "model": s.get("model"), "created_at": s.get("created_at")}
+    from assay.bench.quality.summary import QualitySummary
+
+    s = QualitySummary.load(s)
+    rec = rec or {"ref": s.ref, "name": s.name, "model": s.model, "created_at": s.created_at}
     named = f" ({safe(rec['name'])})" if rec.get("name") and rec.get("name") != rec.get("ref") else ""
     out.print(f"quality run [bold]{safe(rec.get('ref') or '—')}[/bold]{named} · model "
-              f"{safe(rec.get('model') or '—')} · api {safe(s.get('api') or '—')} · "
+              f"{safe(rec.get('model') or '—')} · api {safe(s.api or '—')} · "
               f"{when(rec.get('created_at'))}", highlight=False, soft_wrap=True)
-    idx = s.get("index") or {}
-    if idx.get("value") is not None:
-        out.print(f"  quality index [bold]{_pct(idx['value'])}[/bold]{_ci(idx)} over {safe(idx.get('tasks'))} task(s) "
+    idx = s.index
+    if idx.value is not None:
+        out.print(f"  quality index [bold]{_pct(idx.value)}[/bold]{_ci(idx)} over {safe(idx.tasks)} task(s) "
                   "(mean of each task's primary score on 0–100; 95% stratified bootstrap)", highlight=False,
                   soft_wrap=True)
     t = Table(title="tasks", title_justify="left")
     for col in ("task", "items", "scored by", "score", "value [95% CI]", "errors", "shots"):
         t.add_column(col, justify="right" if col in ("items", "errors", "shots") else "left", overflow="fold")
-    for tname, tk in (s.get("tasks") or {}).items():
+    for tname, tk in s.tasks.items():
         first = True
-        for o, a in (tk.get("metrics") or {}).items():
-            primary = " (primary)" if o == tk.get("primary") and len(tk.get("metrics") or {}) > 1 else ""
-            t.add_row(safe(tname) if first else "", str(tk.get("items")) if first else "",
-                      safe(", ".join(tk.get("modes") or [])) if first else "", safe(o) + primary,
-                      _value(o, a), str(tk.get("errors") or 0) if first else "",
-                      str(tk.get("num_fewshot")) if first else "")
+        for o, a in tk.metrics.items():
+            primary = " (primary)" if o == tk.primary and len(tk.metrics) > 1 else ""
+            t.add_row(safe(tname) if first else "", str(tk.items) if first else "",
+                      safe(", ".join(tk.modes)) if first else "", safe(o) + primary,
+                      _value(o, a), str(tk.errors or 0) if first else "",
+                      str(tk.num_fewshot) if first else "")
             first = False
     out.print(t)
-    for tname, tk in (s.get("tasks") or {}).items():
-        for note in tk.get("notes") or []:
+    for tname, tk in s.tasks.items():
+        for note in tk.notes:
             out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
-        if tk.get("unsupported"):
-            out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk['unsupported']))}",
+        if tk.unsupported:
+            out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk.unsupported))}",
                       highlight=False, soft_wrap=True)
-        if tk.get("first_error"):
-            out.print(f"  [red]{safe(tname)}: {tk['errors']} item(s) failed; first: "
-                      f"{safe(tk['first_error'])}[/red]", highlight=False, soft_wrap=True)
-    if s.get("judge"):
-        out.print(f"  judge metrics scored by {safe(s['judge'])}", highlight=False, soft_wrap=True)
-    if s.get("isolation"):
-        out.print(f"  code ran in a sandbox: {safe(s['isolation'])}", highlight=False, soft_wrap=True)
-    calls = s.get("calls") or {}
+        if tk.first_error:
+            out.print(f"  [red]{safe(tname)}: {tk.errors} item(s) failed; first: "
+                      f"{safe(tk.first_error)}[/red]", highlight=False, soft_wrap=True)
+    if s.judge:
+        out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
+    if s.isolation:
+        out.print(f"  code ran in a sandbox: {safe(s.isolation)}", highlight=False, soft_wrap=True)
+    calls = s.calls or {}
     if calls.get("calls"):
         out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)",
                   highlight=False, soft_wrap=True)
@@ -149,16 +155,16 @@ def render_quality(s: dict[str, Any], rec: dict[str, Any] | None = None) -> None
 def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
     """The stored quality runs: index and each task's primary score."""
     from assay.bench.quality import KIND
+    from assay.bench.quality.summary import QualityHeadline
 
     t = Table(title=f"{KIND.title} runs in {safe(where)}", title_justify="left")
     for col in KIND.list_columns:
         t.add_column(col, overflow="fold")
     for r in runs:
-        m = r.get("metrics") or {}
-        tasks = ", ".join(f"{safe(n)} {safe(x.get('metric'))} {_pct(x.get('value'))}"
-                          for n, x in (m.get("tasks") or {}).items())
+        m = QualityHeadline.read(r.get("metrics"))
+        tasks = ", ".join(f"{safe(n)} {safe(x.metric)} {_pct(x.value)}" for n, x in m.tasks.items())
         t.add_row(safe(r["ref"] or r["id"]), safe(r.get("name") or ""), safe(r.get("model") or "—"),
-                  _pct(m.get("quality_index")), tasks, when(r["created_at"]))
+                  _pct(m.quality_index), tasks, when(r["created_at"]))
     return t
 
 

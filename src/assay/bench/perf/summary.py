@@ -1,0 +1,200 @@
+"""A serving-performance run's summary, typed: what ``assay bench perf`` writes to ``summary.json``
+and the store keeps as the perf benchmark's ``details`` (schema ``assay.bench.perf/1``; every
+name is in docs/bench.md).
+
+:class:`PerfSummary` is the run (endpoint, settings, instrument, cost) and its :class:`PerfPoint`
+list; a point holds its requests, throughputs, one :class:`Distribution` per figure (``ttft``,
+``itl``, ``e2e``, ...), its token counts, its SLO attainment and its :class:`Validity` verdict.
+Defaults are what the readers assumed when a key was missing (see :mod:`assay.bench.summary`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from assay.bench.summary import Num, Summary, SummaryModel
+
+SCHEMA = "assay.bench.perf/1"       # the tag perf summaries are written and stored with (stored.SCHEMA)
+
+
+class Distribution(SummaryModel):
+    """One figure over a point's completed requests: count, mean, percentiles, extremes, and the
+    95% intervals of the mean and the percentiles (``ci[stat] = [low, high]``)."""
+
+    BLOCKS: ClassVar[tuple[str, ...]] = ("ci",)
+    n: int | None = None
+    mean: Num | None = None
+    p50: Num | None = None
+    p90: Num | None = None
+    p95: Num | None = None
+    p99: Num | None = None
+    min: Num | None = None
+    max: Num | None = None
+    ci: dict[str, list[Num | None] | None] = {}
+    ci_method: dict[str, Any] | None = None
+
+    def stat(self, name: str) -> Num | None:
+        """``mean``, ``p50`` ... by name (``None`` for a name it does not hold)."""
+        v = getattr(self, name, None)          # a named field, or a key the model does not name
+        return v if isinstance(v, (int, float)) else None
+
+    def interval(self, name: str) -> list[Num | None] | None:
+        """The 95% interval of ``name`` as stored, or ``None``."""
+        return self.ci.get(name)
+
+
+class Requests(SummaryModel):
+    """What a point sent: ``ok`` and ``failed`` requests, failures counted by cause."""
+
+    BLOCKS: ClassVar[tuple[str, ...]] = ("failures",)
+    sent: int | None = None
+    ok: int | None = None
+    failed: int | None = 0
+    failures: dict[str, int] = {}
+
+
+class Tokens(SummaryModel):
+    """A point's token counts: totals and means over completed requests, where the counts came
+    from, and the requests whose counts disagree."""
+
+    BLOCKS: ClassVar[tuple[str, ...]] = ("examples",)
+    input_total: Num | None = None
+    output_total: Num | None = None
+    input_mean: Num | None = None
+    output_mean: Num | None = None
+    usage_from: str | None = None
+    disagreements: int | None = 0
+    examples: list[dict[str, Any]] = []
+
+
+class Lag(SummaryModel):
+    """A client delay's spread, in ms."""
+
+    p50: Num | None = None
+    p99: Num | None = None
+    max: Num | None = None
+
+
+class Validity(SummaryModel):
+    """Whether the client, not the server, set a point's figures (``valid``), and why not."""
+
+    BLOCKS: ClassVar[tuple[str, ...]] = ("reasons",)
+    valid: bool | None = None
+    reasons: list[str] = []
+    clock: str | None = None
+    kernel_stamped: Num | None = None
+    schedule_lag_ms: Lag | None = None
+    turnaround_ms: Lag | None = None
+    loop_lag_ms: Lag | None = None
+    client_cpu_s: Num | None = None
+    cpu_per_token_us: Num | None = None
+
+
+class PerfPoint(SummaryModel):
+    """One load point: a concurrency (closed loop) or a request rate (open loop); neither is a
+    sequential point (concurrency 1)."""
+
+    BLOCKS: ClassVar[tuple[str, ...]] = ("requests", "metrics", "tokens", "validity")
+    concurrency: Num | None = None
+    rate: Num | None = None
+    duration_s: Num | None = None
+    requests: Requests = Requests()
+    request_throughput: Num | None = None
+    output_throughput: Num | None = None
+    total_token_throughput: Num | None = None
+    metrics: dict[str, Distribution] = {}
+    latency_index: Num | None = None
+    throughput_index: Num | None = None
+    tokens: Tokens = Tokens()
+    slo: dict[str, Any] | None = None           # the objectives as given (in their order), attainment, goodput
+    validity: Validity = Validity()
+
+    def metric(self, name: str) -> Distribution:
+        """The distribution of ``name`` (an empty one where the point has none)."""
+        return self.metrics.get(name) or Distribution()
+
+    def throughput(self, name: str) -> Num | None:
+        """``request_throughput``, ``output_throughput`` or ``total_token_throughput``."""
+        v = getattr(self, name, None)
+        return v if isinstance(v, (int, float)) else None
+
+
+class PerfSettings(SummaryModel):
+    """The workload a run was asked for."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    requests: int | None = None
+    duration: Num | None = None
+    warmup: int | None = None
+    shared_prefix: int | None = None
+    burstiness: Num | None = None
+    seed: int | None = None
+    timeout: Num | None = None
+    stall_timeout: Num | None = None
+    slo: dict[str, Any] | None = None
+    ignore_eos: bool | None = None
+    concurrency: list[int] | None = None
+    rates: list[Num] | None = None
+    sweep: dict[str, Any] | None = None
+
+    def get(self, name: str) -> Any:
+        """A setting by name (``None`` where it was not recorded)."""
+        return getattr(self, name, None)       # a named field, or a key the model does not name
+
+
+class Tokenizer(SummaryModel):
+    source: str | None = None
+    model_tokens: bool | None = None
+
+
+class Repeat(SummaryModel):
+    """A scheduled repeat's place in its track."""
+
+    index: int | None = None
+    of: int | None = None
+    every: Num | None = None
+
+
+class PerfCost(SummaryModel):
+    """What the run cost when it ran: the price in force, its source, the tokens and the USD."""
+
+    price_per_1m: list[Num] | None = None
+    source: str | None = None
+    estimated_cost_per_1m: Num | None = None
+    input_tokens: Num | None = None
+    output_tokens: Num | None = None
+    usd: Num | None = None
+
+
+class PerfSummary(Summary):
+    """A perf run's summary (``assay.bench.perf/1``)."""
+
+    TAG: ClassVar[str] = SCHEMA
+    KIND: ClassVar[str] = "perf"
+    BLOCKS: ClassVar[tuple[str, ...]] = ("settings", "tokenizer", "notes", "points")
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    id: str | None = None
+    name: str | None = None
+    created_at: Num | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    api: str | None = None
+    stream: bool | None = None
+    mode: str | None = None
+    settings: PerfSettings = PerfSettings()
+    tokenizer: Tokenizer = Tokenizer()
+    clock: str | None = None
+    client: dict[str, Any] | None = None
+    notes: list[str] = []
+    track: str | None = None
+    repeat: Repeat | None = None
+    cost: PerfCost | None = None
+    points: list[PerfPoint] = []
+
+
+__all__ = ["Distribution", "Lag", "PerfCost", "PerfPoint", "PerfSettings", "PerfSummary", "Repeat",
+           "Requests", "SCHEMA", "Tokenizer", "Tokens", "Validity"]
