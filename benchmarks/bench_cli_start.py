@@ -69,7 +69,7 @@ def env_for(src: str | None) -> dict[str, str]:
     return env
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--repeat", type=int, default=7, help="runs of each command; the best is kept (default 7)")
     ap.add_argument("--src", default=str(ROOT / "src"), help="the assay source to time (default: this checkout's)")

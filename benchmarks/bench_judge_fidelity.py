@@ -156,7 +156,7 @@ def fit_support_cut(*case_sets: list[Any]) -> dict[str, Any]:
     return cal
 
 
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
     from assay.engine.judge_check import SETS, load_cases
     from assay.judges.embedded_relevance import available
     from assay.judges.scorers import SCORERS, card

@@ -217,7 +217,7 @@ def line(label: str, calls: int, concurrency: int, latency: float, r: dict[str, 
     return row
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--rerun", help=argparse.SUPPRESS)

@@ -180,7 +180,7 @@ class TokenizerProxy:
     Tokenizing uses the GGUF's vocabulary through llama.cpp itself, with special tokens parsed,
     as the server does with a text prompt, so token counts agree with the server's echo."""
 
-    def __init__(self, gguf: Path, upstream: str, *, fresh: bool = True) -> None:
+    def __init__(self, gguf: Path, upstream: str, *, fresh: bool = True) -> None:  # noqa: C901
         import llama_cpp
 
         self.fresh = fresh
@@ -480,7 +480,7 @@ def reason(lm: dict, az: dict, metric: str, tol: float) -> str:
     return "scoring differs (same prompt, answer/logliks and extraction)"
 
 
-def compare(lm: dict[str, dict], az: dict[str, dict], tol: float) -> list[dict]:
+def compare(lm: dict[str, dict], az: dict[str, dict], tol: float) -> list[dict]:  # noqa: C901
     """Per-task metrics side by side and every (item, metric) whose score differs."""
     diffs: list[dict] = []
     print()

@@ -42,7 +42,7 @@ def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
     return p, r, f
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=str(ROOT / "benchmarks/data/safety_labeled.jsonl"))
     ap.add_argument("--rules-only", action="store_true")

@@ -242,7 +242,7 @@ def bench_writes(n: int, batch: int, repeat: int) -> list[float]:
     return out
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)

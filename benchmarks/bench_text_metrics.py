@@ -140,7 +140,7 @@ def punkt_data_dir() -> str | None:
     return root if _write_punkt(root) else None
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--words", type=int, default=50)
@@ -155,7 +155,9 @@ def main(argv=None) -> int:
     if data_dir:
         os.environ["NLTK_DATA"] = data_dir
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
-    from assay.metrics.text import lexical as text, punkt as _punkt, word_tokenize as _word_tokenize
+    from assay.metrics.text import lexical as text
+    from assay.metrics.text import punkt as _punkt
+    from assay.metrics.text import word_tokenize as _word_tokenize
 
     pairs = make_pairs(args.rows, args.words)
     n_words = sum(len(a.split()) + len(b.split()) for a, b in pairs) / (2 * len(pairs))
@@ -186,8 +188,8 @@ def main(argv=None) -> int:
     ref_pairs = pairs[: args.ref_rows]
     refs["f1_score"] = timed(squad_f1_reference, ref_pairs, 1)
     try:
-        from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
         from nltk.tokenize import word_tokenize
+        from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
         sm = SmoothingFunction().method4
         try:
@@ -236,7 +238,8 @@ def main(argv=None) -> int:
 
 def native_vs_python(pairs, repeat: int, clear) -> int:
     """µs/row of the compiled n-gram/LCS functions and of their Python twins, side by side."""
-    from assay.metrics.text import lcs, lexical as text, native
+    from assay.metrics.text import lcs, native
+    from assay.metrics.text import lexical as text
 
     mod = native.load("ngram_native")
     if mod is None:

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from assay.metrics.text import native, word_tokenize as wt
+from assay.metrics.text import native
+from assay.metrics.text import word_tokenize as wt
 
 
 def load_texts(path: str | None, pairs: int) -> list[str]:

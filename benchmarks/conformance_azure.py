@@ -199,7 +199,7 @@ def _edit(rng: random.Random, text: str, rate: float) -> str:
     return " ".join(out)
 
 
-def make_pairs(n: int, seed: int) -> list[dict]:
+def make_pairs(n: int, seed: int) -> list[dict]:  # noqa: C901
     rng = random.Random(seed)
     kinds = [("ascii", 0.28), ("near_duplicate", 0.14), ("identical", 0.05), ("punctuation", 0.07),
              ("accented", 0.11), ("cjk", 0.08), ("emoji", 0.06), ("empty_or_space", 0.05), ("long", 0.04),
@@ -393,7 +393,7 @@ def _short(s: str, n: int = 90) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def compare(pairs, azure, ours) -> bool:
+def compare(pairs, azure, ours) -> bool:  # noqa: C901
     metrics = ["f1_score", "bleu", "gleu", "meteor", *ROUGE_TYPES]
     ok = True
     print(f"{'metric':16s} {'compared':>8s} {'max|diff|':>10s} {'>1e-9':>6s} {'deliberate':>10s} "

@@ -10,9 +10,10 @@ import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 

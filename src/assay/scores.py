@@ -11,8 +11,9 @@ threshold`` otherwise, never the integer part of the score.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 Status = Literal["completed", "skipped", "error"]
 Result = Literal["pass", "fail", "unknown", "not_applicable"]
@@ -40,14 +41,14 @@ class Score:
                         self.threshold, self.properties))
 
     @classmethod
-    def skipped(cls, reason: str) -> "Score":
+    def skipped(cls, reason: str) -> Score:
         return cls(result="not_applicable", reason=reason, status="skipped")
 
     @classmethod
-    def error(cls, reason: str, **properties: Any) -> "Score":
+    def error(cls, reason: str, **properties: Any) -> Score:
         return cls(result="unknown", reason=reason, status="error", properties=properties)
 
-    def judged(self, threshold: float | None, higher_is_better: bool) -> "Score":
+    def judged(self, threshold: float | None, higher_is_better: bool) -> Score:
         """Fill ``score``, ``threshold``, ``passed`` and ``result`` from ``value``."""
         if self.status != "completed":
             return self

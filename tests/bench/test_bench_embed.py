@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assay.bench.embed.run import EmbedConfig, run_embed, stored_units
 from assay.bench.embed.compare import compare_embed
 from assay.bench.embed.metrics import main_statistic
+from assay.bench.embed.run import EmbedConfig, run_embed, stored_units
 from assay.bench.embed.tasks import load_embed_tasks
 from assay.errors import AssayError
 from assay.models import resolve

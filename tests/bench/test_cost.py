@@ -12,8 +12,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from assay.bench.cost import (benchmark_cost, cost_index, estimated_cost, eval_run_cost, judge_model_name, price_rows,
-                              price_usage, stored_costs, tokens_cost)
+from assay.bench.cost import (
+    benchmark_cost,
+    cost_index,
+    estimated_cost,
+    eval_run_cost,
+    judge_model_name,
+    price_rows,
+    price_usage,
+    stored_costs,
+    tokens_cost,
+)
 from assay.bench.perf.stored import benchmark_tokens
 from assay.errors import AssayError
 from assay.models import LimitedModel, Limiter, OpenAICompat, build_judge

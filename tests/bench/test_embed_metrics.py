@@ -9,10 +9,24 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from assay.bench.embed.metrics import (DEFAULT_MAIN_SCORES, RETRIEVAL_K, main_statistic, pair_scores,
-                                       retrieval_scores, score_task, unit_count)
-from assay.bench.embed.tasks import (ClassificationData, ClusteringData, PairData, RerankData, RetrievalData,
-                                     StsData, SummarizationData)
+from assay.bench.embed.metrics import (
+    DEFAULT_MAIN_SCORES,
+    RETRIEVAL_K,
+    main_statistic,
+    pair_scores,
+    retrieval_scores,
+    score_task,
+    unit_count,
+)
+from assay.bench.embed.tasks import (
+    ClassificationData,
+    ClusteringData,
+    PairData,
+    RerankData,
+    RetrievalData,
+    StsData,
+    SummarizationData,
+)
 
 
 def task(kind, data, main=None):
@@ -153,8 +167,7 @@ def test_pair_threshold_never_splits_tied_scores():
 
 def test_pair_task_agrees_with_sklearn():
     from sklearn.metrics import average_precision_score
-    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, \
-        paired_manhattan_distances
+    from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
 
     rng = np.random.default_rng(3)
     a, b = rng.normal(size=(40, 6)), rng.normal(size=(40, 6))

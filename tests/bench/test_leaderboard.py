@@ -8,15 +8,15 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 
 from assay.bench.board import MISSING, Leaderboard, build_leaderboard, format_value, pareto_front
 from assay.errors import AssayError
-
 from tests.helpers.leaderboard_data import build_board_store
 
 SVG = "{http://www.w3.org/2000/svg}"

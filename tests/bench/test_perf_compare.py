@@ -7,13 +7,22 @@ import numpy as np
 import pytest
 
 from assay.bench.kinds import store_benchmark
-from assay.bench.perf.compare import (FASTER, SLOWER, STATS, UNCLEAR, compare_perf, compare_points, point_key,
-                                      point_label, track_aggregate, verdict)
+from assay.bench.perf.compare import (
+    FASTER,
+    SLOWER,
+    STATS,
+    UNCLEAR,
+    compare_perf,
+    compare_points,
+    point_key,
+    point_label,
+    track_aggregate,
+    verdict,
+)
 from assay.bench.perf.figures import COMPARED as METRICS
 from assay.errors import AssayError
 from assay.stats import BOOTSTRAP_MAX_N, bootstrap_diff, bootstrap_draws
 from assay.store import Store
-
 from tests.helpers.perfdata import make_run
 
 

@@ -13,7 +13,7 @@ import pytest
 from assay.bench.perf import measure as M
 from assay.bench.perf.run import gamma_schedule
 from assay.bench.perf.stream import Exchange, decode
-from assay.bench.perf.workload import bundled_counter, build_prompts
+from assay.bench.perf.workload import build_prompts, bundled_counter
 
 
 def sse(events: list[dict | str]) -> list[bytes]:

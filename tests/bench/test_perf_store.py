@@ -15,7 +15,6 @@ from assay.bench.kinds import store_benchmark
 from assay.errors import AssayError
 from assay.store import Store
 from assay.store import schema as S
-
 from tests.helpers.perfdata import make_run, perf_postgres_url  # noqa: F401  (a fixture)
 
 

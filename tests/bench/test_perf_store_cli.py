@@ -11,7 +11,6 @@ import pytest
 
 from assay.bench.kinds import store_benchmark
 from assay.store import Store
-
 from tests.helpers.perfdata import HOSTILE, make_run
 
 

@@ -11,8 +11,6 @@ import asyncio
 import numpy as np
 import orjson
 import pytest
-from leaderboard_data import PIPELINE, TASKS, embed_result
-from perfdata import make_run
 
 from assay.bench.embed.run import EmbedConfig, run_embed
 from assay.bench.embed.stored import SCHEMA as EMBED_SCHEMA
@@ -25,6 +23,8 @@ from assay.bench.quality.stored import SCHEMA as QUALITY_SCHEMA
 from assay.bench.quality.stored import headline
 from assay.bench.quality.summary import QualityHeadline, QualitySummary
 from assay.errors import AssayError
+from tests.helpers.leaderboard_data import PIPELINE, TASKS, embed_result
+from tests.helpers.perfdata import make_run
 
 JSON_OPT = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
 

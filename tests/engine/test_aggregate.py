@@ -3,8 +3,8 @@
 import numpy as np
 
 from assay.engine.aggregate import Accumulator
-from assay.stats import BOOTSTRAP_MAX_N, confidence_interval
 from assay.metrics.base import Score
+from assay.stats import BOOTSTRAP_MAX_N, confidence_interval
 
 
 def test_bootstrap_interval_matches_normal_theory_roughly():

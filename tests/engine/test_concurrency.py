@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
 import assay
-
 from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 

@@ -16,7 +16,6 @@ from assay.engine import run as engine_run
 from assay.engine.plan import PLAN_WINDOW, describe_plan, make_plan
 from assay.metrics.base import REGISTRY, load_builtin_metrics
 from assay.records import Record
-
 from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 # A Databricks-style evaluation set: some requests carry an expected answer, others do not.

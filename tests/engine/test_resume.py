@@ -17,7 +17,6 @@ import assay
 from assay.engine import run as engine_run
 from assay.errors import AssayError
 from assay.store import Store
-
 from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 ROWS = [{"query": f"question {i}", "response": f"answer {i} with {i % 7} words", "ground_truth": f"answer {i % 5}"}

@@ -54,7 +54,7 @@ class FakeOpenAI:
     def push(self, *actions: Any) -> None:
         self.script.extend(actions)
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         ready = threading.Event()
 
         def run() -> None:
@@ -93,7 +93,7 @@ class FakeOpenAI:
         self._thread.join(10)  # type: ignore[union-attr]
 
     # -- serving --------------------------------------------------------------------------------
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:  # noqa: C901
         try:
             while True:
                 line = await reader.readline()

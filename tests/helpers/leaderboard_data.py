@@ -17,7 +17,6 @@ from assay.bench.quality.run import QualityConfig, run_quality
 from assay.bench.quality.stored import headline
 from assay.models.price_table import load_table
 from assay.store import open_store
-
 from tests.helpers.perfdata import make_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
 from assay.stats import bootstrap_draws, confidence_interval
-
 from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 HOSTILE = "<script>alert(1)</script>"

@@ -47,7 +47,7 @@ class PostgresServer:
     def url(self) -> str:
         return f"postgresql://assay@127.0.0.1:{self.port}/assay"
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         self._run(f"{self.bin}/initdb", "-D", self.data, "-U", "assay", "--auth=trust", "-E", "UTF8")
         self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "log"), "-w", "-o",
                   f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off", "start")

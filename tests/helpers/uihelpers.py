@@ -7,9 +7,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -12,10 +12,31 @@ import re
 
 import pytest
 
-from assay.judges.prompt import (BASE_BLOCKS, PLACEHOLDER, PREAMBLE, PROMPTS_DIR, REMINDER, TOOL_TEXT_LIMIT,
-                                 UNREADABLE, Prompt, answer_format, block, call_parts, document_text, field_text,
-                                 key_format, load_prompt, message_text, neutralise, parse_prompt, reask, render,
-                                 template_text, tool_call_text, tool_definition_text)
+from assay.judges.prompt import (
+    BASE_BLOCKS,
+    PLACEHOLDER,
+    PREAMBLE,
+    PROMPTS_DIR,
+    REMINDER,
+    TOOL_TEXT_LIMIT,
+    UNREADABLE,
+    Prompt,
+    answer_format,
+    block,
+    call_parts,
+    document_text,
+    field_text,
+    key_format,
+    load_prompt,
+    message_text,
+    neutralise,
+    parse_prompt,
+    reask,
+    render,
+    template_text,
+    tool_call_text,
+    tool_definition_text,
+)
 from assay.records import Document, Message
 
 TEMPLATE = parse_prompt("[system]\nJudge the response to {{ query }}.\n[user]\n"

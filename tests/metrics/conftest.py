@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.fake_openai_server import FakeOpenAI
-
 from assay.models import LimitedModel, Limiter, OpenAICompat, RetryPolicy
+from tests.helpers.fake_openai_server import FakeOpenAI
 
 
 def make_judge(fake: FakeOpenAI, cache: Any = None) -> LimitedModel:

@@ -2,8 +2,7 @@
 
 import pytest
 
-from assay.metrics.base import (REGISTRY, Score, UnknownMetricError, get_metric, metric, plan_auto,
-                                resolve)
+from assay.metrics.base import REGISTRY, Score, UnknownMetricError, get_metric, metric, plan_auto, resolve
 from assay.records import Record
 
 

@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_text import lcs_dp  # the textbook LCS table
 
 from assay.metrics.text import lcs, lexical, native
-from test_text import lcs_dp  # the textbook LCS table
 
 ROOT = Path(__file__).resolve().parents[2]
 C = native.load("ngram_native")

@@ -21,11 +21,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from assay.metrics.text import native, punkt, word_tokenize as wt
-
 import test_text
-from test_text import PUNCT, SPECIAL, SPACES, UNICODE, WORDS, gen_pairs, gen_text
+from test_text import PUNCT, SPACES, SPECIAL, UNICODE, WORDS, gen_pairs, gen_text
+
+from assay.metrics.text import native, punkt
+from assay.metrics.text import word_tokenize as wt
 
 nltk_data = test_text.nltk_data  # the fixture: NLTK with the English Punkt model, offline
 

@@ -11,9 +11,9 @@ import pytest
 import assay
 from assay.engine.aggregate import Accumulator, defect_settings
 from assay.errors import AssayError
-from assay.metrics.safety import rules as emb
-from assay.metrics.safety import harms as sm
 from assay.metrics.base import GROUPS, REGISTRY, EvalContext, Score, get_metric, load_builtin_metrics, resolve
+from assay.metrics.safety import harms as sm
+from assay.metrics.safety import rules as emb
 from assay.records import Document, Record
 
 load_builtin_metrics()

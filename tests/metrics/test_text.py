@@ -18,8 +18,11 @@ from collections import Counter
 
 import pytest
 
-from assay.metrics.text import lcs as _lcs, punkt as _punkt, word_tokenize as _word_tokenize, lexical as text
 from assay.metrics.base import GROUPS, REGISTRY, load_builtin_metrics, plan_auto, resolve
+from assay.metrics.text import lcs as _lcs
+from assay.metrics.text import lexical as text
+from assay.metrics.text import punkt as _punkt
+from assay.metrics.text import word_tokenize as _word_tokenize
 from assay.records import Record
 
 ROUGE_NAMES = ["rouge1", "rouge2", "rouge3", "rouge4", "rouge5", "rougeL"]

@@ -8,7 +8,8 @@ import string
 import subprocess
 import sys
 
-from assay.metrics.text import lexical, word_tokenize as wt
+from assay.metrics.text import lexical
+from assay.metrics.text import word_tokenize as wt
 
 ASCII = [chr(c) for c in range(128)]
 

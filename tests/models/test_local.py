@@ -17,9 +17,9 @@ pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: run 
                     "scripts/install_local_backend.sh .venv/bin/python (make test does)")
 
 from assay.errors import AssayError  # noqa: E402
-from assay.models import build_judge, parse_judge_spec  # noqa: E402
 from assay.judges import score_from_distribution  # noqa: E402
 from assay.judges.parse import LogprobScore, Scale  # noqa: E402
+from assay.models import build_judge, parse_judge_spec  # noqa: E402
 from assay.models.base import ChatModel, ModelCallError, read_distribution  # noqa: E402
 from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path  # noqa: E402
 from assay.models.local import LlamaCppModel  # noqa: E402

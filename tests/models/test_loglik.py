@@ -13,8 +13,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: run "
                     "scripts/install_local_backend.sh .venv/bin/python (make test does)")
 
-from assay.models.base import (Generation, ModelCallError, gives_logliks, loglik_generation,  # noqa: E402
-                               read_logliks)
+from assay.models.base import Generation, ModelCallError, gives_logliks, loglik_generation, read_logliks  # noqa: E402
 from assay.models.cache import CallCache  # noqa: E402
 from assay.models.embedded import embedded_judge  # noqa: E402
 from assay.models.limited import LimitedModel  # noqa: E402

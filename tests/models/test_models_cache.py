@@ -12,8 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from assay.models import (CallCache, Generation, LimitedModel, Limiter, ModelCallError, OpenAICompat, TokenUsage,
-                          call_key, open_cache)
+from assay.models import (
+    CallCache,
+    Generation,
+    LimitedModel,
+    Limiter,
+    ModelCallError,
+    OpenAICompat,
+    TokenUsage,
+    call_key,
+    open_cache,
+)
 from assay.models.cache import default_cache_path
 
 KEY = "sk-cache-test-SECRET-9f8e7d6c5b4a"

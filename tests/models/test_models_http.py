@@ -9,7 +9,6 @@ import pytest
 
 from assay.models import LimitedModel, Limiter, ModelCallError, OpenAICompat
 from assay.models.http import LeanHTTP
-
 from tests.helpers.fake_openai_server import chat_json
 
 MSG = [{"role": "user", "content": "Rate in JSON."}]

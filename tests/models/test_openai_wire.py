@@ -11,11 +11,29 @@ import numpy as np
 import pytest
 
 from assay.models.base import NO_LOGLIKS, ModelCallError
-from assay.models.openai_wire import (REASONING_MIN_COMPLETION_TOKENS, NoPromptLogprobs, chat_body, completions_body,
-                                      decode_base64, drop_rejected, echo_body, embeddings_body, error_code,
-                                      error_message, first_choice, http_error, mentions_json, not_json_error,
-                                      parse_retry_after, read_completion, read_echo, read_embedding_batch,
-                                      read_embeddings, read_generation, read_logprobs)
+from assay.models.openai_wire import (
+    REASONING_MIN_COMPLETION_TOKENS,
+    NoPromptLogprobs,
+    chat_body,
+    completions_body,
+    decode_base64,
+    drop_rejected,
+    echo_body,
+    embeddings_body,
+    error_code,
+    error_message,
+    first_choice,
+    http_error,
+    mentions_json,
+    not_json_error,
+    parse_retry_after,
+    read_completion,
+    read_echo,
+    read_embedding_batch,
+    read_embeddings,
+    read_generation,
+    read_logprobs,
+)
 
 MSG = [{"role": "user", "content": "Answer in JSON."}]
 PLAIN = [{"role": "user", "content": "Rate it."}]

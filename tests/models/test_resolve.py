@@ -12,9 +12,21 @@ import assay.models.embedded
 from assay.engine.evaluate import resolve_judge
 from assay.engine.target import EndpointApp, Target, load_target
 from assay.errors import AssayError
-from assay.models import (ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, LimitedModel, Limiter, ModelSpec,
-                          ModelSpecError, ROLES, build_judge, parse_judge_spec, parse_model_spec, resolve,
-                          resolve_spec)
+from assay.models import (
+    ACCEPTED_FORMS,
+    ROLES,
+    JudgeSpec,
+    JudgeSpecError,
+    LimitedModel,
+    Limiter,
+    ModelSpec,
+    ModelSpecError,
+    build_judge,
+    parse_judge_spec,
+    parse_model_spec,
+    resolve,
+    resolve_spec,
+)
 from assay.models.base import Generation, TokenUsage
 from assay.simulate.conversation import resolve_model
 

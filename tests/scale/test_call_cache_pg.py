@@ -5,17 +5,15 @@ never the run; and where the Ray engine's workers keep their cache (:func:`worke
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from assay.errors import AssayError
-from assay.models import Limiter, LimitedModel, OpenAICompat, PgCallCache, open_cache
+from assay.models import LimitedModel, Limiter, OpenAICompat, PgCallCache, open_cache
 from assay.models.base import Generation, TokenUsage
 from assay.models.cache import PG_CALLS, CacheError, CallCache, call_key, embed_key
-
 from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL cache needs psycopg (pip install 'assay[postgres]')")

@@ -259,10 +259,10 @@ class FakeChat:
 # -- block leases, against an in-process stand-in for the actor's handle ----------------------------
 
 class _Method:
-    def __init__(self, handle: "LocalHandle", name: str) -> None:
+    def __init__(self, handle: LocalHandle, name: str) -> None:
         self.handle, self.name = handle, name
 
-    def remote(self, *args: Any) -> "asyncio.Future[Any]":
+    def remote(self, *args: Any) -> asyncio.Future[Any]:
         """As a Ray call: scheduled on the loop, answered later, whether awaited or not."""
         self.handle.sent.append(self.name)
         if self.handle.gone:

@@ -12,7 +12,6 @@ from assay.engine.target import EndpointApp, Target
 from assay.errors import AssayError
 from assay.records import Record
 from assay.simulate import simulate_adversarial, simulate_jailbreak
-
 from tests.helpers.fake_openai_server import chat_json
 
 

@@ -5,8 +5,12 @@ import json
 import pytest
 
 from assay.errors import AssayError
-from assay.simulate.jailbreak import (attach_jailbreak_defect_rate, format_jailbreak, jailbreak_defect_rate,
-                                      jailbreak_figures)
+from assay.simulate.jailbreak import (
+    attach_jailbreak_defect_rate,
+    format_jailbreak,
+    jailbreak_defect_rate,
+    jailbreak_figures,
+)
 
 # Five pairs scored on violence (threshold 4):
 #   p1: 1 / 5  -> jailbreak only        p2: 5 / 6 -> both

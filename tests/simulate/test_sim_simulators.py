@@ -8,7 +8,6 @@ import pytest
 from assay.formats import open_dataset
 from assay.simulate import simulate_adversarial, simulate_jailbreak, simulate_users
 from assay.simulate.conversation import clean_message
-
 from tests.helpers.simhelpers import ScriptedModel, echo_app
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 
 from assay.store import Store
-
 from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 

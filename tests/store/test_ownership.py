@@ -23,8 +23,8 @@ from assay.errors import AssayError
 from assay.metrics.base import Score
 from assay.store import Store, StoredRow
 from assay.store import schema as S
-from tests.helpers.old_stores import BEFORE_V6
 from assay.store.sessions import PID_GRACE_S, STALE_AFTER_S, is_stale, sum_usage, this_host
+from tests.helpers.old_stores import BEFORE_V6
 
 N_ROWS = 1300      # the killed run's rows
 ANSWERED = 600     # chat calls the fake judge answers before it hangs

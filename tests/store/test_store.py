@@ -234,7 +234,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
     assert "ix_scores_run_output_score" not in names
     assert st.get_run("old")["id"] == rid and st.count_rows(rid) == 5
     assert "run_columns" in sa_inspect(st.engine).get_table_names() and st.columns(rid) == {}
-    from assay.store.compare import compare_runs   # a run from before version 3 still compares
+    from assay.store.compare import compare_runs  # a run from before version 3 still compares
     again = assay.evaluate(ROWS[:5], metrics="f1_score", store=st, name="new").run["run_id"]
     assert compare_runs(st, [rid, again])["metrics"][0]["deltas"][1]["delta"] == 0
 

@@ -13,7 +13,6 @@ from sqlalchemy import update
 import assay
 from assay.store import Store
 from assay.store import schema as S
-
 from tests.helpers.uihelpers import XSS_SCRIPT, make_rows
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 import assay
 from assay.store import Store
 from assay.ui.render import PREVIEW_CHARS, agent_view
-
 from tests.helpers.uihelpers import XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui, tags
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "agents" / "azure_agent.jsonl"

@@ -6,8 +6,9 @@ payloads."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
@@ -17,7 +18,6 @@ from assay.bench.kinds import store_benchmark
 from assay.store import Store
 from assay.ui.bench_charts import latency_cdf, metric_vs_load, perf_charts
 from assay.ui.server import create_app
-
 from tests.helpers.perfdata import HOSTILE, make_run
 from tests.helpers.uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui
 

@@ -11,8 +11,9 @@ no dialog fired and ``window.__xss`` stays undefined. Screenshots: tests/ui/arti
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

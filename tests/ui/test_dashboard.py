@@ -11,8 +11,7 @@ from fastapi.testclient import TestClient
 
 from assay.store import queries as Q
 from assay.ui.server import create_app
-
-from tests.helpers.uihelpers import N, XSS_SCRIPT, assert_escaped
+from tests.helpers.uihelpers import XSS_SCRIPT, N, assert_escaped
 
 
 @pytest.fixture(scope="module")
@@ -287,8 +286,8 @@ def test_ui_command_refuses_other_addresses_without_a_token(monkeypatch: pytest.
     import typer
     from typer.testing import CliRunner
 
-    from assay.errors import AssayError
     from assay.cli import ui as commands
+    from assay.errors import AssayError
 
     started: list[Any] = []
 

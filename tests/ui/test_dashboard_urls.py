@@ -13,7 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assay.ui.server import create_app
-
 from tests.helpers.uihelpers import serve_ui
 
 HUGE = "9" * 40

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 from fastapi.testclient import TestClient
 
 from assay.ui.server import create_app
-
 from tests.helpers.leaderboard_data import build_board_store
 from tests.helpers.uihelpers import XSS_SCRIPT, assert_escaped, serve_ui
 

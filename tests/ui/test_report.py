@@ -9,7 +9,6 @@ from typer.testing import CliRunner
 
 from assay.cli import ui as commands
 from assay.ui.report import render_report, write_report
-
 from tests.helpers.uihelpers import N, assert_escaped, tags
 
 

@@ -20,8 +20,9 @@ A figure that is missing is ``None`` (shown "—"), never 0. Nothing is averaged
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.kinds import BenchKind, get_kind, kind_names

@@ -13,7 +13,8 @@ never 0.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from assay.bench.kinds import find_kind
 from assay.models.price_table import Price, PriceTable, active_table

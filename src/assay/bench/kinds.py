@@ -18,9 +18,10 @@ row keeps the tag it was written with.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from assay.errors import AssayError
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -52,7 +53,7 @@ def plain(text: Any) -> str:
     return _SURROGATE.sub(_surrogate, s)
 
 
-def text_arg(value: Optional[str]) -> Optional[str]:
+def text_arg(value: str | None) -> str | None:
     """A text argument that names something to keep (a run's ``--name``): bytes in it that were not UTF-8
     written as ``\\xNN``, as :func:`plain` shows them, so that the store and JSON can hold it."""
     return value if value is None or value.isprintable() else _SURROGATE.sub(_surrogate, value)
@@ -67,7 +68,7 @@ def safe(text: Any) -> str:
     return escape(plain(text))
 
 
-def pairs(values: List[str], what: str) -> dict[str, str]:
+def pairs(values: list[str], what: str) -> dict[str, str]:
     result = {}
     for v in values:
         for part in v.split(","):
@@ -109,7 +110,7 @@ def fmt(v: Any, digits: int = 3) -> str:
     return safe(v)
 
 
-def open_store(url: Optional[str]) -> Any:
+def open_store(url: str | None) -> Any:
     from assay.store import open_store as _open
 
     st = _open(url or None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -13,7 +13,7 @@ from assay.cli.common import STORE_OPT, count_rows, err, fmt, load_target, out, 
 app = typer.Typer()
 
 
-def print_summary(result: Any) -> None:
+def print_summary(result: Any) -> None:  # noqa: C901
     r = result.run
     scorers = r.get("scorers") or {}
     table = Table(title="assay results", title_justify="left")
@@ -111,36 +111,36 @@ def print_defects(metrics: dict[str, Any]) -> None:
 def eval_cmd(
     data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them; - for standard input (with --format)."),
     metrics: str = typer.Option("auto", "--metrics", "-m", help="'auto' or a comma-separated list (see `assay metrics`)."),
-    map_: List[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
-    threshold: List[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for rows.jsonl and summary.json."),
-    target: Optional[str] = typer.Option(None, "--target", help="The app to call per row: module:function, or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."),
+    map_: list[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
+    threshold: list[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
+    out_dir: Path | None = typer.Option(None, "--out", "-o", help="Folder for rows.jsonl and summary.json."),
+    target: str | None = typer.Option(None, "--target", help="The app to call per row: module:function, or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."),
     on_bad_row: str = typer.Option("fail", "--on-bad-row", help="fail: stop at the first bad row; skip: report it and go on."),
-    family: Optional[str] = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Target and judge calls in flight at once (default: the judge backend's: 32 OpenAI, 16 Azure, 8 other endpoints, 2 in-process; 16 for a target)."),
-    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, or 'embedded' (a small LLM, a smoke test). Default: $ASSAY_JUDGE, else none: judge metrics with a measured embedded scorer use it, the others are skipped."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
+    family: str | None = typer.Option(None, "--family", help="Restrict 'auto' to 'azure' or 'databricks' metrics."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Target and judge calls in flight at once (default: the judge backend's: 32 OpenAI, 16 Azure, 8 other endpoints, 2 in-process; 16 for a target)."),
+    judge: str | None = typer.Option(None, "--judge", "-j", help="Judge model: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, or 'embedded' (a small LLM, a smoke test). Default: $ASSAY_JUDGE, else none: judge metrics with a measured embedded scorer use it, the others are skipped."),
+    workers: int | None = typer.Option(None, "--workers", "-w", help="Processes for CPU-bound metrics (default: every core for 1,000+ rows)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no plan printed before the run."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="A name for this run in the store (see `assay runs`)."),
+    name: str | None = typer.Option(None, "--name", "-n", help="A name for this run in the store (see `assay runs`)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run over the same data and options."),
-    resume_from: Optional[str] = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
-    store: Optional[str] = STORE_OPT,
-    defect_threshold: Optional[str] = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds to wait for one judge call (default: $ASSAY_JUDGE_TIMEOUT, else 120). A call that times out is tried at most twice.", metavar="SECONDS"),
-    max_attempts: Optional[int] = typer.Option(None, "--max-attempts", help="Tries per judge call on 429, 5xx and connection errors (default: $ASSAY_JUDGE_MAX_ATTEMPTS, else 6).", metavar="N"),
-    max_consecutive_failures: Optional[int] = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Stop the run (resumable, exit 3) once it has spent this much, in USD: the judge's calls at its price (ASSAY_JUDGE_PRICE=IN,OUT when it is not in the price table) and the target's tokens at ASSAY_TARGET_PRICE. Resume with a higher cap.", metavar="USD"),
-    max_errors: Optional[int] = typer.Option(None, "--max-errors", help="Stop the run (resumable, exit 3) once this many rows have errored (a target error or a metric error). With --out the errored rows are in errors.jsonl.", metavar="N"),
-    data_format: Optional[str] = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
-    gate: List[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
-    min_effect: List[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),
+    resume_from: str | None = typer.Option(None, "--resume-from", help="Continue this unfinished run (id or name)."),
+    store: str | None = STORE_OPT,
+    defect_threshold: str | None = typer.Option(None, "--defect-threshold", help="Severity (0-7) from which a harm counts as a defect (default 4), or 'all' for the rate at every level 1-7."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds to wait for one judge call (default: $ASSAY_JUDGE_TIMEOUT, else 120). A call that times out is tried at most twice.", metavar="SECONDS"),
+    max_attempts: int | None = typer.Option(None, "--max-attempts", help="Tries per judge call on 429, 5xx and connection errors (default: $ASSAY_JUDGE_MAX_ATTEMPTS, else 6).", metavar="N"),
+    max_consecutive_failures: int | None = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
+    max_cost: float | None = typer.Option(None, "--max-cost", help="Stop the run (resumable, exit 3) once it has spent this much, in USD: the judge's calls at its price (ASSAY_JUDGE_PRICE=IN,OUT when it is not in the price table) and the target's tokens at ASSAY_TARGET_PRICE. Resume with a higher cap.", metavar="USD"),
+    max_errors: int | None = typer.Option(None, "--max-errors", help="Stop the run (resumable, exit 3) once this many rows have errored (a target error or a metric error). With --out the errored rows are in errors.jsonl.", metavar="N"),
+    data_format: str | None = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
+    gate: list[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
+    baseline: str | None = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
+    min_effect: list[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),
     max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
-    summary_md: Optional[Path] = typer.Option(None, "--summary-md", help="Write a Markdown summary (aggregates, gates, worst rows) here; appended when it is $GITHUB_STEP_SUMMARY."),
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
+    summary_md: Path | None = typer.Option(None, "--summary-md", help="Write a Markdown summary (aggregates, gates, worst rows) here; appended when it is $GITHUB_STEP_SUMMARY."),
+    junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
     engine: str = typer.Option("local", "--engine", help="Where rows are scored: local (this machine) or ray (a pool of Ray workers; needs pip install 'assay[ray]'). Same rows, store and result either way."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join (ray://HOST:10001, auto); default: a local Ray on every core.", metavar="ADDR"),
-    mlflow: Optional[str] = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join (ray://HOST:10001, auto); default: a local Ray on every core.", metavar="ADDR"),
+    mlflow: str | None = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
     from assay.cli import gates as ci
@@ -199,7 +199,7 @@ def refuse_all_errored(metrics: dict[str, Any]) -> None:
                             "the errors are listed above")
 
 
-def open_mlflow(uri: Optional[str], name: Optional[str]) -> Any:
+def open_mlflow(uri: str | None, name: str | None) -> Any:
     """``--mlflow``: the tracking URI and experiment, checked before the run costs anything."""
     if uri is None:
         return None
@@ -208,7 +208,7 @@ def open_mlflow(uri: Optional[str], name: Optional[str]) -> Any:
     return MlflowLog.open(uri, name)
 
 
-def log_mlflow(ml: Any, result: Any, data: str, store: Optional[str]) -> None:
+def log_mlflow(ml: Any, result: Any, data: str, store: str | None) -> None:
     """Log the finished run to MLflow; a failure is one line and exit 3 (the run itself is saved)."""
     if ml is None:
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 from assay.cli.common import fmt, open_store, out, safe
 from assay.errors import AssayError
@@ -28,8 +28,8 @@ class GateSetup:
     junit: Path | None = None
 
 
-def prepare(gate: List[str], baseline: Optional[str], min_effect: List[str], max_error_rate: float,
-            summary_md: Optional[Path], junit: Optional[Path], store: Optional[str]) -> GateSetup:
+def prepare(gate: list[str], baseline: str | None, min_effect: list[str], max_error_rate: float,
+            summary_md: Path | None, junit: Path | None, store: str | None) -> GateSetup:
     """The CI options checked, the baseline run found; :class:`AssayError` (exit 2) otherwise.
     ``--baseline`` without a regression gate means ``--gate no-regression``."""
     from assay.engine import gates as G
@@ -54,7 +54,7 @@ def prepare(gate: List[str], baseline: Optional[str], min_effect: List[str], max
     return setup
 
 
-def finish(setup: GateSetup, result: Any, store: Optional[str]) -> int:
+def finish(setup: GateSetup, result: Any, store: str | None) -> int:
     """Judge the gates on ``result``, write the reports asked for, print the gates; the exit code."""
     if not setup.gates and setup.summary_md is None and setup.junit is None:
         return 0                        # nothing asked: the gates' and reports' modules stay unloaded

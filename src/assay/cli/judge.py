@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -17,7 +17,7 @@ app = typer.Typer(no_args_is_help=True, help="Measure a judge before trusting it
 COLORS = {"separates": "green", "fails a control": "yellow", "does not separate": "red", "skipped": "yellow"}
 
 
-def _auc(block: Optional[dict[str, Any]]) -> str:
+def _auc(block: dict[str, Any] | None) -> str:
     if not block or block.get("auc") is None:
         return "—"
     ci = f" [{block['ci95_low']:.2f}–{block['ci95_high']:.2f}]" if block.get("ci95_low") is not None else ""
@@ -32,7 +32,7 @@ def _verdict(f: dict[str, Any]) -> str:
     return f"[{color}]{safe(v)}[/{color}]" if color else safe(v)
 
 
-def _cost(u: Optional[dict[str, Any]]) -> str:
+def _cost(u: dict[str, Any] | None) -> str:
     if not u:
         return "—"
     cost = u.get("cost_usd")
@@ -40,7 +40,7 @@ def _cost(u: Optional[dict[str, Any]]) -> str:
     return f"{u.get('calls', 0)} calls, {money}"
 
 
-def print_report(reports: dict[str, Any], judge_label: str, split: Optional[str]) -> None:
+def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -> None:
     table = Table(title=f"judge check: {safe(judge_label)}", title_justify="left")
     for col, kw in (("metric", {}), ("scorer", {"overflow": "fold"}), ("cases", {"justify": "right"}),
                     ("ROC AUC [95% CI]", {"justify": "right"}), ("agreement", {"justify": "right"}),
@@ -77,14 +77,14 @@ def print_report(reports: dict[str, Any], judge_label: str, split: Optional[str]
 
 @app.command("check")
 def check_cmd(
-    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics (default: every metric a shipped calibration set covers)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row."),
-    split: Optional[str] = typer.Option(None, "--split", help="held, fit or all rows of the shipped sets (default: held for the embedded scorers, all for a judge)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight (default: the backend's)."),
+    judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
+    metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics (default: every metric a shipped calibration set covers)."),
+    data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row."),
+    split: str | None = typer.Option(None, "--split", help="held, fit or all rows of the shipped sets (default: held for the embedded scorers, all for a judge)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight (default: the backend's)."),
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON instead of a table."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
     no_save: bool = typer.Option(False, "--no-save", help="Do not keep the result in the store (kept by default, "
                                                            "unless $ASSAY_STORE=off; see `assay judge list`)."),
 ) -> None:
@@ -151,11 +151,11 @@ def _figures_cell(metrics: Any) -> str:
 
 @app.command("list")
 def list_cmd(
-    judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Only the checks of this judge (its name as "
+    judge: str | None = typer.Option(None, "--judge", "-j", help="Only the checks of this judge (its name as "
                                         "`assay runs` shows it; none: the embedded scorers)."),
     limit: int = typer.Option(30, "--limit", help="At most this many checks, newest first."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """List the judge checks kept in the store, newest first."""
     from assay.engine.judge_check import ANY, NO_JUDGE_WORDS, list_checks
@@ -187,7 +187,7 @@ def show_cmd(
     ref: str = typer.Argument("latest", help="A check's ref, ref prefix, the judge's label (its latest check) or "
                                              "'latest'."),
     json_out: bool = typer.Option(False, "--json", help="Print the stored check as JSON."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Show one judge check kept in the store: its figures per metric, as `assay judge check` printed them."""
     from assay.engine.judge_check import get_check

@@ -6,7 +6,7 @@ Problems with the user's input raise :class:`~assay.errors.AssayError`: one line
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -54,13 +54,13 @@ def adversarial_cmd(
     target: str = TARGET_OPT,
     out_path: Path = typer.Option(..., "--out", "-o", help="The evaluation set to write (JSONL)."),
     scenario: str = typer.Option("adv_qa", "--scenario", "-s", help="Scenario(s), comma-separated: adv_qa, adv_conversation, adv_summarization, adv_search, adv_rewrite, adv_content_gen_ungrounded, adv_content_gen_grounded, adv_protected_material."),
-    category: Optional[str] = CATEGORY_OPT,
+    category: str | None = CATEGORY_OPT,
     max_: int = typer.Option(8, "--max", "-n", help="Conversations to simulate."),
-    turns: Optional[int] = typer.Option(None, "--turns", help="User turns per conversation (default: the scenario's)."),
+    turns: int | None = typer.Option(None, "--turns", help="User turns per conversation (default: the scenario's)."),
     seed: int = SEED_OPT,
-    attacker: Optional[str] = ATTACKER_OPT,
+    attacker: str | None = ATTACKER_OPT,
     concurrency: int = CONCURRENCY_OPT,
-    templates: Optional[Path] = TEMPLATES_OPT,
+    templates: Path | None = TEMPLATES_OPT,
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Attack the app with templated adversarial prompts (scenarios x harm categories)."""
@@ -84,14 +84,14 @@ def jailbreak_cmd(
     out_dir: Path = typer.Option(..., "--out", "-o", help="The folder to write baseline.jsonl and jailbreak.jsonl to."),
     kind: str = typer.Option("upia", "--kind", help="upia: a jailbreak prefix in the first turn; xpia: an instruction hidden in a context document."),
     scenario: str = typer.Option("adv_conversation", "--scenario", "-s", help="Scenario(s) for upia, comma-separated."),
-    category: Optional[str] = CATEGORY_OPT,
+    category: str | None = CATEGORY_OPT,
     max_: int = typer.Option(8, "--max", "-n", help="Paired prompts to simulate (each is played twice)."),
-    turns: Optional[int] = typer.Option(None, "--turns", help="User turns per conversation (default: the scenario's; 1 for xpia)."),
+    turns: int | None = typer.Option(None, "--turns", help="User turns per conversation (default: the scenario's; 1 for xpia)."),
     seed: int = SEED_OPT,
-    attacker: Optional[str] = ATTACKER_OPT,
+    attacker: str | None = ATTACKER_OPT,
     concurrency: int = CONCURRENCY_OPT,
-    templates: Optional[Path] = TEMPLATES_OPT,
-    jailbreaks: Optional[Path] = typer.Option(None, "--jailbreaks", help="A jailbreak set file (default: the built-in set)."),
+    templates: Path | None = TEMPLATES_OPT,
+    jailbreaks: Path | None = typer.Option(None, "--jailbreaks", help="A jailbreak set file (default: the built-in set)."),
     quiet: bool = QUIET_OPT,
 ) -> None:
     """Paired attack sets with and without a jailbreak (then: assay eval OUT --metrics safety)."""
@@ -116,12 +116,12 @@ def jailbreak_cmd(
 def users_cmd(
     target: str = TARGET_OPT,
     out_path: Path = typer.Option(..., "--out", "-o", help="The evaluation set to write (JSONL)."),
-    text: Optional[Path] = typer.Option(None, "--text", help="A text the users ask about (e.g. docs/faq.md)."),
-    tasks: Optional[Path] = typer.Option(None, "--tasks", help="A file of tasks, one a line (# comments)."),
-    max_: Optional[int] = typer.Option(None, "--max", "-n", help="Conversations (default: one per task, else 5)."),
+    text: Path | None = typer.Option(None, "--text", help="A text the users ask about (e.g. docs/faq.md)."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="A file of tasks, one a line (# comments)."),
+    max_: int | None = typer.Option(None, "--max", "-n", help="Conversations (default: one per task, else 5)."),
     turns: int = typer.Option(4, "--turns", help="User turns per conversation."),
     seed: int = SEED_OPT,
-    model: Optional[str] = typer.Option(None, "--model", "--attacker", help=MODEL_HELP),
+    model: str | None = typer.Option(None, "--model", "--attacker", help=MODEL_HELP),
     concurrency: int = CONCURRENCY_OPT,
     quiet: bool = QUIET_OPT,
 ) -> None:

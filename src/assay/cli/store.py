@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -21,10 +21,10 @@ app = typer.Typer()
 
 @app.command("runs")
 def runs_cmd(
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Only runs with this name."),
-    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status (running, stale, completed, interrupted, failed; stale: its process is gone)."),
+    name: str | None = typer.Option(None, "--name", "-n", help="Only runs with this name."),
+    status: str | None = typer.Option(None, "--status", help="Only runs with this status (running, stale, completed, interrupted, failed; stale: its process is gone)."),
     limit: int = typer.Option(30, "--limit", help="At most this many runs, newest first."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """List the runs in the store, newest first."""
     st = open_store(store)
@@ -58,7 +58,7 @@ def _format(value: str) -> str:
 
 @app.command("show")
 def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
-             store: Optional[str] = STORE_OPT, format_: str = FORMAT_OPT,
+             store: str | None = STORE_OPT, format_: str = FORMAT_OPT,
              errors: bool = typer.Option(False, "--errors", help="Only the run's errored rows (its dead-letter), each with the reason of every output in error, and the input rows left out as unreadable; with --format json the objects of errors.jsonl."),
              limit: int = typer.Option(100, "--limit", help="With --errors as a table: at most this many rows.")) -> None:
     """Show one run's summary (or, with --errors, its errored rows)."""
@@ -142,10 +142,10 @@ def show_errors(st: Any, r: dict[str, Any], as_json: bool, limit: int) -> None:
 
 
 @app.command("compare")
-def compare_cmd(
-    runs: List[str] = typer.Argument(..., help="Two or more runs (id, prefix or name); the first is the baseline."),
+def compare_cmd(  # noqa: C901
+    runs: list[str] = typer.Argument(..., help="Two or more runs (id, prefix or name); the first is the baseline."),
     worst: int = typer.Option(5, "--worst", help="Rows that got worse to show per metric."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
     format_: str = FORMAT_OPT,
 ) -> None:
     """Per-metric deltas with 95% confidence intervals, and the rows that got worse."""
@@ -218,9 +218,9 @@ def _score_cell(s: dict[str, Any]) -> str:
 
 
 @app.command("delete")
-def delete_cmd(runs: List[str] = typer.Argument(..., help="Runs to delete (id, prefix or name)."),
+def delete_cmd(runs: list[str] = typer.Argument(..., help="Runs to delete (id, prefix or name)."),
                yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
-               store: Optional[str] = STORE_OPT) -> None:
+               store: str | None = STORE_OPT) -> None:
     """Delete runs, their rows and scores."""
     st = open_store(store)
     found = [st.get_run(text_arg(r)) for r in runs]
@@ -238,9 +238,9 @@ def delete_cmd(runs: List[str] = typer.Argument(..., help="Runs to delete (id, p
 @app.command("export")
 def export_cmd(run: str = typer.Argument(..., help="Run id, prefix, name or 'last'."),
                output: Path = typer.Option(..., "--output", "-o", help="File to write: .jsonl, .parquet or .json."),
-               fmt: Optional[str] = typer.Option(None, "--format", "-f", help="jsonl, parquet or json (rows and aggregates); default: from the file name."),
-               layout: Optional[str] = typer.Option(None, "--layout", help="Column names: azure (azure-ai-evaluation's evaluate() names; the default for json) or assay (the rows as stored; the default for jsonl and parquet)."),
-               store: Optional[str] = STORE_OPT) -> None:
+               fmt: str | None = typer.Option(None, "--format", "-f", help="jsonl, parquet or json (rows and aggregates); default: from the file name."),
+               layout: str | None = typer.Option(None, "--layout", help="Column names: azure (azure-ai-evaluation's evaluate() names; the default for json) or assay (the rows as stored; the default for jsonl and parquet)."),
+               store: str | None = STORE_OPT) -> None:
     """Export a stored run's rows (and, for json, its aggregates)."""
     fmt = (fmt or output.suffix.lstrip(".")).lower()
     if fmt not in ("jsonl", "parquet", "json"):

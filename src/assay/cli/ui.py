@@ -11,7 +11,6 @@ import ipaddress
 import secrets
 import socket
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -41,7 +40,7 @@ def _need_ui_extra() -> None:
         raise AssayError(f"the dashboard needs the ui extra ({exc.name} is missing): pip install 'assay[ui]'") from None
 
 
-def check_bind(host: str, token: Optional[str]) -> Optional[str]:
+def check_bind(host: str, token: str | None) -> str | None:
     """The token to use: ``auto`` makes one; a host other than loopback needs one."""
     if token is not None and token.strip().lower() == "auto":
         return secrets.token_urlsafe(24)
@@ -81,8 +80,8 @@ def listen_on(host: str, port: int) -> socket.socket:
 def ui_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Anything but loopback needs --token."),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
-    store: Optional[str] = STORE_OPT,
-    token: Optional[str] = typer.Option(None, "--token", envvar="ASSAY_UI_TOKEN",
+    store: str | None = STORE_OPT,
+    token: str | None = typer.Option(None, "--token", envvar="ASSAY_UI_TOKEN",
                                         help="Require this token on every request ('auto': make one and print it)."),
 ) -> None:
     """The local dashboard: runs, rows, reasons, comparisons and trends in the browser."""
@@ -112,7 +111,7 @@ def report_cmd(
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="The HTML file to write."),
     max_rows: int = typer.Option(2000, "--max-rows", help="Rows listed in the table (the worst rows are added)."),
     worst: int = typer.Option(10, "--worst", help="Worst rows shown in full per metric output."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Write one self-contained HTML report of a run (opens offline, no script)."""
     _need_ui_extra()

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import orjson
 

@@ -15,13 +15,22 @@ import math
 import os
 import threading
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from assay.engine.budget import Budget, check_caps, prior_cost, target_price
 from assay.engine.plan import PLAN_WINDOW, Plan, make_plan, plan
-from assay.engine.run import (MAX_CONSECUTIVE_FAILURES, ChunkRunner, StoreRun, accumulators, judge_stats, judge_usage,
-                              open_run, run_config)
+from assay.engine.run import (
+    MAX_CONSECUTIVE_FAILURES,
+    ChunkRunner,
+    StoreRun,
+    accumulators,
+    judge_stats,
+    judge_usage,
+    open_run,
+    run_config,
+)
 from assay.errors import AssayError
 from assay.metrics.aggregations import apply_run_aggregations
 from assay.metrics.base import EvalContext, Metric

@@ -29,8 +29,9 @@ import difflib
 import math
 import operator
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from assay.errors import AssayError
 
@@ -264,7 +265,7 @@ def _share_interval(hits: int, n: int) -> tuple[float | None, float | None]:
     return lo, hi
 
 
-def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: "_ValueSource",
+def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: _ValueSource,
                max_error_rate: float) -> GateResult:
     stat = g.stat or "mean"
     lo = hi = None

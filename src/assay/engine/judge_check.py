@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from assay.errors import AssayError, InputError
 from assay.formats.dataset import open_dataset
@@ -111,7 +112,7 @@ def _value_text(rec: Record, name: str) -> str:
     return str(v or "")
 
 
-def cases_from_records(records: Iterable[tuple[Record, int]], cset: CalibrationSet | None, source: str,
+def cases_from_records(records: Iterable[tuple[Record, int]], cset: CalibrationSet | None, source: str,  # noqa: C901
                        *, split_of: Callable[[int], str] | None = None) -> list[Case]:
     """The cases of labelled records (each with its row number, for messages): pairs
     (``good``/``bad`` in ``extra``) or labelled rows (``label``), and the swap controls."""

@@ -28,8 +28,9 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from assay.errors import AssayError
 
@@ -147,7 +148,7 @@ class MlflowLog:
         self.client, self.uri, self.experiment, self.experiment_id = client, uri, experiment, experiment_id
 
     @classmethod
-    def open(cls, uri: str, experiment: str | None = None) -> "MlflowLog":
+    def open(cls, uri: str, experiment: str | None = None) -> MlflowLog:
         """Connect to ``uri`` and find or create the experiment; :class:`AssayError` with one
         line when MLflow is not installed, the URI is not usable or the experiment was deleted."""
         uri = (uri or "").strip()

@@ -24,11 +24,12 @@ import multiprocessing as mp
 import os
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from assay.engine.aggregate import Accumulator, defect_settings
 from assay.engine.budget import POLL_S, Budget, DeadLetter
@@ -112,7 +113,7 @@ class PackedRecords:
         return (PackedRecords, (self.rows,))
 
     @classmethod
-    def pack(cls, records: Sequence[Record]) -> "PackedRecords | None":
+    def pack(cls, records: Sequence[Record]) -> PackedRecords | None:
         rows = []
         fields = _FIELDS
         for r in records:
@@ -346,7 +347,7 @@ class Scoring:
     target: Any = None
 
     @classmethod
-    def of(cls, plan: Plan) -> "Scoring":
+    def of(cls, plan: Plan) -> Scoring:
         return cls(list(plan.metrics), dict(plan.thresholds), frozenset(plan.by_auto), plan.target)
 
     @property
@@ -451,7 +452,7 @@ class ChunkScorer:
         return filled, per_row
 
 
-def local_scorer(runner: "ChunkRunner") -> ChunkScorer:
+def local_scorer(runner: ChunkRunner) -> ChunkScorer:
     """The local engine's chunk scorer: in this process, with worker processes for the
     synchronous metrics of a large run (:func:`worker_count`; with the default number, only
     where the metrics cost enough a row to be worth sending: ``ChunkScorer(measure=True)``)."""
@@ -477,7 +478,7 @@ class ChunkRunner:
     def __init__(self, plan: Plan, ctx: EvalContext, accs: dict[tuple[str, str], Accumulator], saved: StoreRun, *,
                  out: str | Path | None = None, concurrency: int | None = None, workers: int | None = None,
                  max_consecutive_failures: int | None = MAX_CONSECUTIVE_FAILURES,
-                 usage: Callable[[], Any] | None = None, scorer: Callable[["ChunkRunner"], Any] | None = None,
+                 usage: Callable[[], Any] | None = None, scorer: Callable[[ChunkRunner], Any] | None = None,
                  budget: Budget | None = None):
         self.plan, self.ctx, self.accs, self.saved = plan, ctx, accs, saved
         self.budget = budget if budget is not None and budget.active else None   # the run's caps
@@ -537,7 +538,7 @@ class ChunkRunner:
                               target_error=row.target_error)
             self.sink.add(row.inputs, row.scores, stored=True)
 
-    async def run(self, progress: Callable[[int], None] | None = None) -> None:
+    async def run(self, progress: Callable[[int], None] | None = None) -> None:  # noqa: C901
         """Score every record not yet stored. The store records an unfinished run's status
         (``interrupted`` or ``failed``, with the error) before the exception goes on."""
         saved = self.saved

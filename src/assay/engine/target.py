@@ -20,7 +20,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.errors import AssayError
 from assay.records import CANONICAL_FIELDS, Document, Record, Usage
@@ -31,7 +32,7 @@ class TargetError(Exception):
 
 
 class Target:
-    def __init__(self, fn: "Callable[..., Any] | str"):
+    def __init__(self, fn: Callable[..., Any] | str):
         if isinstance(fn, str):
             fn = load_target(fn)
         if not callable(fn):

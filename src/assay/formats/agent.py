@@ -240,7 +240,7 @@ def _tool_message(cid: Any, value: Any, path: str, base: dict[str, Any] | None =
     return m
 
 
-def _message(m: Any, path: str, out: list[dict[str, Any]]) -> None:
+def _message(m: Any, path: str, out: list[dict[str, Any]]) -> None:  # noqa: C901
     """Append the canonical message(s) of one source element to ``out``."""
     if m.__class__ is not dict:
         raise FieldError(path, f"expected {_MSG}, got {kind(m)}")

@@ -86,7 +86,7 @@ def own_columns(row: dict[str, Any]) -> tuple[str, ...]:
     return ("messages" if "messages" in row else "conversation", "conversation_id", "id")
 
 
-def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dict[str, Any]]:
+def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dict[str, Any]]:  # noqa: C901
     """The record fields of one conversation row, one dict per assistant turn.
 
     ``base``: the canonical fields of the row's other columns (shared by the turns);

@@ -42,6 +42,7 @@ from assay.formats.fields import (
 )
 from assay.formats.mlflow_trace import load_trace, trace_fields
 
+
 def _query_fields(value: Any, path: str, strict: bool) -> dict[str, Any]:
     q, hist = request_fields(value, path, strict=strict)
     out = {"query": q, REQUEST: value}

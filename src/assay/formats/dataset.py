@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -17,8 +18,8 @@ from assay.formats.readers import (
     Malformed,
     RayDatasetSource,
     Source,
-    check_path,
     Spool,
+    check_path,
     directory_sources,
     file_source,
     is_ray_dataset,

@@ -12,7 +12,8 @@ the byte offset in the file, the one thing that finds them in a hex editor or wi
 from __future__ import annotations
 
 import codecs
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 from assay.errors import InputError
 

@@ -16,7 +16,8 @@ one combinator, :func:`container`; :func:`each` adds a check of each list elemen
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -334,7 +335,7 @@ def _first_str(d: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _document(d: dict[str, Any], path: str, retriever: bool) -> dict[str, Any]:
+def _document(d: dict[str, Any], path: str, retriever: bool) -> dict[str, Any]:  # noqa: C901
     nd = dict(d)
     if nd.get("content") is None:
         for k in ("page_content", "text", "chunk_text"):
@@ -507,7 +508,7 @@ def request_fields(value: Any, path: str, *, strict: bool) -> tuple[str | None, 
     return json_text(value), None
 
 
-def response_text(value: Any, path: str, *, strict: bool) -> str | None:
+def response_text(value: Any, path: str, *, strict: bool) -> str | None:  # noqa: C901
     """The answer text from a response in any of the Databricks / MLflow / OpenAI shapes.
 
     A string; an OpenAI chat completion (``choices[0].message.content``, or ``.text``);

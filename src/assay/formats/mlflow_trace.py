@@ -360,7 +360,7 @@ def _duration_ms(info: dict[str, Any]) -> float | None:
     return None
 
 
-def _usage(spans: list[_Span], by_id: dict[Any, _Span], info: dict[str, Any], root: _Span | None
+def _usage(spans: list[_Span], by_id: dict[Any, _Span], info: dict[str, Any], root: _Span | None  # noqa: C901
            ) -> dict[str, Any] | None:
     llm = [s for s in spans if s.type in _LLM_TYPES]
     wrapping: set[Any] = set()
@@ -427,7 +427,7 @@ def _expectations(info: dict[str, Any], path: str) -> dict[str, Any]:
     return out
 
 
-def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:
+def trace_fields(trace: dict[str, Any], path: str = "trace") -> dict[str, Any]:  # noqa: C901
     """The canonical fields a trace gives (only those it has), as plain values."""
     info = trace.get("info") or {}
     spans = _spans(trace, path)

@@ -29,7 +29,8 @@ A ``None`` value in a known column means the field is absent.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.errors import InputError
 from assay.formats import agent, azure, databricks, mlflow_trace
@@ -136,7 +137,7 @@ class Normalizer:
                 return shape.to_fields(row, base, index)
         return self.flat(row)
 
-    def flat(self, row: dict[str, Any]) -> dict[str, Any]:
+    def flat(self, row: dict[str, Any]) -> dict[str, Any]:  # noqa: C901
         if "expectations" in row:
             row = _expand_expectations(row)
         table = self.table

@@ -25,8 +25,9 @@ import re
 import sys
 import tempfile
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import orjson
 
@@ -177,7 +178,7 @@ _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
 _NON_SPACE = re.compile(r"\S")
 
 
-def _element_lines(text: str, key: str | None) -> list[int]:
+def _element_lines(text: str, key: str | None) -> list[int]:  # noqa: C901
     """File line where each element of the top-level array (or of top-level ``key``'s array) starts."""
     offsets: list[int] = []
     depth, target, last_key, prev = 0, None, None, None
@@ -322,7 +323,7 @@ class _Lines:
         self.row: list[str] = []
         self.back: list[str] = []  # lines to hand out before the file's next (last first)
 
-    def __iter__(self) -> "_Lines":
+    def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:
@@ -369,7 +370,7 @@ class CsvSource(FileSource):
     format = "csv"
     text_cells = True
 
-    def rows(self) -> Iterator[tuple[int, Any]]:
+    def rows(self) -> Iterator[tuple[int, Any]]:  # noqa: C901
         with self._open_binary() as f:
             csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
             _, offset, raw = open_lines(f, self.name)

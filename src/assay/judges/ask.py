@@ -37,15 +37,23 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from assay.judges.judge import DEFAULT_MAX_TOKENS, Judge, prompt_of
 from assay.judges.parse import LogprobScore, ParseResult, Scale, json_key, parse_score, score_from_logprobs
 from assay.judges.prompt import Prompt, answer_format, key_format, reask, render
 from assay.judges.scorers import score_without_judge
-from assay.models.base import (ChatModel, Generation, Messages, ModelCallError, TokenUsage, gives_distributions,
-                               read_distribution)
+from assay.models.base import (
+    ChatModel,
+    Generation,
+    Messages,
+    ModelCallError,
+    TokenUsage,
+    gives_distributions,
+    read_distribution,
+)
 from assay.scores import EvalContext, Score
 
 NO_JUDGE = "no judge model configured"
@@ -107,7 +115,7 @@ async def ask_parsed(model: ChatModel, messages: Messages, parse: Callable[[str]
     return out
 
 
-async def ask_score(model: ChatModel, messages: Messages, scale: "Scale | str" = "1-5", *,
+async def ask_score(model: ChatModel, messages: Messages, scale: Scale | str = "1-5", *,
                     max_tokens: int | None = None, temperature: float | None = 0.0, json_mode: bool = True,
                     logprobs: bool = False, top_logprobs: int | None = None, reask: bool = True,
                     response_format: Mapping[str, Any] | None = None) -> ScoredAnswer:
@@ -316,7 +324,7 @@ def _failed(exc: BaseException) -> str:
     return f"judge call failed: {type(exc).__name__}: {exc}"
 
 
-async def ask(model: Any, messages: list[dict[str, str]], scale: "Scale | str", *,
+async def ask(model: Any, messages: list[dict[str, str]], scale: Scale | str, *,
               ctx: EvalContext | None = None, max_tokens: int | None = None) -> Verdict:
     """One judgment (see the module docstring); never raises."""
     sc = Scale.of(scale)
@@ -401,7 +409,7 @@ async def ask_json(model: Any, messages: list[dict[str, str]], *, max_tokens: in
 
 
 async def run_judge(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any], *,
-                    template: "str | Prompt | None" = None, threshold: float | None = None) -> Score:
+                    template: str | Prompt | None = None, threshold: float | None = None) -> Score:
     """Render ``judge``'s template (or ``template``) with ``values``, ask ``ctx.judge``, and
     return the :class:`Score`; never raises. No judge: the metric's embedded scorer, else skipped
     with the reason that it needs a judge (:func:`~assay.judges.scorers.score_without_judge`)."""
@@ -417,7 +425,7 @@ async def run_judge(judge: Judge, ctx: EvalContext | None, values: Mapping[str, 
 
 
 async def ask_many(ctx: EvalContext | None, judge: Judge, values: Sequence[Mapping[str, Any]],
-                   template: "str | Prompt | None" = None) -> list[Verdict]:
+                   template: str | Prompt | None = None) -> list[Verdict]:
     """One judgment per set of values, concurrently (the judge's limiter bounds them)."""
     model = getattr(ctx, "judge", None) if ctx is not None else None
     return list(await asyncio.gather(*(

@@ -29,8 +29,9 @@ answer fails ``swap``. Nothing here calls a judge: :mod:`assay.engine.judge_chec
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,8 +8,9 @@ asking itself is in :mod:`assay.judges.ask`, the prompts in :mod:`assay.judges.p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from assay.judges.parse import Scale
 from assay.judges.prompt import Prompt, load_prompt, render
@@ -36,7 +37,7 @@ class Judge:
     """
 
     name: str
-    template: "str | Prompt"
+    template: str | Prompt
     scale: str = "1-5"
     threshold: float | None = None
     higher_is_better: bool = True
@@ -81,13 +82,13 @@ class Judge:
     def prompt(self) -> Prompt:
         return prompt_of(self.template)
 
-    def messages(self, values: Mapping[str, Any], template: "str | Prompt | None" = None) -> list[dict[str, str]]:
+    def messages(self, values: Mapping[str, Any], template: str | Prompt | None = None) -> list[dict[str, str]]:
         """The chat messages asking this judge about ``values`` (with ``template`` instead of its
         own, for judges with variants)."""
         return render(prompt_of(template) if template is not None else self.prompt, values, self.scale_obj)
 
 
-def prompt_of(template: "str | Prompt") -> Prompt:
+def prompt_of(template: str | Prompt) -> Prompt:
     return template if isinstance(template, Prompt) else load_prompt(template)
 
 

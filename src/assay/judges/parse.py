@@ -25,8 +25,9 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -53,7 +54,7 @@ class Scale:
     hi: float = 5
 
     @classmethod
-    def of(cls, spec: "Scale | str | tuple[float, float]") -> "Scale":
+    def of(cls, spec: Scale | str | tuple[float, float]) -> Scale:
         """``Scale``, ``"1-5"``, ``"1–5"``, ``"0-7"``, ``"0.0-1.0"`` (float), ``"yes/no"``, ``(1, 5)``."""
         if isinstance(spec, Scale):
             return spec
@@ -136,7 +137,7 @@ class Scale:
 class ParseResult(tuple):
     """``(value, reason, ok)``; ``.method`` says which rule matched (json, tag, text, none)."""
 
-    def __new__(cls, value: Any, reason: str | None, ok: bool, method: str = "none") -> "ParseResult":
+    def __new__(cls, value: Any, reason: str | None, ok: bool, method: str = "none") -> ParseResult:
         obj = super().__new__(cls, (value, reason, ok))
         obj.method = method
         return obj
@@ -149,7 +150,7 @@ class ParseResult(tuple):
         return f"ParseResult(value={self[0]!r}, reason={self[1]!r}, ok={self[2]}, method={self.method!r})"
 
 
-def parse_score(text: Any, scale: "Scale | str" = "1-5", *, score_keys: Sequence[str] = (),
+def parse_score(text: Any, scale: Scale | str = "1-5", *, score_keys: Sequence[str] = (),
                 reason_keys: Sequence[str] = ()) -> ParseResult:
     """Read a score and a reason from judge output; never raises (see the module doc)."""
     try:
@@ -162,7 +163,7 @@ def parse_score(text: Any, scale: "Scale | str" = "1-5", *, score_keys: Sequence
         return ParseResult(None, f"parser error: {type(exc).__name__}: {exc}", False)
 
 
-def _parse(text: Any, sc: Scale, skeys: tuple[str, ...], rkeys: tuple[str, ...]) -> ParseResult:
+def _parse(text: Any, sc: Scale, skeys: tuple[str, ...], rkeys: tuple[str, ...]) -> ParseResult:  # noqa: C901
     if text is None:
         return ParseResult(None, None, False)
     if not isinstance(text, str):
@@ -205,7 +206,7 @@ def _parse(text: Any, sc: Scale, skeys: tuple[str, ...], rkeys: tuple[str, ...])
     return ParseResult(None, reason, False)
 
 
-def _from_mapping(obj: Mapping[str, Any], sc: Scale, skeys: tuple[str, ...],
+def _from_mapping(obj: Mapping[str, Any], sc: Scale, skeys: tuple[str, ...],  # noqa: C901
                   rkeys: tuple[str, ...], depth: int = 0) -> ParseResult | None:
     low = {str(k).strip().lower(): v for k, v in obj.items()}
     reason = None
@@ -310,7 +311,7 @@ def _loads(s: str) -> Any:
     return _FAIL
 
 
-def _objects(t: str, limit: int = 20) -> list[str]:
+def _objects(t: str, limit: int = 20) -> list[str]:  # noqa: C901
     """Balanced ``{...}`` spans in order of their start, outermost first; one linear pass.
 
     Quotes are tracked only inside braces, so a stray quote in the prose around an
@@ -368,7 +369,7 @@ def _strip_tags(t: str) -> str:
 _LABEL = r"(?:score|rating|grade|verdict|answer|result|judg(?:e)?ment|decision|label)"
 
 
-def _from_text(t: str, sc: Scale) -> Any:
+def _from_text(t: str, sc: Scale) -> Any:  # noqa: C901
     if sc.kind == "yesno":
         return _yesno_from_text(t)
     # "Score: 4", "rating of **4**", "final score is 4/5"
@@ -431,7 +432,7 @@ class LogprobScore(NamedTuple):
 
 
 def score_from_logprobs(top_logprobs: Mapping[str, float] | None,
-                        scale: "Scale | str" = "1-5") -> LogprobScore | None:
+                        scale: Scale | str = "1-5") -> LogprobScore | None:
     """Expected score / P(yes) from one position's top log-probabilities; None if no scale
     token is among them. Tokens are matched after stripping spaces, SentencePiece/BPE space
     marks and case (" 4", "4", "Yes", "▁no")."""
@@ -467,7 +468,7 @@ def score_from_logprobs(top_logprobs: Mapping[str, float] | None,
 
 
 def score_from_token_logprobs(seq: Sequence[tuple[str, Mapping[str, float]]] | None,
-                              scale: "Scale | str" = "1-5") -> LogprobScore | None:
+                              scale: Scale | str = "1-5") -> LogprobScore | None:
     """Like :func:`score_from_logprobs`, at the first generated position whose chosen
     token is a scale value (the ``4`` in ``{"score": 4, ...}``)."""
     if not seq:

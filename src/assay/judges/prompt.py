@@ -24,10 +24,11 @@ follow-up when an answer could not be read.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import orjson
 
@@ -90,7 +91,7 @@ def parse_prompt(text: str) -> Prompt:
     return Prompt(sections["system"], sections["user"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> Prompt:
     """The template ``prompts/<name>.txt``."""
     return parse_prompt(template_text(name))
@@ -101,7 +102,7 @@ def template_text(name: str) -> str:
     return (PROMPTS_DIR / f"{name}.txt").read_text(encoding="utf-8")
 
 
-def field_text(name: str, value: Any) -> str:
+def field_text(name: str, value: Any) -> str:  # noqa: C901
     """A record field as the text a judge reads."""
     if value is None:
         return "(not provided)"
@@ -230,7 +231,7 @@ def block(name: str, value: Any, tag: str | None = None) -> str:
     return f"<{tag}>\n{neutralise(field_text(name, value), (tag, name))}\n</{tag}>"
 
 
-def answer_format(scale: "Scale | str") -> str:
+def answer_format(scale: Scale | str) -> str:
     """What the judge must answer with, for a scale: the one answer-format text, in the first
     prompt and in the re-ask."""
     scale = Scale.of(scale)
@@ -255,7 +256,7 @@ def reask(messages: Messages, answer: str, fmt: str) -> list[dict[str, Any]]:
             {"role": "user", "content": f"{UNREADABLE} {fmt}"}]
 
 
-def render(prompt: Prompt, values: Mapping[str, Any], scale: "Scale | str | None" = None, *,
+def render(prompt: Prompt, values: Mapping[str, Any], scale: Scale | str | None = None, *,
            output: str | None = None) -> list[dict[str, str]]:
     """Chat messages for ``prompt`` with ``values`` as tagged blocks (see the module docstring).
 

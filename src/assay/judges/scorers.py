@@ -27,10 +27,11 @@ measured figures per metric. Every score it gives carries ``scorer``, ``scorer_v
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
 from assay.judges.judge import Judge
 from assay.judges.support import support

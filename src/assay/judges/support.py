@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 __all__ = ["SUPPORT_VERSION", "STOPWORDS", "Support", "SentenceSupport", "split_sentences", "support", "terms"]
 

@@ -19,7 +19,8 @@ A run-level aggregation is called as ``fn(run, aggregates, rows, options)``:
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 Rows = Callable[[], Iterable[Mapping[str, Any]]]
 RunAggregation = Callable[[dict[str, Any], Mapping[str, Any], Rows, "Mapping[str, Any] | None"], None]

@@ -18,8 +18,9 @@ import importlib
 import inspect
 import math
 import operator
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from assay.errors import AssayError
 from assay.records import CANONICAL_FIELDS, Record

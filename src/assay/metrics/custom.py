@@ -44,8 +44,9 @@ Every one of these registers in the same registry as the built-ins (the judges t
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from assay.judges import Judge, Prompt, parse_prompt
 from assay.judges.parse import Scale
@@ -58,7 +59,7 @@ __all__ = ["judge", "guidelines_judge", "metric"]
 DEFAULT_FAMILY = ("azure", "databricks")
 
 
-def _prompt(prompt: "str | os.PathLike[str] | Prompt") -> Prompt:
+def _prompt(prompt: str | os.PathLike[str] | Prompt) -> Prompt:
     if isinstance(prompt, Prompt):
         return prompt
     if isinstance(prompt, os.PathLike):
@@ -74,7 +75,7 @@ def _check_fields(name: str, fields: Sequence[str], what: str) -> None:
                          f"(fields: {', '.join(CANONICAL_FIELDS)})")
 
 
-def judge(name: str, prompt: "str | os.PathLike[str] | Prompt", *, scale: str = "1-5",
+def judge(name: str, prompt: str | os.PathLike[str] | Prompt, *, scale: str = "1-5",
           threshold: float | None = None, inputs: Sequence[str] | None = None,
           optional: Sequence[str] = (), higher_is_better: bool = True, auto: bool = False,
           family: Sequence[str] = DEFAULT_FAMILY, description: str | None = None,
@@ -108,7 +109,7 @@ def judge(name: str, prompt: "str | os.PathLike[str] | Prompt", *, scale: str = 
         family=tuple(family), description=description or f"Custom judge {name!r} ({sc})."))
 
 
-def guidelines_judge(name: str, guidelines: "Sequence[str] | Mapping[str, Sequence[str]]", *,
+def guidelines_judge(name: str, guidelines: Sequence[str] | Mapping[str, Sequence[str]], *,
                      threshold: float = 0.5, auto: bool = False,
                      family: Sequence[str] = DEFAULT_FAMILY, description: str | None = None) -> Metric:
     """Register a yes/no judge of whether the response follows ``guidelines`` (plain sentences).

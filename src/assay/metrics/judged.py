@@ -12,7 +12,8 @@ Score}``; the default scorer renders the judge's template and asks the run's jud
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from assay.judges import Judge, run_judge
 from assay.metrics.base import REGISTRY, EvalContext, Metric, metric

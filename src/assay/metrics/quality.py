@@ -50,10 +50,10 @@ counting yes answers, and ``retrieval`` does not ask the tiny model to split int
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from assay.judges import (Judge, Verdict, ask_json, ask_many, load_prompt, merge, render, run_judge,
-                          scoring_mode)
+from assay.judges import Judge, Verdict, ask_json, ask_many, load_prompt, merge, render, run_judge, scoring_mode
 from assay.judges.scorers import NEEDS_JUDGE, score_without_judge
 from assay.judges.support import split_sentences
 from assay.metrics.base import EvalContext, Score, metric, plan_auto

@@ -29,7 +29,8 @@ response made no call.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.judges.prompt import call_parts
 from assay.metrics.base import Score, metric

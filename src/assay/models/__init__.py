@@ -73,13 +73,27 @@ _PUBLIC: dict[str, str] = {
 
 if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads these on first use
     from assay.models.backends import Backend
-    from assay.models.base import (INPUT_TYPES, ChatModel, EmbeddingBatch, EmbeddingModel, Generation, ModelCallError,
-                                   TokenUsage, distribution_generation, gives_distributions, gives_embeddings,
-                                   read_distribution)
+    from assay.models.base import (
+        INPUT_TYPES,
+        ChatModel,
+        EmbeddingBatch,
+        EmbeddingModel,
+        Generation,
+        ModelCallError,
+        TokenUsage,
+        distribution_generation,
+        gives_distributions,
+        gives_embeddings,
+        read_distribution,
+    )
     from assay.models.cache import CallCache, PgCallCache, call_key, default_cache_path, embed_key, open_cache
     from assay.models.embedded import EMBEDDED_NAME, embedded_judge, embedded_model_path
-    from assay.models.embedded_embedder import (EMBEDDED_EMBEDDER_NAME, EmbeddedEmbedder, embedded_embedder,
-                                                embedder_available)
+    from assay.models.embedded_embedder import (
+        EMBEDDED_EMBEDDER_NAME,
+        EmbeddedEmbedder,
+        embedded_embedder,
+        embedder_available,
+    )
     from assay.models.limited import CallStats, LimitedModel
     from assay.models.limiter import CircuitOpen, Limiter, RetryPolicy, SharedLimits
     from assay.models.local import LlamaCppModel
@@ -87,8 +101,15 @@ if TYPE_CHECKING:   # what type checkers see; at run time __getattr__ loads thes
     from assay.models.openai_compat import OpenAICompat
     from assay.models.pricing import judge_usage, lookup_price, parse_price
     from assay.models.roles import ROLES, Role, resolve, resolve_spec
-    from assay.models.spec import (ACCEPTED_FORMS, JudgeSpec, JudgeSpecError, ModelSpec, ModelSpecError,
-                                   parse_judge_spec, parse_model_spec)
+    from assay.models.spec import (
+        ACCEPTED_FORMS,
+        JudgeSpec,
+        JudgeSpecError,
+        ModelSpec,
+        ModelSpecError,
+        parse_judge_spec,
+        parse_model_spec,
+    )
 
 
 def __getattr__(name: str) -> Any:

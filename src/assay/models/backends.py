@@ -25,9 +25,10 @@ row; a plugin row cannot replace a built-in kind.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from assay.errors import AssayError
 

@@ -10,8 +10,9 @@ expose a ``cache_identity`` that names the model without naming a secret.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import orjson
@@ -73,7 +74,7 @@ class Generation:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], *, cached: bool = False) -> "Generation":
+    def from_dict(cls, d: Mapping[str, Any], *, cached: bool = False) -> Generation:
         u = d.get("usage") or {}
         tl = d.get("token_logprobs")
         return cls(

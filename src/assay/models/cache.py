@@ -30,8 +30,9 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import orjson
@@ -74,7 +75,7 @@ def default_cache_path() -> Path | None:
     return Path.cwd() / DEFAULT_PATH
 
 
-def open_cache(path: str | os.PathLike[str] | None = None) -> "CallCache | None":
+def open_cache(path: str | os.PathLike[str] | None = None) -> CallCache | None:
     """The call cache at ``path`` or the default location; None when turned off. A
     ``postgresql://`` URL (given, or in ``$ASSAY_CACHE``) opens a :class:`PgCallCache`."""
     if path is None:
@@ -249,7 +250,7 @@ class CallCache:
             except sqlite3.Error:
                 pass
 
-    def __enter__(self) -> "CallCache":
+    def __enter__(self) -> CallCache:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -112,7 +112,7 @@ class _Conn(asyncio.Protocol):
             w.set_exception(ConnectionError(f"connection closed mid-answer{f': {exc}' if exc else ''}"))
 
     # -- parsing ------------------------------------------------------------------------------------
-    def _parse(self, eof: bool) -> HTTPResponse | None:
+    def _parse(self, eof: bool) -> HTTPResponse | None:  # noqa: C901
         buf = self.buf
         while self._head is None:
             end = buf.find(_CRLF2)

@@ -13,15 +13,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from assay.errors import AssayError
-from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, ChatModel, EmbeddingBatch, Generation, Messages,
-                               ModelCallError, as_vectors, cache_identity, check_input_type, check_texts,
-                               estimate_tokens, gives_distributions, gives_embeddings, gives_logliks)
+from assay.models.base import (
+    NO_DISTRIBUTIONS,
+    NO_LOGLIKS,
+    ChatModel,
+    EmbeddingBatch,
+    Generation,
+    Messages,
+    ModelCallError,
+    as_vectors,
+    cache_identity,
+    check_input_type,
+    check_texts,
+    estimate_tokens,
+    gives_distributions,
+    gives_embeddings,
+    gives_logliks,
+)
 from assay.models.cache import CACHE_ERRORS, embed_key
 from assay.models.limiter import Limiter
 
@@ -69,7 +84,7 @@ class CallStats:
         """The counts named in ``fields`` (default :attr:`FIELDS`; :attr:`EMBED_FIELDS` for embeddings)."""
         return {k: getattr(self, k) for k in (fields or self.FIELDS)}
 
-    def since(self, earlier: "Mapping[str, int] | CallStats | None",
+    def since(self, earlier: Mapping[str, int] | CallStats | None,
               fields: Sequence[str] | None = None) -> dict[str, int]:
         """The counts accumulated after ``earlier`` (a :meth:`snapshot`): one run's share of a
         judge reused across runs."""
@@ -94,7 +109,7 @@ class LimitedModel:
     """
 
     def __init__(self, model: ChatModel, limiter: Limiter | None = None, cache: Any = None, *,
-                 price: "tuple[float, float] | None" = None):
+                 price: tuple[float, float] | None = None):
         self.model = model
         self.limiter = limiter if limiter is not None else Limiter.for_model(model)
         self.cache = cache
@@ -202,7 +217,7 @@ class LimitedModel:
         params = {"complete": True, "max_tokens": int(max_tokens), "temperature": temperature, "stop": stops, **more}
         return await self._answer(messages, params, call, len(prompt) // 4 + 1 + int(max_tokens))
 
-    async def _answer(self, messages: Messages, params: _Params, make_call: Callable[[], Awaitable[Generation]],
+    async def _answer(self, messages: Messages, params: _Params, make_call: Callable[[], Awaitable[Generation]],  # noqa: C901
                       tokens: int, *, distribution: bool = False) -> Generation:
         """The one path of every call: count it, answer from the cache or from an identical call in
         flight, else make it under the limiter and store the answer."""
@@ -317,7 +332,7 @@ class LimitedModel:
             await self._fill(missing, input_type, size, found)
         return _assemble(self.name, items, dict(zip(unique, keys)), found)
 
-    async def _fill(self, missing: list[tuple[str, str]], input_type: str | None, size: int,
+    async def _fill(self, missing: list[tuple[str, str]], input_type: str | None, size: int,  # noqa: C901
                     found: dict[str, np.ndarray]) -> None:
         """Put the vectors of ``missing`` (key, text) into ``found``: those in flight in another
         call from there, the rest from requests of ``size`` texts made here. A request in flight
@@ -374,7 +389,7 @@ class LimitedModel:
             await self._fill(redo, input_type, size, found)
 
     async def _embed_batch(self, batch: list[tuple[str, str]], input_type: str | None,
-                           fut: "asyncio.Future[np.ndarray]") -> None:
+                           fut: asyncio.Future[np.ndarray]) -> None:
         """One request under the limiter; its vectors go to the cache and to ``fut`` (whoever waits)."""
         backend = self.model
         texts = [t for _, t in batch]
@@ -415,7 +430,7 @@ class LimitedModel:
         if close is not None:
             await close()
 
-    async def __aenter__(self) -> "LimitedModel":
+    async def __aenter__(self) -> LimitedModel:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -33,8 +33,9 @@ import logging
 import random
 import sys
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from assay.errors import AssayError
 from assay.models.base import ModelCallError
@@ -60,7 +61,7 @@ class CircuitOpen(BaseException):
     ``last``: the last of their errors.
     """
 
-    def __init__(self, failures: int, last: "ModelCallError"):
+    def __init__(self, failures: int, last: ModelCallError):
         self.failures, self.last = failures, last
         super().__init__(f"{failures} requests in a row timed out or could not connect (the last: {last})")
 
@@ -232,7 +233,7 @@ class Limiter:
         self.shared: SharedLimits | None = None
         self.share(shared)
 
-    def share(self, shared: SharedLimits | None) -> "Limiter":
+    def share(self, shared: SharedLimits | None) -> Limiter:
         """Take every request's lease from ``shared`` from now on (None: back to this limiter's
         own rate limits); returns the limiter. See :class:`SharedLimits`."""
         if shared is not None and not isinstance(shared, SharedLimits):
@@ -241,7 +242,7 @@ class Limiter:
         return self
 
     @classmethod
-    def for_model(cls, model: Any, **kw: Any) -> "Limiter":
+    def for_model(cls, model: Any, **kw: Any) -> Limiter:
         """A limiter with the backend's default concurrency (``model.default_concurrency``)."""
         kw.setdefault("concurrency", int(getattr(model, "default_concurrency", 16) or 16))
         return cls(**kw)

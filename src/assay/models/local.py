@@ -46,13 +46,20 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from assay.errors import AssayError
-from assay.models.base import (Generation, Messages, ModelCallError, TokenUsage, distribution_generation,
-                               loglik_generation)
+from assay.models.base import (
+    Generation,
+    Messages,
+    ModelCallError,
+    TokenUsage,
+    distribution_generation,
+    loglik_generation,
+)
 
 T = TypeVar("T")
 log = logging.getLogger("assay.models.local")
@@ -196,11 +203,11 @@ class _Engine:
     """One loaded model and context, driven by one worker thread (llama.cpp is not thread-safe)."""
 
     loads = 0           # models loaded by this process (models_loaded)
-    _registry: dict[_EngineKey, "_Engine"] = {}
+    _registry: dict[_EngineKey, _Engine] = {}
     _registry_lock = threading.Lock()
 
     @classmethod
-    def get(cls, key: _EngineKey) -> "_Engine":
+    def get(cls, key: _EngineKey) -> _Engine:
         with cls._registry_lock:
             eng = cls._registry.get(key)
             if eng is None:
@@ -298,7 +305,7 @@ class _Engine:
         self.canonical = len(tokens)
         return reuse
 
-    def grammar(self, response_format: Mapping[str, Any] | None) -> "_Grammar | None":
+    def grammar(self, response_format: Mapping[str, Any] | None) -> _Grammar | None:
         """A reset grammar sampler for ``response_format`` (JSON object / JSON schema), or None."""
         if not response_format:
             return None
@@ -606,7 +613,7 @@ class LlamaCppModel:
         return self._decode(eng, cancel, prompt, stop + tmpl_stops, max_tokens, temperature, response_format, k, t0,
                             seed)
 
-    def _decode(self, eng: _Engine, cancel: threading.Event, prompt: str, stop: tuple[str, ...],
+    def _decode(self, eng: _Engine, cancel: threading.Event, prompt: str, stop: tuple[str, ...],  # noqa: C901
                 max_tokens: int | None, temperature: float, response_format: Mapping[str, Any] | None, k: int,
                 t0: float, seed: int | None = None) -> Generation:
         """Generate after the prompt text ``prompt`` (already rendered): what :meth:`generate` and
@@ -700,7 +707,7 @@ class LlamaCppModel:
         return distribution_generation(probs, mass, prompt_tokens=n_prompt, latency_s=time.perf_counter() - t0,
                                        model=self.name)
 
-    def _distribution(self, eng: _Engine, messages: Messages, cands: list[str]) -> tuple[dict[str, float], float, int]:
+    def _distribution(self, eng: _Engine, messages: Messages, cands: list[str]) -> tuple[dict[str, float], float, int]:  # noqa: C901
         import numpy as np
         prompt, _ = self._render(eng, messages)
         base = self._prompt_tokens(eng, prompt)

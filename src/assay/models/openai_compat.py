@@ -46,18 +46,40 @@ import re
 import sys
 import time
 import urllib.parse
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import orjson
 
 from assay.errors import AssayError
-from assay.models.base import (NO_DISTRIBUTIONS, NO_LOGLIKS, EmbeddingBatch, Generation, Messages, ModelCallError,
-                               check_input_type, check_texts, loglik_generation)
+from assay.models.base import (
+    NO_DISTRIBUTIONS,
+    NO_LOGLIKS,
+    EmbeddingBatch,
+    Generation,
+    Messages,
+    ModelCallError,
+    check_input_type,
+    check_texts,
+    loglik_generation,
+)
 from assay.models.http import LeanHTTP
-from assay.models.openai_wire import (NoPromptLogprobs, chat_body, completions_body, drop_rejected, echo_body,
-                                      embeddings_body, http_error, is_reasoning_model, not_json_error, read_completion,
-                                      read_echo, read_embedding_batch, read_generation)
+from assay.models.openai_wire import (
+    NoPromptLogprobs,
+    chat_body,
+    completions_body,
+    drop_rejected,
+    echo_body,
+    embeddings_body,
+    http_error,
+    is_reasoning_model,
+    not_json_error,
+    read_completion,
+    read_echo,
+    read_embedding_batch,
+    read_generation,
+)
 
 log = logging.getLogger("assay.models")
 
@@ -185,7 +207,7 @@ class OpenAICompat:
     # -- constructors ----------------------------------------------------------------------
     @classmethod
     def openai(cls, model: str, *, api_key: str | None = None, base_url: str | None = None,
-               **kw: Any) -> "OpenAICompat":
+               **kw: Any) -> OpenAICompat:
         """OpenAI's API; the key from ``api_key`` or ``OPENAI_API_KEY``."""
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
@@ -196,7 +218,7 @@ class OpenAICompat:
 
     @classmethod
     def azure(cls, deployment: str, *, endpoint: str | None = None, api_key: str | None = None,
-              api_version: str | None = None, **kw: Any) -> "OpenAICompat":
+              api_version: str | None = None, **kw: Any) -> OpenAICompat:
         """An Azure OpenAI deployment: ``AZURE_OPENAI_ENDPOINT``, ``AZURE_OPENAI_API_KEY`` and
         ``OPENAI_API_VERSION`` / ``AZURE_OPENAI_API_VERSION`` unless given."""
         endpoint = endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
@@ -211,7 +233,7 @@ class OpenAICompat:
 
     @classmethod
     def endpoint(cls, base_url: str, model: str | None = None, *, api_key: str | None = None,
-                 **kw: Any) -> "OpenAICompat":
+                 **kw: Any) -> OpenAICompat:
         """Any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, LM Studio).
 
         The key, if the server wants one, from ``api_key`` or ``ASSAY_JUDGE_API_KEY``.
@@ -594,7 +616,7 @@ class OpenAICompat:
         if http is not None:
             http.abandon()
 
-    async def __aenter__(self) -> "OpenAICompat":
+    async def __aenter__(self) -> OpenAICompat:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

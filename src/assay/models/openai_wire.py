@@ -30,12 +30,12 @@ import binascii
 import email.utils
 import re
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from assay.models.base import (NO_LOGLIKS, EmbeddingBatch, Generation, Messages, ModelCallError, TokenUsage,
-                               as_vectors)
+from assay.models.base import NO_LOGLIKS, EmbeddingBatch, Generation, Messages, ModelCallError, TokenUsage, as_vectors
 
 # o1, o3-mini, o4-mini, gpt-5, gpt-5-mini ... optionally behind a vendor prefix ("openai/o3").
 _REASONING_RE = re.compile(r"(?:^|/)(?:o\d+|gpt-5)(?:$|[-.:_])", re.I)

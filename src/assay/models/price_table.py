@@ -28,10 +28,11 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from assay.errors import AssayError
 

@@ -20,7 +20,8 @@ A cache hit costs nothing: costs are computed from the tokens of calls actually 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.errors import AssayError
 from assay.models.price_table import PRICES_ENV, PriceTable, active_table, builtin_table

@@ -20,7 +20,8 @@ the waiting, each in its own way.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Clock = Callable[[], float]
 

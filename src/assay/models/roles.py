@@ -89,7 +89,7 @@ def role_defaults(role: str) -> Role:
         raise AssayError(f"unknown model role {role!r}; roles: {', '.join(ROLES)}") from None
 
 
-def resolve_spec(spec: "str | ModelSpec | None", *, role: str = "judge") -> ModelSpec:
+def resolve_spec(spec: str | ModelSpec | None, *, role: str = "judge") -> ModelSpec:
     """The parsed spec a ``role`` accepts: its default for None (and, for simulators, ``""`` or
     ``"default"``); a kind the role does not take raises :class:`AssayError`."""
     r = role_defaults(role)

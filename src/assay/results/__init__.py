@@ -16,10 +16,11 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import orjson
 
@@ -215,7 +216,7 @@ class RowSink:
                 self._fh.close()
                 self._fh = None
 
-    def result(self, metrics: dict[str, dict[str, Any]], run: dict[str, Any]) -> "EvalResult":
+    def result(self, metrics: dict[str, dict[str, Any]], run: dict[str, Any]) -> EvalResult:
         res = EvalResult(metrics=metrics, run=run, rows=self.rows,
                          rows_path=(self.out / ROWS_FILE) if self.out else None)
         if self.out is not None:
@@ -359,7 +360,7 @@ class EvalResult:
         return RunSummary.load(self.run)
 
     @classmethod
-    def load(cls, folder: str | Path) -> "EvalResult":
+    def load(cls, folder: str | Path) -> EvalResult:
         """A run written to a folder (``evaluate(out=folder)``): its ``summary.json``, with
         rows streamed from its ``rows.jsonl``. Summaries of this version and earlier ones open."""
         folder = Path(folder)

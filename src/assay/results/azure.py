@@ -24,7 +24,8 @@ Input columns take Azure's names (``inputs.context``), for runs stored before th
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from assay.results import EvalResult
@@ -87,7 +88,7 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and not (isinstance(v, float) and math.isnan(v))
 
 
-def azure_metrics(rows: Iterable[dict[str, Any]], defect_rates: dict[str, float] | None = None) -> dict[str, float]:
+def azure_metrics(rows: Iterable[dict[str, Any]], defect_rates: dict[str, float] | None = None) -> dict[str, float]:  # noqa: C901
     """Azure's ``metrics`` from Azure-layout rows (see the module's docstring)."""
     cols: dict[str, dict[str, Any]] = {}   # column -> {"sum", "n", "bools", "missing", "other", "pass", "first"}
     n_rows = 0
@@ -131,7 +132,7 @@ def azure_metrics(rows: Iterable[dict[str, Any]], defect_rates: dict[str, float]
     return flat
 
 
-def azure_view(result: "EvalResult") -> dict[str, Any]:
+def azure_view(result: EvalResult) -> dict[str, Any]:
     """``{"rows": [...], "metrics": {...}}`` as azure-ai-evaluation's ``evaluate()`` returns them."""
     rows = [azure_row(r) for r in result.iter_rows()]
     defects = {f"{agg['metric']}.{o}_defect_rate": agg["defect_rate"] for o, agg in result.metrics.items()

@@ -19,7 +19,8 @@ from __future__ import annotations
 import heapq
 import re
 import xml.etree.ElementTree as ET
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 WORST_ROWS = 5
 
@@ -187,7 +188,7 @@ def _xml(text: Any) -> str:
     return _NOT_XML.sub("", clean(text))
 
 
-def junit_xml(result: Any, gates: Sequence[Mapping[str, Any]] = ()) -> str:
+def junit_xml(result: Any, gates: Sequence[Mapping[str, Any]] = ()) -> str:  # noqa: C901
     """The run and its gates as JUnit XML (one test suite; see the module docstring)."""
     run, metrics = result.run, result.metrics
     suite = ET.Element("testsuite", name=_xml(f"assay {run.get('name') or run.get('run_id') or 'evaluation'}"))

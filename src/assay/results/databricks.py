@@ -63,7 +63,7 @@ def _is_rating(value: Any) -> bool:
     return value in ("yes", "no")
 
 
-def databricks_view(result: "EvalResult") -> dict[str, Any]:
+def databricks_view(result: EvalResult) -> dict[str, Any]:
     rows = []
     ratings: dict[str, list[bool]] = {}
     for row in result.iter_rows():

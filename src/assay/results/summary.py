@@ -10,7 +10,8 @@ was written before it existed, with the same keys, and reads as version 1.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -59,7 +60,7 @@ class RunSummary(BaseModel):
     plan: dict[str, Any] = {}
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> "RunSummary":
+    def load(cls, data: Mapping[str, Any]) -> RunSummary:
         """A summary read back from ``summary.json`` or the store, of this version or an
         earlier one (one without ``schema_version`` reads as version 1)."""
         d = dict(data)

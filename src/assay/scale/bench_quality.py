@@ -21,16 +21,25 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.errors import AssayError
-from assay.scale.ray_engine import (MAX_RESTARTS, MAX_TASK_RETRIES, STAT_FIELDS, connect, import_ray,
-                                    share_cluster_limits, start_cluster_limits, worker_settings)
+from assay.scale.ray_engine import (
+    MAX_RESTARTS,
+    MAX_TASK_RETRIES,
+    STAT_FIELDS,
+    connect,
+    import_ray,
+    share_cluster_limits,
+    start_cluster_limits,
+    worker_settings,
+)
 
 log = logging.getLogger("assay.scale")
 
 
-def make_ray_item_scorer(*, address: str | None = None, actors: int | None = None) -> Callable[[Any], "RayItemScorer"]:
+def make_ray_item_scorer(*, address: str | None = None, actors: int | None = None) -> Callable[[Any], RayItemScorer]:
     """The item scorer factory for ``engine="ray"``, checked before the run starts: Ray is
     installed (else the install hint ``assay eval --engine ray`` gives) and ``actors`` is sane."""
     ray = import_ray()

@@ -48,8 +48,9 @@ import os
 import time
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from assay.errors import AssayError
 from assay.models.base import ModelCallError
@@ -371,7 +372,7 @@ class _Blocks:
     process asked for meanwhile, and alone it costs what one ``acquire`` does. Returns made in
     one turn of the loop go in one ``release_block`` call, not awaited."""
 
-    def __init__(self, limits: "ClusterLimits", loop: asyncio.AbstractEventLoop):
+    def __init__(self, limits: ClusterLimits, loop: asyncio.AbstractEventLoop):
         self.limits, self.loop = limits, loop
         self.asks: list[tuple[str, int, float | None]] = []    # not sent yet
         self.queued: set[str] = set()                         # sent, not granted yet

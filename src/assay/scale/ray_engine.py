@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.engine.evaluate import JUDGE_ENV, resolve_judge
 from assay.engine.run import ChunkRunner, ChunkScorer, Scoring, breaker_limiters
@@ -78,7 +79,7 @@ def judge_for_workers(judge: Any) -> Any:
 
 def make_ray_scorer(*, address: str | None = None, judge: Any = None, concurrency: int | None = None,
                     timeout: float | None = None, max_attempts: int | None = None,
-                    actors: int | None = None) -> Callable[[ChunkRunner], "RayScorer"]:
+                    actors: int | None = None) -> Callable[[ChunkRunner], RayScorer]:
     """The chunk scorer factory for ``engine="ray"``, checked before the run starts: Ray is
     installed and the judge can be sent to the workers. ``actors``: how many (default: one per
     CPU of the cluster)."""

@@ -13,10 +13,16 @@ Every simulator is seeded and writes Azure conversation JSONL that ``assay eval`
 
 from assay.simulate.adversarial import plan_attacks, simulate_adversarial, simulate_adversarial_async
 from assay.simulate.conversation import SimulationResult
-from assay.simulate.jailbreak import (add_jailbreak_figures, attach_jailbreak_defect_rate, format_jailbreak,
-                                      jailbreak_defect_rate, jailbreak_figures, simulate_jailbreak,
-                                      simulate_jailbreak_async)
-from assay.simulate.templates import (HARM_CATEGORIES, SCENARIOS, load_attack_set, load_jailbreak_set)
+from assay.simulate.jailbreak import (
+                                      add_jailbreak_figures,
+                                      attach_jailbreak_defect_rate,
+                                      format_jailbreak,
+                                      jailbreak_defect_rate,
+                                      jailbreak_figures,
+                                      simulate_jailbreak,
+                                      simulate_jailbreak_async,
+)
+from assay.simulate.templates import HARM_CATEGORIES, SCENARIOS, load_attack_set, load_jailbreak_set
 from assay.simulate.users import simulate_users, simulate_users_async
 
 __all__ = [

@@ -19,23 +19,38 @@ re-exported here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from assay.engine.evaluate import run_sync
 from assay.engine.target import Target
 from assay.errors import AssayError
-from assay.metrics.safety.jailbreak import (DEFAULT_DEFECT_THRESHOLD, VARIANTS, add_jailbreak_figures,
-                                            attach_jailbreak_defect_rate, format_jailbreak, jailbreak_defect_rate,
-                                            jailbreak_figures, jailbreak_rows)
+from assay.metrics.safety.jailbreak import (
+    DEFAULT_DEFECT_THRESHOLD,
+    VARIANTS,
+    add_jailbreak_figures,
+    attach_jailbreak_defect_rate,
+    format_jailbreak,
+    jailbreak_defect_rate,
+    jailbreak_figures,
+    jailbreak_rows,
+)
 from assay.records import Document
-from assay.simulate.adversarial import (PlannedAttack, harm_categories, attack_meta,
-                                        play_attack, plan_attacks)
-from assay.simulate.conversation import (Player, SimulationResult, close_target, conversation_row, pick,
-                                         resolve_model, run_all, run_conversation, write_jsonl)
-from assay.simulate.templates import (HARM_CATEGORIES, fill, load_attack_set, load_jailbreak_set, seeded,
-                                      check_names)
+from assay.simulate.adversarial import PlannedAttack, attack_meta, harm_categories, plan_attacks, play_attack
+from assay.simulate.conversation import (
+    Player,
+    SimulationResult,
+    close_target,
+    conversation_row,
+    pick,
+    resolve_model,
+    run_all,
+    run_conversation,
+    write_jsonl,
+)
+from assay.simulate.templates import HARM_CATEGORIES, check_names, fill, load_attack_set, load_jailbreak_set, seeded
 
 KINDS = ("upia", "xpia")
 BASELINE_FILE, JAILBREAK_FILE = "baseline.jsonl", "jailbreak.jsonl"

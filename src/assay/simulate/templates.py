@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from assay.errors import AssayError
 

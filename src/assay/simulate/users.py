@@ -17,14 +17,24 @@ citations on its messages when it returns contexts, and the columns ``simulator`
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from assay.engine.evaluate import run_sync
 from assay.engine.target import Target
 from assay.errors import AssayError
-from assay.simulate.conversation import (Player, SimulationResult, close_target, conversation_row, pick,
-                                         resolve_model, run_all, run_conversation, write_jsonl)
+from assay.simulate.conversation import (
+    Player,
+    SimulationResult,
+    close_target,
+    conversation_row,
+    pick,
+    resolve_model,
+    run_all,
+    run_conversation,
+    write_jsonl,
+)
 from assay.simulate.templates import seeded
 
 PASSAGE_CHARS = 700

@@ -13,14 +13,15 @@ leaves out zero. "Worse" follows the metric's direction (lower is better for har
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import orjson
 from sqlalchemy import select
 
-from assay.stats import confidence_interval
 from assay.errors import AssayError
+from assay.stats import confidence_interval
 from assay.store import schema as S
 from assay.store.store import Store
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import orjson
@@ -166,7 +167,7 @@ class RowQuery:
     search: str | None = None
     filter_metric: str | None = None     # set by checked(): the metric of filter_output
 
-    def checked(self, outputs: "Sequence[str] | dict[str, str]") -> "RowQuery":
+    def checked(self, outputs: Sequence[str] | dict[str, str]) -> RowQuery:
         """Validated against the run's outputs; raises :class:`AssayError` for a bad value."""
         if self.sort and self.sort not in outputs:
             raise AssayError(f"cannot sort by {self.sort!r}: the run has no such metric output")
@@ -215,7 +216,7 @@ def _row_conditions(store: Store, run_id: str, q: RowQuery, row_idx: Any) -> lis
 
 
 # Searches of finished runs: (number of matches, every match when at most SEARCH_KEEP), for paging
-_SEARCH_CACHE: "OrderedDict[tuple, tuple[int, list[int] | None]]" = OrderedDict()
+_SEARCH_CACHE: OrderedDict[tuple, tuple[int, list[int] | None]] = OrderedDict()
 
 
 def _tiebreak(store: Store, t: Any) -> Any:
@@ -348,7 +349,7 @@ def _page(conn: Any, store: Store, run: dict[str, Any], q: RowQuery, offset: int
     return idxs, total, capped
 
 
-_COLS_CACHE: "OrderedDict[tuple, dict[str, Any]]" = OrderedDict()
+_COLS_CACHE: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
 
 
 def _columns(store: Store, run: dict[str, Any]) -> dict[str, Any]:
@@ -550,7 +551,7 @@ def _histogram(v: Any, bins: int) -> dict[str, Any]:
     return {"kind": "bins", "bars": bars, "n": int(got.sum()), "missing": missing}
 
 
-_HIST_CACHE: "OrderedDict[tuple, dict[str, dict[str, Any]]]" = OrderedDict()
+_HIST_CACHE: OrderedDict[tuple, dict[str, dict[str, Any]]] = OrderedDict()
 _HIST_CACHE_SIZE = 64
 
 

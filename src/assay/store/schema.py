@@ -39,10 +39,26 @@ written by a newer assay is refused with a clear message rather than misread.
 from __future__ import annotations
 
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
-from sqlalchemy import (Boolean, Column, Connection, Float, ForeignKey, Index, Integer, LargeBinary, MetaData,
-                        PrimaryKeyConstraint, String, Table, Text, inspect, select, update)
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    update,
+)
 
 SCHEMA_VERSION = 6
 

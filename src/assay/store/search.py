@@ -22,7 +22,8 @@ without the index.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import orjson
 
@@ -31,7 +32,7 @@ _WORD = re.compile(r"[^\W_]+")
 _OLD_BATCH = 2_000
 
 
-def _strings(v: Any, out: list[str]) -> None:
+def _strings(v: Any, out: list[str]) -> None:  # noqa: C901
     # Plain dicts, lists, strings and floats are read by their exact type (the hot path of
     # writing rows); anything else (subclasses, numpy numbers) by isinstance, as before.
     t = type(v)

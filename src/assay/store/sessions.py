@@ -28,7 +28,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 HEARTBEAT_S = 10.0       # a running session beats at least this often
 STALE_AFTER_S = 60.0     # a run on another host is stale after this long without a beat
@@ -137,7 +138,7 @@ class Heartbeat:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="assay-heartbeat", daemon=True)
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         self._thread.start()
         return self
 

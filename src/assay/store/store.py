@@ -23,8 +23,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import orjson
@@ -294,7 +295,7 @@ class Store:
                 self._text_index = T.has_index(conn)
         return self._text_index
 
-    def write_rows(self, run_id: str, batch: Sequence[StoredRow]) -> None:
+    def write_rows(self, run_id: str, batch: Sequence[StoredRow]) -> None:  # noqa: C901
         """Rows and their scores, their full-text index, and the run's progress, in one transaction."""
         if not batch:
             return

@@ -10,8 +10,9 @@ threshold and its reason. A row of an :class:`~assay.testing.evalset.EvalSet` is
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from assay.errors import AssayError
 from assay.scores import SCORE_KEYS, Score
@@ -44,7 +45,7 @@ class CaseResult:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], aggregates: Mapping[str, Mapping[str, Any]],
-                 index: int = 0) -> "CaseResult":
+                 index: int = 0) -> CaseResult:
         """A flat result row (``inputs.*`` and ``outputs.<metric>.<output>*`` columns, as in
         ``rows.jsonl``) with the run's aggregates (which say each output's metric and direction)."""
         scores: dict[str, dict[str, Score]] = {}

@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -39,7 +40,7 @@ ERROR_FILE = "error.txt"
 class RowRef:
     """The parameter of one row's test: its data set and position."""
 
-    evalset: "EvalSet"
+    evalset: EvalSet
     index: int
 
     def __repr__(self) -> str:
@@ -201,7 +202,7 @@ class _locked:
         self.path = path
         self.fd: int | None = None
 
-    def __enter__(self) -> "_locked":
+    def __enter__(self) -> _locked:
         self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             import fcntl

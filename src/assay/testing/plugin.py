@@ -18,8 +18,9 @@ too); ``assay_row``: one row of an :class:`~assay.testing.EvalSet` as a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

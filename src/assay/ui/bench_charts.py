@@ -10,7 +10,8 @@ resource. :func:`perf_charts` is what ``assay bench perf --out DIR`` writes next
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from markupsafe import Markup, escape

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup, escape
 

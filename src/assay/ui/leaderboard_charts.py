@@ -10,7 +10,8 @@ dashboard's leaderboard page and written by ``assay bench leaderboard --plot NAM
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from markupsafe import Markup, escape
 

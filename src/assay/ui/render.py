@@ -221,7 +221,7 @@ def _transcript(messages: list[Any], known: list[dict[str, Any]], final: bool) -
     return items, calls
 
 
-def agent_view(inputs: dict[str, Any]) -> dict[str, Any] | None:
+def agent_view(inputs: dict[str, Any]) -> dict[str, Any] | None:  # noqa: C901
     """What a row page shows of an agent's turn, or None when the row has no agent data:
     ``history`` (the system message and earlier turns, as transcript items), ``query``,
     ``steps`` (the agent's messages: text, each tool call with pretty-printed arguments and its

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import hmac
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Query, Request
@@ -60,7 +61,7 @@ def _host_name(host_header: str) -> str:
     return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
 
 
-def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterable[str] | None = None) -> FastAPI:
+def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterable[str] | None = None) -> FastAPI:  # noqa: C901
     """The dashboard over ``store``. ``token``: required on every request when set.
     ``allowed_hosts``: host names accepted without a token (default: the loopback names)."""
     app = FastAPI(title="assay", docs_url=None, redoc_url=None, openapi_url=None)

@@ -4,7 +4,8 @@ columns, with a note saying why."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.bench.board import Column, Group, Row, by_size, finite, keyed, short_hash
 from assay.bench.embed.summary import EmbedHeadline, EmbedSummary, EmbedTask

@@ -41,8 +41,9 @@ comparisons of two models). Changing any of this changes :data:`METRIC_VERSION`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

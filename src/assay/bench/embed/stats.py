@@ -16,7 +16,8 @@ never averaged from per-unit pieces.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

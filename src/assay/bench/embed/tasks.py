@@ -31,14 +31,20 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
-from assay.bench.embed.metrics import DEFAULT_MAIN_SCORES, MAIN_SCORE_CHOICES, METRIC_VERSION, N_EXPERIMENTS, \
-    SAMPLES_PER_LABEL
+from assay.bench.embed.metrics import (
+    DEFAULT_MAIN_SCORES,
+    MAIN_SCORE_CHOICES,
+    METRIC_VERSION,
+    N_EXPERIMENTS,
+    SAMPLES_PER_LABEL,
+)
 from assay.errors import InputError
 
 __all__ = ["TASK_TYPES", "BUILTIN_TASKS", "EmbedTask", "EmbedTaskError", "load_embed_tasks", "StsData", "PairData",
@@ -207,7 +213,7 @@ def _make_task(*, name: str, kind: str, source: str, data: Any, split: str, main
 
 
 # --------------------------------------------------------------------------------------------- reading files
-def _rows(path: Path) -> Iterator[tuple[int, dict]]:
+def _rows(path: Path) -> Iterator[tuple[int, dict]]:  # noqa: C901
     """``(line, row)`` for every row of a data file; line = the file line (jsonl, csv, tsv) or row number."""
     suffix = path.suffix.lower()
     try:
@@ -496,7 +502,7 @@ def _read_decl(path: Path) -> dict:
     return decl
 
 
-def _load_path(path: Path, *, forced_type: str | None = None, source: str | None = None,
+def _load_path(path: Path, *, forced_type: str | None = None, source: str | None = None,  # noqa: C901
                default_name: str | None = None) -> EmbedTask:
     """One task from a folder, a data file or a task.yaml."""
     if not path.exists():

@@ -10,7 +10,8 @@ a separate column pair, with a note.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.bench.board import Column, Group, Row, finite, keyed
 from assay.bench.perf.compare import COMPARABLE_SETTINGS, point_key

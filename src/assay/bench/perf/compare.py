@@ -25,7 +25,8 @@ deviation, min, max, coefficient of variation) and a 95% interval of their mean.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -122,7 +123,7 @@ def _stat_entry(metric: str, stat: str, a_dist: Distribution, b_dist: Distributi
             "method": "no samples stored"}
 
 
-def compare_points(summary_a: PerfSummary | Mapping[str, Any], samples_a: Mapping[int, Mapping[str, Any]],
+def compare_points(summary_a: PerfSummary | Mapping[str, Any], samples_a: Mapping[int, Mapping[str, Any]],  # noqa: C901
                    summary_b: PerfSummary | Mapping[str, Any], samples_b: Mapping[int, Mapping[str, Any]], *,
                    seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Any]:
     """The comparison of two perf summaries and their samples (see the module docstring):

@@ -34,7 +34,7 @@ CPU_SATURATED = 0.90
 CONCURRENCY_SHORTFALL = 0.05    # closed loop: share of the time a worker sat between requests
 
 
-def measure(ex: Exchange, *, stream: bool, scheduled: float | None = None) -> dict[str, Any]:
+def measure(ex: Exchange, *, stream: bool, scheduled: float | None = None) -> dict[str, Any]:  # noqa: C901
     """One request's record (times relative to its send, in seconds)."""
     rec: dict[str, Any] = {"scheduled": scheduled, "sent": ex.sent, "status": "ok", "http_status": None,
                            "error": None, "ttft": None, "ttfat": None, "e2e": None, "itl": [], "chunks": 0,

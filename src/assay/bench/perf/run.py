@@ -25,8 +25,9 @@ import resource
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -177,7 +178,7 @@ def gamma_schedule(rate: float, burstiness: float, n: int | None, duration: floa
     return times
 
 
-async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None], None] | None = None) -> PerfRun:
+async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None], None] | None = None) -> PerfRun:  # noqa: C901
     """Run every point of ``cfg``; ``progress(stage, done, total)`` is called as work advances."""
     cfg.check()
     if cfg.requests is None and cfg.duration is None:

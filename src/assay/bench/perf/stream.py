@@ -145,7 +145,7 @@ class Decoded:
     ended: bool                         # the body ended as its framing says
 
 
-def decode(ex: Exchange) -> Decoded:
+def decode(ex: Exchange) -> Decoded:  # noqa: C901
     """HTTP framing and SSE events of an exchange; each event stamped by the read that completed it."""
     buf = b""
     status, headers = 0, {}
@@ -316,7 +316,7 @@ class StreamClient:
             self._close(conn)
 
     # -- one exchange -------------------------------------------------------------------------
-    async def request(self, payload: bytes) -> Exchange:
+    async def request(self, payload: bytes) -> Exchange:  # noqa: C901
         """Send ``payload`` (a whole HTTP/1.1 request) and wait for the whole answer; never raises
         for the server's faults: they end up in ``Exchange.error``."""
         loop = asyncio.get_running_loop()

@@ -17,8 +17,9 @@ cannot hit it exactly is kept at the nearest length and flagged).
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import orjson
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 __all__ = ["FilterPipeline", "FilterStep", "exact_match", "choice_accuracy", "pass_at_k", "extract_choice",
            "FILTER_FUNCTIONS"]
@@ -109,7 +109,7 @@ class FilterPipeline:
     steps: list[FilterStep] = field(default_factory=list)
 
     @classmethod
-    def from_config(cls, entry: dict) -> "FilterPipeline":
+    def from_config(cls, entry: dict) -> FilterPipeline:
         """Build from one ``filter_list`` entry: ``{"name": ..., "filter": [{"function": ..., ...}, ...]}``."""
         if not isinstance(entry, dict):
             raise ValueError("a filter_list entry must be a mapping with 'name' and 'filter'")

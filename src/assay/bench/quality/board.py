@@ -18,7 +18,7 @@ from assay.bench.quality.summary import QualityHeadline, QualitySummary, Quality
 from assay.bench.quality.tasks import JUDGED_METRICS
 
 
-def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],
+def add_columns(recs: list[tuple[Any, dict[str, Any]]], rows: dict[Any, Row], columns: list[Column],  # noqa: C901
                 groups: list[Group], notes: list[str]) -> None:
     """The quality index columns (one per set of tasks) and the per-task columns of the quality runs
     ``recs`` (oldest first)."""

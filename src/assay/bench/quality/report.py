@@ -19,7 +19,8 @@ a paired bootstrap interval; for the index, the stratified bootstrap of the per-
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -31,9 +31,10 @@ import importlib
 import re
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import orjson
 
@@ -44,7 +45,8 @@ from assay.bench.quality.report import primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import Sandbox
 from assay.bench.quality.subject import Subject
 from assay.bench.quality.summary import QualitySummary
-from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED, Task, load_tasks
+from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED
+from assay.bench.quality.tasks import Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
 from assay.errors import AssayError
@@ -166,7 +168,7 @@ class QualityRunner:
     """Scores the items of planned tasks against one subject and writes them in order."""
 
     def __init__(self, cfg: QualityConfig, subject: Subject, plans: list[_Plan], saved: StoreRun | None,
-                 sandbox: Sandbox | None, judge: Any = None, scorer: Callable[["RemoteItems"], Any] | None = None):
+                 sandbox: Sandbox | None, judge: Any = None, scorer: Callable[[RemoteItems], Any] | None = None):
         self.cfg, self.subject, self.plans, self.saved = cfg, subject, plans, saved or StoreRun()
         self.sandbox, self.judge = sandbox, judge
         self.make_scorer = scorer
@@ -216,7 +218,7 @@ class QualityRunner:
         finally:
             collect(final=True)
 
-    def remote(self) -> "RemoteItems":
+    def remote(self) -> RemoteItems:
         """What a scorer elsewhere needs: how to build this run's :class:`ItemScorer` on a worker,
         the driver's models (their limits shared, the workers' counts added to them), the store."""
         return RemoteItems(build=functools.partial(ItemScorer, self.cfg, self.plans),
@@ -425,7 +427,7 @@ class RemoteItems:
     (None where there is none), whose limiters the workers share and whose counts the workers'
     are added to; ``store`` / ``run_id``: where the run is saved (the call cache may live there)."""
 
-    build: Callable[[], "ItemScorer"]
+    build: Callable[[], ItemScorer]
     models: dict[str, Any]
     store: Any = None
     run_id: str | None = None

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from assay.errors import AssayError
 from assay.models import resolve

@@ -25,9 +25,10 @@ import os
 import random
 import re
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import yaml
 
@@ -144,7 +145,7 @@ class Task:
         return TaskError(f"task {self.name}: {message}", source=src, line=line, field=fieldname)
 
     # ---- lm-eval's doc_to_* semantics
-    def _apply(self, spec: Any, doc: dict, fieldname: str) -> Any:
+    def _apply(self, spec: Any, doc: dict, fieldname: str) -> Any:  # noqa: C901
         if spec is None:
             raise self._error(fieldname, f"{fieldname} is required for output_type {self.output_type}")
         if callable(spec) and not isinstance(spec, str):
@@ -402,7 +403,7 @@ def _sha(obj: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------- data
-def _read_data_file(path: Path, split: str, fieldname: str) -> list[dict]:
+def _read_data_file(path: Path, split: str, fieldname: str) -> list[dict]:  # noqa: C901
     name = path.name.lower()
     src = str(path)
     try:
@@ -572,7 +573,7 @@ class _Data:
 
 
 # --------------------------------------------------------------------------------------------- building
-def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: list[str]) -> list[dict]:
+def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: list[str]) -> list[dict]:  # noqa: C901
     raw = cfg.get("metric_list")
     if raw is None:
         return [{"metric": m} for m in DEFAULT_METRICS[output_type]]
@@ -675,7 +676,7 @@ def _generation_kwargs(cfg: dict, output_type: str, fewshot_delimiter: str, err:
     return gk
 
 
-def _common(cfg: dict, *, err: Callable, unsupported: list[str], shots: int | None) -> dict:
+def _common(cfg: dict, *, err: Callable, unsupported: list[str], shots: int | None) -> dict:  # noqa: C901
     """The fields shared by YAML and Python tasks, validated."""
     output_type = cfg.get("output_type", "generate_until")
     if output_type not in OUTPUT_TYPES:
@@ -754,7 +755,7 @@ def _check(t: Task) -> Task:
     return t
 
 
-def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int) -> Task:
+def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int) -> Task:  # noqa: C901
     cfg, origin = _resolve(path)
     src = str(path)
 

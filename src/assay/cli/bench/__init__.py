@@ -6,8 +6,6 @@ kind's module."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from assay.cli.bench import cost, embed, leaderboard, perf, quality
@@ -30,11 +28,11 @@ LIST_TABLES = {"quality": quality.quality_list_table, "embed": embed.embed_list_
 @app.command("list")
 def stored_list_cmd(
     kind: str = typer.Option("all", "--kind", help="perf, quality, embed or all."),
-    model: Optional[str] = typer.Option(None, "--model", help="Only runs of this model."),
-    track: Optional[str] = typer.Option(None, "--track", help="Only the scheduled repeats of this track."),
+    model: str | None = typer.Option(None, "--model", help="Only runs of this model."),
+    track: str | None = typer.Option(None, "--track", help="Only the scheduled repeats of this track."),
     limit: int = typer.Option(30, "--limit", help="At most this many runs of each kind, newest first."),
     as_json: bool = _JSON_OPT,
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """List the stored benchmark runs (serving performance, quality, embedding), newest first."""
     if kind not in ("all", "perf", "quality", "embed"):
@@ -61,7 +59,7 @@ def stored_list_cmd(
 def stored_show_cmd(
     ref: str = typer.Argument("latest", help="Run ref, ref prefix, name (its latest run) or 'latest'."),
     as_json: bool = _JSON_OPT,
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
     validity per point; a quality run's index and per-task scores; an embedding run's main scores."""
@@ -80,7 +78,7 @@ def stored_compare_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     resamples: int = typer.Option(1000, "--resamples", help="Bootstrap resamples of each run."),
     as_json: bool = _JSON_OPT,
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Compare two stored runs: perf runs point by point (B − A, B / A, 95% bootstrap intervals,
     verdicts); quality runs item by item (McNemar's exact test, paired bootstrap); embedding runs task by

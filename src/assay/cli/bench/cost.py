@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -34,18 +34,18 @@ def _tokens(n: float | None) -> str:
 
 
 def cost_cmd(
-    prices: Optional[Path] = typer.Option(None, "--prices", metavar="FILE",
+    prices: Path | None = typer.Option(None, "--prices", metavar="FILE",
                                           help="Your price table: .yaml, .json or .csv with columns model, deployment, "
                                                "input, output (USD per 1M tokens), currency, source. Default: "
                                                "$ASSAY_PRICES, else the table shipped with assay."),
-    model: List[str] = typer.Option([], "--model", "-m", help="Only this model (repeatable)."),
+    model: list[str] = typer.Option([], "--model", "-m", help="Only this model (repeatable)."),
     runs: bool = typer.Option(False, "--runs", help="List the stored evaluation and benchmark runs with their "
                                                     "token usage and cost instead of the price table."),
     limit: int = typer.Option(50, "--limit", help="With --runs: at most this many runs of each kind, newest first."),
-    save: Optional[Path] = typer.Option(None, "--save", metavar="FILE",
+    save: Path | None = typer.Option(None, "--save", metavar="FILE",
                                         help="Write the price table in force to FILE (.yaml, .json or .csv) to edit."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Price table, estimated cost (3:1 input:output blend per 1M tokens), cost index, and what stored runs cost."""
     from assay.bench.cost import price_rows, stored_costs

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
+from assay.cli.common import (
+    STORE_OPT,
+    err,
+    open_store,
+    out,
+    print_json,
+    print_sides,
+    safe,
+    stage_progress,
+    text_arg,
+    when,
+)
 
 if TYPE_CHECKING:
     from assay.bench.embed.summary import EmbedSummary
@@ -22,21 +33,21 @@ def embed_cmd(
     tasks: str = typer.Option("all", "--tasks", help="Shipped tasks by name (sts, retrieval, classification, "
                               "clustering, pair, rerank, summarization, all), task files or folders (recognised by "
                               "their layout or a task.yaml), or hf:DATASET; separated by commas."),
-    data: Optional[str] = typer.Option(None, "--data", help="Your own data for the task type named in --tasks "
+    data: str | None = typer.Option(None, "--data", help="Your own data for the task type named in --tasks "
                                        "(e.g. --tasks retrieval --data my_corpus/, a BEIR folder)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per request (default: the backend's)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="Requests in flight at once "
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per request (default: the backend's)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Requests in flight at once "
                                               "(default: the backend's)."),
     query_prefix: str = typer.Option("", "--query-prefix", help="Put before every query (a model's retrieval "
                                      "prompt, e.g. 'query: ')."),
     document_prefix: str = typer.Option("", "--document-prefix", help="Put before every document."),
-    input_type_field: Optional[str] = typer.Option(None, "--input-type-field", help="The request field an endpoint "
+    input_type_field: str | None = typer.Option(None, "--input-type-field", help="The request field an endpoint "
                                                    "reads 'query' / 'document' from (e.g. input_type), for servers "
                                                    "that embed the two differently."),
     seed: int = typer.Option(42, "--seed", help="Seed of the classification experiments, k-means and bootstrap."),
-    name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write summary.json here."),
-    store: Optional[str] = STORE_OPT,
+    name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json here."),
+    store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -133,7 +144,7 @@ def show_embed(rec: dict[str, Any], as_json: bool) -> None:
 
 
 def compare_embed_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,
-                      store: Optional[str]) -> None:
+                      store: str | None) -> None:
     """Two embedding runs on the same units: per-task B − A, paired bootstrap interval and p-value."""
     from assay.bench.embed.compare import compare_embed
 

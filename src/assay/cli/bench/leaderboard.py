@@ -6,7 +6,7 @@ frontier (:mod:`assay.bench.board`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -22,24 +22,24 @@ ALIASES = {"quality": "quality_index", "cost": "cost_index", "latency": "latency
 
 
 def leaderboard_cmd(
-    sort: Optional[str] = typer.Option(None, "--sort", help="Column to sort by: quality_index (the default), "
+    sort: str | None = typer.Option(None, "--sort", help="Column to sort by: quality_index (the default), "
                                        "latency_index, throughput_index, cost_index, quality:TASK, embed:TASK, "
                                        "model, or quality / latency / throughput / cost. Best first; missing last."),
-    ascending: Optional[bool] = typer.Option(None, "--asc/--desc", help="Force the order (default: best first)."),
-    filter_text: Optional[str] = typer.Option(None, "--filter", help="Only models whose name holds this text."),
+    ascending: bool | None = typer.Option(None, "--asc/--desc", help="Force the order (default: best first)."),
+    filter_text: str | None = typer.Option(None, "--filter", help="Only models whose name holds this text."),
     kind: str = typer.Option("all", "--kind", help="Which results: quality, perf, embed or all (the cost index "
                              "is always shown)."),
     runs: str = typer.Option("latest", "--runs", help="latest: one row per model, from its latest result of "
                              "each kind; all: one row per stored result."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write a trade-off chart: quality-cost, "
+    plot: str | None = typer.Option(None, "--plot", help="Write a trade-off chart: quality-cost, "
                                        "quality-latency or quality-throughput (with -o FILE.svg)."),
-    out_file: Optional[Path] = typer.Option(None, "--out", "-o", help="The .svg file --plot writes."),
-    prices: Optional[Path] = typer.Option(None, "--prices", help="Price table file (default: $ASSAY_PRICES, "
+    out_file: Path | None = typer.Option(None, "--out", "-o", help="The .svg file --plot writes."),
+    prices: Path | None = typer.Option(None, "--prices", help="Price table file (default: $ASSAY_PRICES, "
                                           "else the shipped table)."),
     wide: bool = typer.Option(False, "--wide", help="Also show each task's score (quality:TASK, embed:TASK); "
                               "by default only the indexes are shown when there are any."),
     as_json: bool = typer.Option(False, "--json", help="Print the leaderboard as JSON (every column)."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Rank the models in the store: quality, latency, throughput, cost and embedding scores side
     by side; results that are not comparable are shown apart, with the reason."""
@@ -83,7 +83,7 @@ def leaderboard_cmd(
     render_leaderboard(board, key, descending, st.display_url, wide=wide)
 
 
-def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | None, where: str, *,
+def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | None, where: str, *,  # noqa: C901
                        wide: bool = False) -> None:
     """The leaderboard as a table (the index columns, and the per-task ones when ``wide``, when
     sorted by one, or when there is no index), then what the columns are, why some figures are

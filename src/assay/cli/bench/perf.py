@@ -8,14 +8,26 @@ import asyncio
 import secrets
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
 from rich.table import Table
 
-from assay.cli.common import (STORE_OPT, err, fmt, open_store, out, pairs, print_json, print_sides, safe,
-                              stage_progress, text_arg, when)
+from assay.cli.common import (
+    STORE_OPT,
+    err,
+    fmt,
+    open_store,
+    out,
+    pairs,
+    print_json,
+    print_sides,
+    safe,
+    stage_progress,
+    text_arg,
+    when,
+)
 from assay.errors import AssayError
 
 if TYPE_CHECKING:
@@ -67,16 +79,16 @@ def _slo(text: str | None) -> dict[str, float] | None:
 def perf_cmd(
     endpoint: str = typer.Option(..., "--endpoint", help="http(s)://HOST:PORT/v1 (OpenAI-compatible), "
                                  "azure:DEPLOYMENT or openai:MODEL."),
-    model: Optional[str] = typer.Option(None, "--model", help="The served model (default: the first the server lists)."),
-    concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c",
+    model: str | None = typer.Option(None, "--model", help="The served model (default: the first the server lists)."),
+    concurrency: str | None = typer.Option(None, "--concurrency", "-c",
                                               help="Closed-loop levels, e.g. 1,4,16,64 (default: 1, sequential)."),
-    rate: Optional[str] = typer.Option(None, "--rate", help="Open-loop request rates per second, e.g. 2,5,10; "
+    rate: str | None = typer.Option(None, "--rate", help="Open-loop request rates per second, e.g. 2,5,10; "
                                        "'sweep' (or sweep:N): one at a time, flat out, then 5 (N) rates between."),
     sweep_concurrency: int = typer.Option(32, "--sweep-concurrency", help="The sweep's flat-out concurrency."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of open-loop arrivals (1 = Poisson)."),
-    requests: Optional[int] = typer.Option(None, "--requests", "-n",
+    requests: int | None = typer.Option(None, "--requests", "-n",
                                            help="Requests per point (default 50 unless --duration)."),
-    duration: Optional[str] = typer.Option(None, "--duration", help="Length of each point, e.g. 60s, 5m."),
+    duration: str | None = typer.Option(None, "--duration", help="Length of each point, e.g. 60s, 5m."),
     input_tokens: int = typer.Option(800, "--input-tokens", help="Prompt length in the model's tokens."),
     output_tokens: int = typer.Option(200, "--output-tokens", help="Answer length asked (max_tokens)."),
     api: str = typer.Option("chat", "--api", help="chat or completions."),
@@ -84,7 +96,7 @@ def perf_cmd(
     warmup: int = typer.Option(2, "--warmup", help="Warm-up requests per point, left out."),
     shared_prefix: int = typer.Option(0, "--shared-prefix", help="Tokens every prompt shares at its start "
                                       "(0: none, so prefix caches cannot help)."),
-    slo: Optional[str] = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
+    slo: str | None = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds a request may take in all."),
     stall_timeout: float = typer.Option(60.0, "--stall-timeout", help="Seconds without a byte before a stream "
                                         "counts as stalled."),
@@ -92,11 +104,11 @@ def perf_cmd(
                                     "exactly --output-tokens (ignore_eos, min_tokens)."),
     seed: int = typer.Option(0, "--seed", help="Seed of prompts and arrival times."),
     repeat: int = typer.Option(1, "--repeat", help="Run the whole benchmark this many times (a track)."),
-    every: Optional[str] = typer.Option(None, "--every", help="Time between repeats' starts, e.g. 1h."),
-    name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write summary.json, requests.jsonl and SVG "
+    every: str | None = typer.Option(None, "--every", help="Time between repeats' starts, e.g. 1h."),
+    name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json, requests.jsonl and SVG "
                                            "charts here."),
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -330,7 +342,7 @@ def _or_dash(v: Any) -> Any:
 
 
 def compare_perf_cmd(ref_a: str, ref_b: str, *, seed: int, resamples: int, as_json: bool,
-                     store: Optional[str]) -> None:
+                     store: str | None) -> None:
     """Two perf runs point by point: B − A, B / A, 95% bootstrap intervals, verdicts."""
     from assay.bench.perf.compare import compare_perf
 
@@ -385,9 +397,9 @@ def render_comparison(cmp: dict[str, Any], *, seed: int, resamples: int) -> None
 
 def track_cmd(
     track: str = typer.Argument(..., help="The track that the scheduled repeats share."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the newest this many repeats."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the newest this many repeats."),
     as_json: bool = _STORED_JSON_OPT,
-    store: Optional[str] = STORE_OPT,
+    store: str | None = STORE_OPT,
 ) -> None:
     """Aggregate the scheduled repeats of one benchmark (a track): each metric's spread over time."""
     from assay.bench.perf.compare import THROUGHPUTS, track_aggregate

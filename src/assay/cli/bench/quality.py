@@ -5,19 +5,30 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, open_store, out, print_json, print_sides, safe, stage_progress, text_arg, when
+from assay.cli.common import (
+    STORE_OPT,
+    err,
+    open_store,
+    out,
+    print_json,
+    print_sides,
+    safe,
+    stage_progress,
+    text_arg,
+    when,
+)
 from assay.errors import AssayError
 
 if TYPE_CHECKING:
     from assay.bench.quality.summary import QualityIndex, QualitySummary, ScoreStat
 
 
-def _ints(text: Optional[str], what: str) -> list[int] | None:
+def _ints(text: str | None, what: str) -> list[int] | None:
     if not text:
         return None
     try:
@@ -31,33 +42,33 @@ def quality_cmd(
                               "local:/path/model.gguf, embedded, or python:module:function (your pipeline)."),
     tasks: str = typer.Option(..., "--tasks", help="Task YAML files, folders of them, or python:module:function, "
                               "separated by commas."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N items of each task."),
-    shots: Optional[int] = typer.Option(None, "--shots", help="Few-shot examples per prompt (default: the task's)."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N items of each task."),
+    shots: int | None = typer.Option(None, "--shots", help="Few-shot examples per prompt (default: the task's)."),
     seed: int = typer.Option(1234, "--seed", help="Seed of the few-shot sampling (lm-evaluation-harness's default)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Answers per code item (default: the task's "
+    samples: int | None = typer.Option(None, "--samples", help="Answers per code item (default: the task's "
                                           "repeats, else the largest k)."),
-    pass_at: Optional[str] = typer.Option(None, "--pass-at", help="The k of pass@k for code tasks, e.g. 1,5,10."),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="Overrides the tasks' temperature."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Overrides the tasks' max_gen_toks."),
+    pass_at: str | None = typer.Option(None, "--pass-at", help="The k of pass@k for code tasks, e.g. 1,5,10."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Overrides the tasks' temperature."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Overrides the tasks' max_gen_toks."),
     scoring: str = typer.Option("auto", "--scoring", help="Multiple choice: auto (log-likelihood where the model "
                                 "gives it, else generation), loglik, or generate."),
     api: str = typer.Option("auto", "--api", help="auto, chat or completions (raw prompts, as lm-eval's "
                             "local-completions). auto: chat for openai/azure, completions otherwise."),
-    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model for judged metrics (similarity ...)."),
+    judge: str | None = typer.Option(None, "--judge", help="Judge model for judged metrics (similarity ...)."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
-    name: Optional[str] = typer.Option(None, "--name", help="A name for the run in the store."),
+    name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
                                 "data and options."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
-    store: Optional[str] = STORE_OPT,
+    out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
+    store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     engine: str = typer.Option("local", "--engine", help="Where items are scored: local (this process) or ray (chunks "
                                "of items on a pool of Ray workers, the model loaded once per worker; needs pip "
                                "install 'assay[ray]'). Same items, store and summary either way."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join "
+    ray_address: str | None = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join "
                                               "(ray://HOST:10001, auto); default: a local Ray on every core.",
                                               metavar="ADDR"),
 ) -> None:
@@ -176,7 +187,7 @@ def show_quality(rec: dict[str, Any], as_json: bool) -> None:
     render_quality(rec.get("details") or {}, rec)
 
 
-def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: Optional[str]) -> None:
+def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: str | None) -> None:
     """Two quality runs on the same items: per-task differences, McNemar's exact test, paired bootstrap."""
     from assay.bench.quality.report import JUDGE_SCALES, compare_quality
 

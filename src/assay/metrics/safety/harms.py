@@ -31,8 +31,9 @@ rules plus the packaged profanity and offensive-text models, no key, no network.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
 
 from assay.judges import NO_JUDGE, Judge, ask, is_smoke_test, load_prompt, run_judge, template_text  # noqa: F401
 from assay.judges.parse import json_key
@@ -55,7 +56,7 @@ DATABRICKS = ("databricks",)
 # name -> Judge: every judge-scored safety metric, declared once (and registered below).
 JUDGES: dict[str, Judge] = {}
 
-@lru_cache(maxsize=None)
+@cache
 def prompt_version(template: str) -> str:
     """The ``version:`` line at the head of ``prompts/<template>.txt``."""
     head = template_text(template).split("[system]", 1)[0]

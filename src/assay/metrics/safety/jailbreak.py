@@ -20,7 +20,8 @@ metric (hate_unfairness, sexual, violence, self_harm: output ``<name>`` whose sc
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from assay.errors import AssayError
 from assay.metrics.aggregations import register_run_aggregation

@@ -37,10 +37,11 @@ import re
 import string
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from assay.metrics.safety.names import HARMS
 
@@ -397,7 +398,7 @@ class _Sources:
         self.offensive: dict[str, NaiveBayesText] = {}
         self.notes: dict[str, str] = {}
 
-    def load(self) -> "_Sources":
+    def load(self) -> _Sources:
         if self._loaded:
             return self
         with self._lock:

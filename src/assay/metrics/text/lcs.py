@@ -19,7 +19,7 @@ same integers (``tests/metrics/test_native_ngram.py``).
 from __future__ import annotations
 
 from collections import _count_elements  # the C loop behind Counter.update
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay.metrics.text import native
 

@@ -23,9 +23,9 @@ import re
 import string
 from functools import lru_cache
 
+from assay.metrics.base import Score, group, metric
 from assay.metrics.text.lcs import NATIVE, clipped_count, clipped_counts, counts, lcs_length
 from assay.metrics.text.word_tokenize import nltk_tokenize
-from assay.metrics.base import Score, group, metric
 
 __all__ = [
     "f1_score", "exact_match", "bleu", "gleu", "meteor",

@@ -147,7 +147,7 @@ def _final_period(text: str, rx: re.Pattern, padded: bool) -> str:
     return f"{text[:i - 1]}{m.group(1)} .{m.group(2)} {text[m.end():]}"
 
 
-def _treebank_rules(text: str, rest: str) -> list[str]:
+def _treebank_rules(text: str, rest: str) -> list[str]:  # noqa: C901
     """NLTKWordTokenizer.tokenize, rule by rule; ``rest`` = the text's special characters.
 
     A rule is skipped when ``rest`` shows it cannot match (rules only ever add spaces,
@@ -274,7 +274,7 @@ def _edit(text: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(parts)
 
 
-def _fast_tokens(text: str, rest: str) -> list[str]:
+def _fast_tokens(text: str, rest: str) -> list[str]:  # noqa: C901
     if '"' in rest or (not _OTHER_WS.isdisjoint(rest) and not _REALIGNED.isdisjoint(rest)):
         # exact sentence spans (with Punkt's boundary realignment, which can move a closing
         # quote or bracket behind a newline into the sentence before)
