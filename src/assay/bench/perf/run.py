@@ -156,7 +156,7 @@ class _Target:
     async def counter(self) -> Counter:
         if self.spec.kind == "http":
             auth = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "api-key")}
-            got = await server_counter(self.http, self.root, self.model, auth)
+            got = await server_counter(self.http, self.root, self.model, auth, timeout=self.cfg.timeout)
             if got is not None:
                 return got
         return bundled_counter(self.model)

@@ -16,6 +16,7 @@ cannot hit it exactly is kept at the nearest length and flagged).
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -65,8 +66,17 @@ def bundled_counter(model: str | None) -> Counter:
     return Counter(f"bundled {name}", count, False)
 
 
-async def server_counter(http: LeanHTTP, root: str, model: str, headers: dict[str, str]) -> Counter | None:
-    """The server's tokenizer, if it serves one (probed with the empty string), else None."""
+# How long the probe waits for a tokenizer endpoint to answer before trying the next one (at most
+# ``--timeout``): a server without one answers 404 at once, so only a silent server waits this long.
+PROBE_TIMEOUT = 30.0
+
+
+async def server_counter(http: LeanHTTP, root: str, model: str, headers: dict[str, str], *,
+                         timeout: float = 600.0) -> Counter | None:
+    """The server's tokenizer, if it serves one (probed with the empty string), else None.
+
+    Every request is bounded: the probe by ``min(timeout, PROBE_TIMEOUT)`` (a silent endpoint is
+    passed over), each count afterwards by ``timeout`` (``--timeout``; unanswered, an AssayError)."""
     probes = (
         # vLLM and llama.cpp's own server; each ignores the other's field names
         ("/tokenize", lambda t: {"model": model, "prompt": t, "content": t,
@@ -76,8 +86,12 @@ async def server_counter(http: LeanHTTP, root: str, model: str, headers: dict[st
     for path, body in probes:
         head = http.head("POST", root + path, {**headers, "Content-Type": "application/json"})
 
-        async def one(text: str, head: bytes = head, body: Any = body, path: str = path) -> int:
-            resp = await http.request(head, orjson.dumps(body(text)))
+        async def one(text: str, head: bytes = head, body: Any = body, path: str = path,
+                      bound: float = timeout) -> int:
+            try:
+                resp = await asyncio.wait_for(http.request(head, orjson.dumps(body(text))), bound)
+            except asyncio.TimeoutError:
+                raise AssayError(f"{path}: no answer in {bound:g} s (--timeout)") from None
             if resp.status != 200:
                 raise AssayError(f"{path}: HTTP {resp.status}")
             got = orjson.loads(resp.body)
@@ -88,9 +102,10 @@ async def server_counter(http: LeanHTTP, root: str, model: str, headers: dict[st
                 raise AssayError(f"{path}: no tokens in the answer")
             return len(tokens)
 
+        probe_bound = min(timeout, PROBE_TIMEOUT)
         try:
-            base = await one("")
-            probe = await one("hello world")
+            base = await one("", bound=probe_bound)
+            probe = await one("hello world", bound=probe_bound)
         except (AssayError, OSError, ConnectionError, ValueError, orjson.JSONDecodeError):
             continue
         if probe <= base:
