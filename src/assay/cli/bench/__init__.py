@@ -21,8 +21,12 @@ app.command("perf")(perf.perf_cmd)
 app.command("cost")(cost.cost_cmd)
 
 _JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of tables.")
-# the stored runs' tables of each kind, in the order `bench list` prints them
-LIST_TABLES = {"quality": quality.quality_list_table, "embed": embed.embed_list_table, "perf": perf.perf_list_table}
+# each kind whose stored runs `bench list` and `bench show` read: (its list table, its show), in the
+# order `bench list` prints the tables; STORED_KINDS is the order the runs are read (and --json lists them)
+VIEWS = {"quality": (quality.quality_list_table, quality.show_quality),
+         "embed": (embed.embed_list_table, embed.show_embed),
+         "perf": (perf.perf_list_table, perf.show_perf)}
+STORED_KINDS = ("perf", "quality", "embed")
 
 
 @app.command("list")
@@ -35,10 +39,10 @@ def stored_list_cmd(
     store: str | None = STORE_OPT,
 ) -> None:
     """List the stored benchmark runs (serving performance, quality, embedding), newest first."""
-    if kind not in ("all", "perf", "quality", "embed"):
-        raise AssayError(f"--kind must be perf, quality, embed or all, not {kind!r}")
+    if kind != "all" and kind not in STORED_KINDS:
+        raise AssayError(f"--kind must be {', '.join(STORED_KINDS)} or all, not {kind!r}")
     st = open_store(store)
-    kinds = ("perf", "quality", "embed") if kind == "all" else (kind,)
+    kinds = STORED_KINDS if kind == "all" else (kind,)
     model, track = text_arg(model), text_arg(track)
     found = {k: st.list_benchmarks(kind=k, model=model, track=track, limit=limit, details=False) for k in kinds}
     if as_json:
@@ -50,7 +54,7 @@ def stored_list_cmd(
         what = "benchmark" if kind == "all" else kind
         out.print(f"no {what} runs in {safe(st.display_url)}" + (" match" if model or track else ""), highlight=False)
         return
-    for k, table in LIST_TABLES.items():
+    for k, (table, _) in VIEWS.items():
         if found.get(k):
             out.print(table(found[k], st.display_url))
 
@@ -64,11 +68,10 @@ def stored_show_cmd(
     """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
     validity per point; a quality run's index and per-task scores; an embedding run's main scores."""
     rec = open_store(store).get_benchmark(text_arg(ref))
-    shows = {"quality": quality.show_quality, "embed": embed.show_embed, "perf": perf.show_perf}
-    if rec.get("kind") not in shows:
-        raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads perf, "
-                         "quality and embed runs")
-    shows[rec["kind"]](rec, as_json)
+    if rec.get("kind") not in VIEWS:
+        raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads "
+                         f"{', '.join(STORED_KINDS[:-1])} and {STORED_KINDS[-1]} runs")
+    VIEWS[rec["kind"]][1](rec, as_json)
 
 
 @app.command("compare")
