@@ -53,8 +53,9 @@ def check_bind(host: str, token: str | None) -> str | None:
 
 
 def listen_on(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (uvicorn listens on it), made before the address is
-    announced: a port in use ends the command with one line and exit 3."""
+    """A socket listening on ``host:port`` (uvicorn serves it), made before the address is
+    announced, so the address accepts connections once printed: a port in use ends the command
+    with one line and exit 3."""
     addr = host.strip().strip("[]")
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET   # as uvicorn: localhost is 127.0.0.1
     try:
@@ -73,6 +74,7 @@ def listen_on(host: str, port: int) -> socket.socket:
         raise RunIncomplete(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
                             "pick another address with --host or port with --port") from None
     sock.set_inheritable(True)
+    sock.listen(2048)   # connections wait in the backlog from the moment the address is printed
     return sock
 
 

@@ -89,7 +89,9 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
             if "token" in request.query_params and request.method == "GET":
                 # Set the cookie and take the token out of the address bar and the history.
                 rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-                target = request.url.path + (("?" + urlencode(rest)) if rest else "")
+                # One leading slash: "//host/x" (or "/\\host/x") in Location would send the
+                # browser, token cookie just set, to another site.
+                target = "/" + request.url.path.lstrip("/\\") + (("?" + urlencode(rest)) if rest else "")
                 resp = RedirectResponse(target, status_code=303)
                 resp.set_cookie(COOKIE, token, httponly=True, samesite="strict")
                 return _secure(resp)
