@@ -88,8 +88,9 @@ def check_cmd(
     no_save: bool = typer.Option(False, "--no-save", help="Do not keep the result in the store (kept by default, "
                                                            "unless $ASSAY_STORE=off; see `assay judge list`)."),
 ) -> None:
-    """Score labelled good and bad answers with a judge and report how well it separates them:
-    ROC AUC with a 95% interval, agreement at the metric's threshold, the swap control (the good
+    """Measure how well a judge separates labelled good answers from bad ones.
+
+    Reports ROC AUC with a 95% interval, agreement at the metric's threshold, the swap control (the good
     answer with another row's context, question or ground truth), the length-matched control,
     errors and cost. The result is kept in the store (`assay judge list`, `assay judge show`,
     and the dashboard beside the runs that used this judge)."""

@@ -65,8 +65,10 @@ def stored_show_cmd(
     as_json: bool = _JSON_OPT,
     store: str | None = STORE_OPT,
 ) -> None:
-    """Show a stored benchmark: a perf run's percentiles with 95% intervals, throughput, failures and
-    validity per point; a quality run's index and per-task scores; an embedding run's main scores."""
+    """Show one stored benchmark run of any kind.
+
+    A perf run's percentiles with 95% intervals, throughput, failures and validity per point; a
+    quality run's index and per-task scores; an embedding run's main scores."""
     rec = open_store(store).get_benchmark(text_arg(ref))
     if rec.get("kind") not in VIEWS:
         raise AssayError(f"benchmark {rec.get('ref')} is a {rec.get('kind')} result; bench show reads "
@@ -83,9 +85,11 @@ def stored_compare_cmd(
     as_json: bool = _JSON_OPT,
     store: str | None = STORE_OPT,
 ) -> None:
-    """Compare two stored runs: perf runs point by point (B − A, B / A, 95% bootstrap intervals,
-    verdicts); quality runs item by item (McNemar's exact test, paired bootstrap); embedding runs task by
-    task on the same units (paired bootstrap)."""
+    """Compare two stored benchmark runs of one kind, with intervals and verdicts.
+
+    Perf runs point by point (B − A, B / A, 95% bootstrap intervals, verdicts); quality runs item by
+    item (McNemar's exact test, paired bootstrap); embedding runs task by task on the same units
+    (paired bootstrap)."""
     ref_a, ref_b = text_arg(ref_a), text_arg(ref_b)
     kind_a = open_store(store).get_benchmark(ref_a).get("kind")
     if kind_a == "quality":
