@@ -178,10 +178,26 @@ def drop_caps():
         raise OSError(ctypes.get_errno(), "capset")
 
 def start_child(workdir):
+    # The end-of-program marker: a secret the sample's process can read only from a pipe (nothing of it in its
+    # memory, argv or environment while the program runs), echoed on a second pipe by the harness once the
+    # program's last statement has run. An exit of any kind before that leaves the second pipe empty.
+    secret = os.urandom(24).hex().encode()
+    secret_r, secret_w = os.pipe()
+    os.write(secret_w, secret)
+    os.close(secret_w)
+    mark_r, mark_w = os.pipe()
     pid = os.fork()
     if pid:
-        return pid
+        os.close(secret_r)
+        os.close(mark_w)
+        return pid, secret, mark_r
     try:
+        os.close(mark_r)
+        if cfg["cgroup_fds"]:
+            # into the run's cgroup before anything is allocated; the descriptors go before the sample starts
+            for fd in cfg["cgroup_fds"]:
+                os.write(fd, b"0")
+                os.close(fd)
         lim = cfg["limits"]
         for name, value in lim.items():
             soft, hard = value if isinstance(value, list) else (value, value)
@@ -200,13 +216,25 @@ def start_child(workdir):
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
         os.set_inheritable(status_fd, False)     # closed by exec, still there to report a failed exec
+        os.set_inheritable(secret_r, True)
+        os.set_inheritable(mark_w, True)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        os.execve(cfg["python"], [cfg["python"], "-I", os.path.join(workdir, "main.py")], cfg["env"])
+        os.execve(cfg["python"], [cfg["python"], "-I", "-c", cfg["harness"], os.path.join(workdir, "main.py"),
+                                  str(secret_r), str(mark_w)], cfg["env"])
     except BaseException as e:
         try:
             report(error="sandbox setup: %s" % e)
         finally:
             os._exit(127)
+
+def ran_to_its_end(secret, mark_r):
+    os.set_blocking(mark_r, False)
+    try:
+        got = os.read(mark_r, 4096)
+    except OSError:
+        got = b""
+    os.close(mark_r)
+    return got == secret
 
 def kill_uid():
     # every process of the sample's uid (no PID namespace to do it for us)
@@ -239,7 +267,7 @@ try:
             if cfg["uid"] is not None:
                 os.chown(workdir, cfg["uid"], cfg["gid"])
                 os.chown(os.path.join(workdir, "main.py"), cfg["uid"], cfg["gid"])
-    child = start_child(workdir)
+    child, secret, mark_r = start_child(workdir)
 except BaseException as e:
     report(error="sandbox setup: %s" % e)
     sys.exit(127)
@@ -248,13 +276,44 @@ while True:
     if pid == child:
         break
 cpu = ru.ru_utime + ru.ru_stime
+completed = ran_to_its_end(secret, mark_r)
 if os.WIFSIGNALED(st):
-    report(signal=os.WTERMSIG(st), cpu=cpu)
+    report(signal=os.WTERMSIG(st), cpu=cpu, completed=completed)
 else:
-    report(rc=os.WEXITSTATUS(st), cpu=cpu)
+    report(rc=os.WEXITSTATUS(st), cpu=cpu, completed=completed)
 if cfg["mode"] == "rlimits":
     kill_uid()
 '''
+
+# The sample's interpreter runs this (``python -I -c HARNESS main.py SECRET_FD MARK_FD``): it takes the run's
+# secret from its pipe and closes that pipe before the program starts, runs the program as ``__main__``, every
+# statement to the last, then writes the secret on the mark pipe. An exit before the end (os._exit, SystemExit
+# from sys.exit or unittest.main, an excepthook or atexit handler that exits 0, exec of another program) never
+# writes it, and the launcher takes only the secret alone: anything else on the mark pipe spoils it.
+# Exceptions are reported as Python would, without this frame.
+HARNESS = r"""
+import sys
+def _harness():
+    import os, types
+    path, secret_fd, mark_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    secret = os.read(secret_fd, 64)
+    os.close(secret_fd)
+    sys.argv[:] = [path]
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    sys.modules["__main__"] = main
+    try:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__.tb_next)
+        sys.exit(1)
+    os.write(mark_fd, secret)
+_harness()
+"""
 
 _probe_cache: dict[tuple, bool] = {}
 
@@ -475,7 +534,7 @@ class Sandbox:
         cfg = {"mode": "ns" if self.mode.startswith("unshare") else self.mode, "status_fd": status_w,
                "uid": uid, "gid": uid, "python": python, "prefixes": prefixes, "limits": self._limits(),
                "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare",
-               "kill_all": KILL_ALL}
+               "kill_all": KILL_ALL, "harness": HARNESS, "cgroup_fds": []}
         launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER]
         if self.mode == "unshare":
             cmd = [shutil.which("unshare") or "unshare", *NS_FLAGS, "--", *launcher]
@@ -631,7 +690,9 @@ class Sandbox:
         if rc is None:
             return made("error", "the sandbox launcher ended without reporting: " + (err.last_line() or "no output"))
         if rc == 0:
-            return made("passed", "")
+            if report.get("completed"):
+                return made("passed", "")
+            return made("failed", "exited with status 0 before the end of the program: its checks did not all run")
         reason = _reason_from(err, rc)
         if reason.startswith("MemoryError"):
             return made("memory", reason + f" (memory limit {self.memory_mb} MB)")
