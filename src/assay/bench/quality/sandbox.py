@@ -64,6 +64,7 @@ class SandboxResult:
     cpu_s: float
     isolation: str
     reason: str
+    limit: str = "rlimit"      # what bounded the sample's memory: "cgroup" (all its processes) or "rlimit" (each)
 
 
 # Run as the sample's own uid: SIGKILL to every process that uid owns (kill(-1) skips the caller and reports
@@ -195,8 +196,13 @@ def start_child(workdir):
         os.close(mark_r)
         if cfg["cgroup_fds"]:
             # into the run's cgroup before anything is allocated; the descriptors go before the sample starts
+            try:
+                for fd in cfg["cgroup_fds"]:
+                    os.write(fd, b"0")
+                report(cgroup="joined")
+            except OSError as e:
+                report(cgroup="not joined: %s" % e)
             for fd in cfg["cgroup_fds"]:
-                os.write(fd, b"0")
                 os.close(fd)
         lim = cfg["limits"]
         for name, value in lim.items():
@@ -249,9 +255,19 @@ def kill_uid():
             os._exit(0)
     os.waitpid(pid, 0)
 
+def limit_ipc():
+    # our own IPC namespace: its SysV shared memory and message queues bounded (the cgroup counts the pages too)
+    for name, value in cfg["ipc"].items():
+        try:
+            with open("/proc/sys/kernel/" + name, "w") as f:
+                f.write(str(value))
+        except OSError:
+            pass
+
 try:
     program = sys.stdin.buffer.read()
     if cfg["mode"] == "ns":
+        limit_ipc()
         build_root(program)
         workdir = "/tmp"
     else:
@@ -396,6 +412,222 @@ def _count_own_processes() -> int:
     return n
 
 
+# ---- the whole sample's memory: a cgroup of its own per run -------------------------------------------------
+
+_cgroup_cache: dict[str, tuple[dict[str, str], int, str]] = {}
+
+
+def _mountinfo() -> list[tuple[str, str, str, list[str]]]:
+    """(root within its hierarchy, mount point, file system type, super options) of each mount."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                a, b = left.split(), right.split()
+                if len(a) >= 5 and len(b) >= 3:
+                    out.append((a[3], a[4], b[0], b[2].split(",")))
+    except OSError:
+        pass
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup per controller; ``""`` names the v2 (unified) one."""
+    paths: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3:
+                    for controller in parts[1].split(","):
+                        paths[controller] = parts[2]
+    except OSError:
+        pass
+    return paths
+
+
+def _under(mount_root: str, mount_point: str, path: str | None) -> str | None:
+    if path is None:
+        return None
+    if mount_root != "/":
+        if path != mount_root and not path.startswith(mount_root + "/"):
+            return None                          # our cgroup is outside what this mount shows
+        path = path[len(mount_root):]
+    return os.path.join(mount_point, path.lstrip("/"))
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _probe_dir(parent: str, limit_file: str) -> bool:
+    """Whether a child cgroup can be made under ``parent`` and given a memory limit."""
+    probe = os.path.join(parent, f"assay-probe-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        _write(os.path.join(probe, limit_file), str(64 * 2**20))
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
+
+
+def _find_v2(mounts, own) -> tuple[dict[str, str], str] | None:
+    for root, point, fstype, _ in mounts:
+        if fstype != "cgroup2":
+            continue
+        base = _under(root, point, own.get(""))
+        if not base:
+            continue
+        try:
+            with open(os.path.join(base, "cgroup.controllers")) as f:
+                controllers = f.read().split()
+            if "memory" not in controllers:
+                continue
+            with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                enabled = f.read().split()
+            wanted = [c for c in ("memory", "pids") if c in controllers and c not in enabled]
+            if wanted:          # fails (EBUSY) in a cgroup that holds processes and is not the root: then no
+                _write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+        except OSError:
+            continue
+        if _probe_dir(base, "memory.max"):
+            return {"memory": base, "pids": base}, f"cgroup v2 under {base}"
+    return None
+
+
+def _find_v1(mounts, own) -> tuple[dict[str, str], str] | None:
+    found: dict[str, str] = {}
+    for controller, limit_file in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max")):
+        for root, point, fstype, options in mounts:
+            if fstype == "cgroup" and controller in options:
+                base = _under(root, point, own.get(controller))
+                if base and _probe_dir(base, limit_file):
+                    found[controller] = base
+                    break
+    if "memory" not in found:
+        return None
+    return found, f"cgroup v1 under {found['memory']}"
+
+
+def _find_cgroup() -> tuple[dict[str, str], int, str]:
+    """Where each run's cgroup is made: ({controller: parent folder}, version, what it is), or ({}, 0, why
+    there is none). Probed once per process."""
+    if "found" not in _cgroup_cache:
+        mounts, own = _mountinfo(), _own_cgroups()
+        if os.geteuid() != 0:
+            found: tuple[dict[str, str], int, str] = ({}, 0, "not running as root")
+        elif (v2 := _find_v2(mounts, own)) is not None:
+            found = (v2[0], 2, v2[1])
+        elif (v1 := _find_v1(mounts, own)) is not None:
+            found = (v1[0], 1, v1[1])
+        else:
+            found = ({}, 0, "no writable cgroup with a memory controller")
+        _cgroup_cache["found"] = found
+    return _cgroup_cache["found"]
+
+
+class _RunCgroup:
+    """One run's cgroup: a memory limit over every process of the sample (its page cache, shared memory,
+    memfds and tmpfs files included), no swap, and a process count."""
+
+    def __init__(self, parents: dict[str, str], version: int, memory_mb: int, max_procs: int):
+        name = f"assay-sandbox-{os.getpid()}-{secrets.token_hex(6)}"
+        self.version, self.dirs = version, []
+        limit = str(memory_mb * 2**20)
+        try:
+            for parent in dict.fromkeys(parents.values()):
+                path = os.path.join(parent, name)
+                os.mkdir(path)
+                self.dirs.append(path)
+            self.memory = os.path.join(parents["memory"], name)
+            if version == 2:
+                _write(os.path.join(self.memory, "memory.max"), limit)
+                for file, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                    if os.path.exists(os.path.join(self.memory, file)):
+                        _write(os.path.join(self.memory, file), value)
+            else:
+                _write(os.path.join(self.memory, "memory.limit_in_bytes"), limit)
+                try:
+                    _write(os.path.join(self.memory, "memory.memsw.limit_in_bytes"), limit)
+                except OSError:
+                    pass                          # no swap accounting: nothing to swap to either
+            if "pids" in parents:
+                pids = os.path.join(parents["pids"], name)
+                if os.path.exists(os.path.join(pids, "pids.max")):
+                    _write(os.path.join(pids, "pids.max"), str(max_procs + 4))
+        except OSError:
+            self.remove()
+            raise
+
+    def procs_fds(self) -> list[int]:
+        """Descriptors of each folder's ``cgroup.procs``: the sample writes "0" to them to join, then closes them."""
+        return [os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in self.dirs]
+
+    def oom_kills(self) -> int:
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            with open(os.path.join(self.memory, name)) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        """Kills whatever is left in it and removes its folders (the kernel hands their charges to the parent)."""
+        give_up = time.monotonic() + 3.0
+        for path in self.dirs:
+            while True:
+                if self.version == 2 and os.path.exists(os.path.join(path, "cgroup.kill")):
+                    try:
+                        _write(os.path.join(path, "cgroup.kill"), "1")
+                    except OSError:
+                        pass
+                try:
+                    with open(os.path.join(path, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except (OSError, ValueError):
+                                pass
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > give_up:
+                        break
+                    time.sleep(0.01)
+        self.dirs = []
+
+
+def _remove_shm_of(uid: int) -> None:
+    """SysV shared memory segments a sample without an IPC namespace of its own left behind."""
+    import ctypes
+
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+    except OSError:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for row in rows:
+        if len(row) > 9 and str(uid) in (row[7], row[9]):
+            libc.shmctl(int(row[1]), 0, None)     # IPC_RMID
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -475,6 +707,11 @@ class Sandbox:
             else:
                 raise SandboxError(f"sandbox isolation 'rlimits': {self.python} cannot be run by an "
                                    "unprivileged uid; install python3 under /usr or allow namespaces (unshare)")
+        parents, _, where = _find_cgroup()
+        self.limit = "cgroup" if parents else "rlimit"
+        self.limit_detail = (f"{self.memory_mb} MB over all of a sample's processes, shared memory and memfds "
+                             f"({where})" if parents else
+                             f"{self.memory_mb} MB of address space per process (RLIMIT_AS; {where})")
         self.isolation = {
             "unshare": "unshare(mount,pid,net,ipc,uts)+chroot+fresh uid+rlimits",
             "unshare-user": "unshare(user,mount,pid,net,ipc,uts)+chroot+no capabilities+rlimits",
@@ -534,32 +771,16 @@ class Sandbox:
         cfg = {"mode": "ns" if self.mode.startswith("unshare") else self.mode, "status_fd": status_w,
                "uid": uid, "gid": uid, "python": python, "prefixes": prefixes, "limits": self._limits(),
                "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare",
-               "kill_all": KILL_ALL, "harness": HARNESS, "cgroup_fds": []}
+               "kill_all": KILL_ALL, "harness": HARNESS, "cgroup_fds": [],
+               "ipc": {"shmmax": self.memory_mb * 2**20, "shmall": self.memory_mb * 256, "shmmni": 64,
+                       "msgmni": 16}}
         launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER]
         if self.mode == "unshare":
             cmd = [shutil.which("unshare") or "unshare", *NS_FLAGS, "--", *launcher]
         elif self.mode == "unshare-user":
             cmd = [shutil.which("unshare") or "unshare", "--user", "--map-root-user", *NS_FLAGS, "--", *launcher]
         elif self.mode == "bwrap":
-            cmd = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(self.root), "--die-with-parent", "--new-session",
-                   "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-            for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
-                if os.path.islink("/" + top):
-                    cmd += ["--symlink", os.readlink("/" + top), "/" + top]
-                elif os.path.isdir("/" + top):
-                    cmd += ["--ro-bind", "/" + top, "/" + top]
-            for prefix in prefixes:
-                # the folders above it as plain searchable folders (bwrap would copy a private /root's mode)
-                parts = prefix.strip("/").split("/")[:-1]
-                for i in range(1, len(parts) + 1):
-                    cmd += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
-                cmd += ["--ro-bind", prefix, prefix]
-            launcher = [python, "-I", "-S", "-c", LAUNCHER]   # the venv link may point outside the view
-            cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "0700", "--size", str(cfg["tmp_mb"] * 2**20),
-                    "--tmpfs", "/tmp", "--chdir", "/tmp",
-                    "--clearenv", "--", *launcher]
-            cfg["workdir"] = "/tmp"
-            cfg["drop_caps"] = False
+            cmd = self._bwrap_cmd(cfg)
         else:
             workdir = tempfile.mkdtemp(prefix="assay-sandbox-")
             if uid is not None:
@@ -569,24 +790,73 @@ class Sandbox:
             cmd = launcher
         env["HOME"] = env["TMPDIR"] = cfg.get("workdir") or "/tmp"
         cfg["env"] = env
+        cgroup, cg_fds = self._cgroup()
+        cfg["cgroup_fds"] = cg_fds
         cmd.append(json.dumps(cfg))
         try:
-            return self._run(cmd, program, status_r, status_w, uid)
+            return self._run(cmd, program, status_r, status_w, uid, cgroup, cg_fds)
         finally:
             os.close(status_r)
+            if cgroup is not None:
+                cgroup.remove()
+            if self.mode == "rlimits" and uid is not None:
+                _remove_shm_of(uid)
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
 
-    def _run(self, cmd, program, status_r, status_w, uid) -> SandboxResult:
+    def _bwrap_cmd(self, cfg: dict) -> list[str]:
+        cmd = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(self.root), "--die-with-parent", "--new-session",
+               "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+            if os.path.islink("/" + top):
+                cmd += ["--symlink", os.readlink("/" + top), "/" + top]
+            elif os.path.isdir("/" + top):
+                cmd += ["--ro-bind", "/" + top, "/" + top]
+        for prefix in self.prefixes:
+            # the folders above it as plain searchable folders (bwrap would copy a private /root's mode)
+            parts = prefix.strip("/").split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                cmd += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
+            cmd += ["--ro-bind", prefix, prefix]
+        launcher = [self.python, "-I", "-S", "-c", LAUNCHER]   # the venv link may point outside the view
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "0700", "--size", str(cfg["tmp_mb"] * 2**20),
+                "--tmpfs", "/tmp", "--chdir", "/tmp",
+                "--clearenv", "--", *launcher]
+        cfg["workdir"] = "/tmp"
+        cfg["drop_caps"] = False
+        return cmd
+
+    def _cgroup(self) -> tuple[_RunCgroup | None, list[int]]:
+        parents, version, _ = _find_cgroup()
+        if not parents:
+            return None, []
+        try:
+            cg = _RunCgroup(parents, version, self.memory_mb, self.max_procs)
+        except OSError:
+            return None, []                      # this run is bounded per process only, and says so
+        try:
+            return cg, cg.procs_fds()
+        except OSError:
+            cg.remove()
+            return None, []
+
+    def cgroup_children(self) -> list[str]:
+        """The run cgroups of this process that exist now (each run removes its own when it ends)."""
+        parents, _, _ = _find_cgroup()
+        prefix = f"assay-sandbox-{os.getpid()}-"
+        return sorted(os.path.join(p, n) for p in set(parents.values()) for n in os.listdir(p) if n.startswith(prefix))
+
+    def _run(self, cmd, program, status_r, status_w, uid, cgroup, cg_fds) -> SandboxResult:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    pass_fds=(status_w,), start_new_session=True, close_fds=True,
+                                    pass_fds=(status_w, *cg_fds), start_new_session=True, close_fds=True,
                                     env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"})
         except OSError as e:
-            os.close(status_w)
             return SandboxResult("error", None, "", "", 0.0, 0.0, self.isolation, f"sandbox start: {e}")
-        os.close(status_w)
+        finally:
+            for fd in (status_w, *cg_fds):
+                os.close(fd)
         try:
             proc.stdin.write(program.encode("utf-8", "surrogateescape"))
             proc.stdin.close()
@@ -607,14 +877,16 @@ class Sandbox:
             proc.wait()
             spent = 0.0
         wall = time.monotonic() - start
-        report = {}
+        report: dict = {}
         try:
             os.set_blocking(status_r, False)
-            raw = os.read(status_r, 65536).decode()
-            report = json.loads(raw.splitlines()[0]) if raw.strip() else {}
-        except (OSError, ValueError, IndexError):
+            for line in os.read(status_r, 65536).decode().splitlines():
+                if line.strip():
+                    report.update(json.loads(line))      # the sample's process reports first, the launcher last
+        except (OSError, ValueError):
             pass
         cpu = float(report.get("cpu", spent))
+        report["oom_kills"] = cgroup.oom_kills() if cgroup is not None else 0
         return self._result(report, timed_out, out, err, wall, cpu)
 
     def _pump(self, proc, out: _Capture, err: _Capture, deadline: float) -> bool:
@@ -672,14 +944,18 @@ class Sandbox:
     def _result(self, report, timed_out, out, err, wall, cpu) -> SandboxResult:
         rc = report.get("rc")
         sig = report.get("signal")
+        limit = "cgroup" if report.get("cgroup") == "joined" else "rlimit"
         made = lambda status, reason: SandboxResult(  # noqa: E731
             status, rc if sig is None else -sig, out.text(), err.text(), round(wall, 6), round(cpu, 6),
-            self.isolation, reason)
+            self.isolation, reason, limit)
         if timed_out:
             return SandboxResult("timeout", None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
-                                 self.isolation, f"timeout after {self.timeout_s:g} s wall")
+                                 self.isolation, f"timeout after {self.timeout_s:g} s wall", limit)
         if "error" in report:
             return made("error", report["error"])
+        if report.get("oom_kills"):
+            return made("memory", f"memory limit of {self.memory_mb} MB for the whole sample exceeded (cgroup): "
+                                  "killed by the OOM killer")
         if sig is not None:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.cpu_s):

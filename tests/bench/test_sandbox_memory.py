@@ -1,0 +1,157 @@
+"""The sandbox's memory limit holds for the whole sample, not per process: forked children, SysV
+shared memory and memfds over the limit are killed or refused, and each result says which limit was
+in force. Small limits (96 MB) keep the machine unstressed."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from assay.bench.quality.sandbox import Sandbox
+
+LIMIT_MB = 96
+
+FORKED_CHILDREN = """
+import os, time
+r, w = os.pipe()
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        data = b"x" * (40 << 20)          # 40 MB each, well under the per-process limit
+        os.write(w, b"1")
+        time.sleep(1)
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+got = b""
+while True:
+    chunk = os.read(r, 16)
+    if not chunk:
+        break
+    got += chunk
+for pid in kids:
+    os.waitpid(pid, 0)
+print("children that held 40 MB:", len(got))
+"""
+
+SYSV_SHM = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+held = 0
+for _ in range(4):
+    sid = libc.shmget(0, 40 << 20, 0o1600)            # IPC_PRIVATE, IPC_CREAT | 0600
+    if sid < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "shmget: " + os.strerror(e))
+    addr = libc.shmat(sid, None, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        e = ctypes.get_errno()
+        raise OSError(e, "shmat: " + os.strerror(e))
+    ctypes.memset(addr, 1, 40 << 20)
+    libc.shmdt(addr)                                   # detached: the segment lives on, the RSS drops
+    held += 40
+print("shared memory held:", held, "MB")
+"""
+
+MEMFDS = """
+import os
+fds = []
+for i in range(12):
+    fd = os.memfd_create("m%d" % i)
+    for _ in range(15):                                # 15 MB each, under the file size limit
+        os.write(fd, b"x" * (1 << 20))
+    fds.append(fd)
+print("memfds held:", 15 * len(fds), "MB")
+"""
+
+
+@pytest.fixture(scope="module")
+def box() -> Sandbox:
+    return Sandbox(timeout_s=10.0, memory_mb=LIMIT_MB, max_procs=16, max_file_mb=16)
+
+
+@pytest.fixture(scope="module")
+def cg_box(box) -> Sandbox:
+    if box.limit != "cgroup":
+        pytest.skip(f"no writable cgroup with a memory controller here ({box.limit_detail})")
+    return box
+
+
+def test_the_limit_in_force_is_said(box):
+    r = box.run("print('hi')")
+    assert r.status == "passed" and r.limit == box.limit
+    assert box.limit in ("cgroup", "rlimit") and box.limit_detail
+    if os.geteuid() == 0 and os.path.isdir("/sys/fs/cgroup"):
+        # this project's machines: root with a cgroup (v2, or v1's memory controller) to make children in
+        assert box.limit == "cgroup", box.limit_detail
+
+
+def test_forked_children_over_the_limit_are_killed(cg_box):
+    r = cg_box.run(FORKED_CHILDREN)
+    assert r.status == "memory", r
+    assert r.limit == "cgroup"
+    assert r.reason == f"memory limit of {LIMIT_MB} MB for the whole sample exceeded (cgroup): killed by the OOM killer"
+    assert "children that held 40 MB: 4" not in r.stdout
+
+
+def test_sysv_shared_memory_over_the_limit_is_refused(ns_or_cg):
+    r = ns_or_cg.run(SYSV_SHM)
+    assert r.status in ("failed", "memory"), r
+    assert "shared memory held" not in r.stdout
+    if r.status == "failed":
+        assert r.reason.startswith(("OSError: [Errno 28] shmget", "OSError: [Errno 22] shmget")), r.reason
+
+
+@pytest.fixture(scope="module")
+def ns_or_cg(box) -> Sandbox:
+    """SysV shared memory is bounded by the IPC namespace's own limits or by the cgroup."""
+    if box.limit != "cgroup" and not box.isolation.startswith("unshare"):
+        pytest.skip("neither a cgroup nor an IPC namespace of our own here")
+    return box
+
+
+def test_memfds_over_the_limit_are_killed(cg_box):
+    r = cg_box.run(MEMFDS)
+    assert r.status == "memory", r
+    assert "memfds held" not in r.stdout
+
+
+def test_within_the_limit_children_and_shared_memory_pass(box):
+    r = box.run(textwrap.dedent("""
+        import os
+        pids = []
+        for _ in range(2):
+            pid = os.fork()
+            if pid == 0:
+                data = b"x" * (10 << 20)
+                os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            assert os.waitpid(pid, 0)[1] == 0
+        fd = os.memfd_create("small")
+        os.write(fd, b"y" * (8 << 20))
+        print("fine")
+    """))
+    assert (r.status, r.stdout) == ("passed", "fine\n"), r
+
+
+def test_no_cgroup_is_left_behind(cg_box):
+    before = set(cg_box.cgroup_children())
+    for program in ("print(1)", FORKED_CHILDREN, "while True: pass"):
+        Sandbox(timeout_s=1.5, memory_mb=LIMIT_MB, max_procs=16).run(program)
+    assert set(cg_box.cgroup_children()) <= before
+
+
+def test_rlimits_fallback_says_rlimit_or_cgroup_and_still_limits_children(tmp_path):
+    box = Sandbox(timeout_s=10.0, memory_mb=LIMIT_MB, max_procs=16, isolation="rlimits")
+    r = box.run(FORKED_CHILDREN)
+    assert r.limit == box.limit
+    if box.limit == "cgroup":
+        assert r.status == "memory"
