@@ -52,9 +52,14 @@ class SandboxError(AssayError):
     """The requested isolation cannot be had on this machine, or a limit is invalid."""
 
 
+JUDGED = ("passed", "failed", "timeout", "memory")   # verdicts on the program; killed and error are not
+
+
 @dataclass
 class SandboxResult:
-    """The outcome of one program: ``status`` is passed, failed, timeout, memory, killed or error."""
+    """The outcome of one program: ``status`` is passed, failed, timeout, memory (verdicts on the program),
+    killed (a signal it did not die of by a limit of ours, or the sandbox could not start it in time) or error
+    (the sandbox failed). ``attempts``: 2 when :meth:`Sandbox.judge` ran it again; ``retried``: why."""
 
     status: str
     returncode: int | None
@@ -65,6 +70,13 @@ class SandboxResult:
     isolation: str
     reason: str
     limit: str = "rlimit"      # what bounded the sample's memory: "cgroup" (all its processes) or "rlimit" (each)
+    attempts: int = 1
+    retried: str = ""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the outcome is a verdict on the program (pass@k counts only these)."""
+        return self.status in JUDGED
 
 
 # Run as the sample's own uid: SIGKILL to every process that uid owns (kill(-1) skips the caller and reports
@@ -179,6 +191,7 @@ def drop_caps():
         raise OSError(ctypes.get_errno(), "capset")
 
 def start_child(workdir):
+    joined = None
     # The end-of-program marker: a secret the sample's process can read only from a pipe (nothing of it in its
     # memory, argv or environment while the program runs), echoed on a second pipe by the harness once the
     # program's last statement has run. An exit of any kind before that leaves the second pipe empty.
@@ -199,9 +212,9 @@ def start_child(workdir):
             try:
                 for fd in cfg["cgroup_fds"]:
                     os.write(fd, b"0")
-                report(cgroup="joined")
+                joined = "joined"
             except OSError as e:
-                report(cgroup="not joined: %s" % e)
+                joined = "not joined: %s" % e
             for fd in cfg["cgroup_fds"]:
                 os.close(fd)
         lim = cfg["limits"]
@@ -225,6 +238,7 @@ def start_child(workdir):
         os.set_inheritable(secret_r, True)
         os.set_inheritable(mark_w, True)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        report(started=True, cgroup=joined)
         os.execve(cfg["python"], [cfg["python"], "-I", "-c", cfg["harness"], os.path.join(workdir, "main.py"),
                                   str(secret_r), str(mark_w)], cfg["env"])
     except BaseException as e:
@@ -761,6 +775,17 @@ class Sandbox:
                 "RLIMIT_NPROC": nproc, "RLIMIT_FSIZE": self.max_file_mb * mb, "RLIMIT_CORE": 0,
                 "RLIMIT_NOFILE": 256}
 
+    def judge(self, program: str) -> SandboxResult:
+        """Runs ``program`` for a verdict: once more when the first run gave none (killed, or the sandbox
+        failed), so a sample the machine killed under load is not scored. A second run without a verdict is
+        returned as it is (``attempts`` 2): the caller counts it apart, never as a failure."""
+        first = self.run(program)
+        if first.judged:
+            return first
+        again = self.run(program)
+        again.attempts, again.retried = 2, f"{first.status}: {first.reason}"
+        return again
+
     def run(self, program: str) -> SandboxResult:
         """Runs ``program`` to completion or to a limit; never raises for anything the program does."""
         python, prefixes = self.python, self.prefixes
@@ -949,8 +974,12 @@ class Sandbox:
             status, rc if sig is None else -sig, out.text(), err.text(), round(wall, 6), round(cpu, 6),
             self.isolation, reason, limit)
         if timed_out:
-            return SandboxResult("timeout", None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
-                                 self.isolation, f"timeout after {self.timeout_s:g} s wall", limit)
+            status, why = "timeout", f"timeout after {self.timeout_s:g} s wall"
+            if not report.get("started"):
+                status, why = "killed", (f"the sandbox had not started the program when the {self.timeout_s:g} s "
+                                         "wall limit passed (an overloaded machine?)")
+            return SandboxResult(status, None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
+                                 self.isolation, why, limit)
         if "error" in report:
             return made("error", report["error"])
         if report.get("oom_kills"):
