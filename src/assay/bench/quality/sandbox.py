@@ -52,7 +52,7 @@ class SandboxError(AssayError):
     """The requested isolation cannot be had on this machine, or a limit is invalid."""
 
 
-JUDGED = ("passed", "failed", "timeout", "memory")   # verdicts on the program; killed and error are not
+VERDICTS = ("passed", "failed", "timeout", "memory")   # verdicts on the program; killed and error are not
 
 
 @dataclass
@@ -76,7 +76,7 @@ class SandboxResult:
     @property
     def judged(self) -> bool:
         """Whether the outcome is a verdict on the program (pass@k counts only these)."""
-        return self.status in JUDGED
+        return self.status in VERDICTS
 
 
 # Run as the sample's own uid: SIGKILL to every process that uid owns (kill(-1) skips the caller and reports
@@ -721,11 +721,11 @@ class Sandbox:
             else:
                 raise SandboxError(f"sandbox isolation 'rlimits': {self.python} cannot be run by an "
                                    "unprivileged uid; install python3 under /usr or allow namespaces (unshare)")
-        parents, _, where = _find_cgroup()
+        parents, version, why = _find_cgroup()
         self.limit = "cgroup" if parents else "rlimit"
-        self.limit_detail = (f"{self.memory_mb} MB over all of a sample's processes, shared memory and memfds "
-                             f"({where})" if parents else
-                             f"{self.memory_mb} MB of address space per process (RLIMIT_AS; {where})")
+        self.limit_detail = (f"{self.memory_mb} MB over all of a sample's processes, shared memory and memfds, "
+                             f"cgroup v{version}" if parents else
+                             f"{self.memory_mb} MB of address space per process, RLIMIT_AS; no cgroup: {why}")
         self.isolation = {
             "unshare": "unshare(mount,pid,net,ipc,uts)+chroot+fresh uid+rlimits",
             "unshare-user": "unshare(user,mount,pid,net,ipc,uts)+chroot+no capabilities+rlimits",
