@@ -125,3 +125,10 @@ def test_a_program_that_runs_to_its_end_after_catching_its_own_exit_passes(box):
 def test_nonzero_exit_keeps_its_code_and_reason(box):
     r = box.run(program("import sys\nsys.exit(3)\n"))
     assert (r.status, r.returncode, r.reason) == ("failed", 3, "exit code 3")
+
+
+def test_a_forked_process_that_also_runs_to_the_end_still_passes(box):
+    # both processes run the checks (and pass them): the secret arrives twice, which is still the end
+    r = box.run(program("import os\n_child = os.fork()\n").replace("a - b", "a + b")
+                + "if _child:\n    os.waitpid(_child, 0)\n")
+    assert r.status == "passed", r

@@ -155,3 +155,26 @@ def test_rlimits_fallback_says_rlimit_or_cgroup_and_still_limits_children(tmp_pa
     assert r.limit == box.limit
     if box.limit == "cgroup":
         assert r.status == "memory"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback runs a sample as a fresh uid only as root")
+def test_the_fallback_leaves_no_shared_memory_or_files_behind(tmp_path):
+    import uuid
+
+    token = uuid.uuid4().hex[:8]
+    box = Sandbox(timeout_s=5.0, memory_mb=LIMIT_MB, max_procs=16, isolation="rlimits")
+    r = box.run(textwrap.dedent(f"""
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.shmget(0, 1 << 20, 0o1600) >= 0
+        for folder in ("/dev/shm", "/tmp"):
+            with open(os.path.join(folder, "assay-leftover-{token}"), "wb") as f:
+                f.write(b"x" * (1 << 20))
+        print(os.getuid())
+    """))
+    assert r.status == "passed", r
+    uid = int(r.stdout)
+    with open("/proc/sysvipc/shm") as f:
+        owners = [line.split()[7] for line in f.readlines()[1:]]
+    assert str(uid) not in owners
+    assert not any(os.path.exists(f"{d}/assay-leftover-{token}") for d in ("/dev/shm", "/tmp"))

@@ -25,6 +25,23 @@ Resource limits always apply: CPU time (``RLIMIT_CPU``), address space (``RLIMIT
 The wall-clock timeout is enforced from outside with SIGKILL to the whole process group, and, with a PID
 namespace, to its PID 1, which takes every process of the namespace down with it; a sample cannot outlive it by
 replacing signal handlers or by starting a new session.
+
+The memory limit holds for the whole sample where the machine lets it (``limit``, on the sandbox and on each
+result): as root with a writable cgroup (v2 with the memory controller, else v1's memory and pids controllers),
+each run gets a cgroup of its own under assay's, made before and removed after it: the limit over every process
+of the sample, with its shared memory, memfds and tmpfs files, no swap, a process count; the sample's process
+joins it before it starts, and a kill by the cgroup's OOM killer is ``memory``. In an IPC namespace of its own the
+launcher also sets the namespace's SysV limits (``shmmax``/``shmall`` at the memory limit, 64 segments, 16 message
+queues). Otherwise (``rlimit``) the limit is per process only.
+
+Passing means the program ran to its end: the sample's interpreter runs :data:`HARNESS`, which executes the
+program as ``__main__`` and only after its last statement writes a per-run secret (read from a pipe and that pipe
+closed before the program starts) on a second pipe the launcher reads. Any exit before the end, whatever its
+status, leaves no secret there and is ``failed``.
+
+:meth:`Sandbox.judge` runs a program for a verdict: a ``killed`` (a signal that none of our limits explains, or a
+sandbox that had not started the program when the wall limit passed) or ``error`` run is run once more; a second
+one is returned with ``attempts`` 2 for the caller to count apart (``SandboxResult.judged`` is False).
 """
 
 from __future__ import annotations
@@ -248,13 +265,14 @@ def start_child(workdir):
             os._exit(127)
 
 def ran_to_its_end(secret, mark_r):
+    # the secret alone (once, or once per forked process that also ran to the end): anything else spoils it
     os.set_blocking(mark_r, False)
     try:
         got = os.read(mark_r, 4096)
     except OSError:
         got = b""
     os.close(mark_r)
-    return got == secret
+    return bool(got) and got == secret * (len(got) // len(secret))
 
 def kill_uid():
     # every process of the sample's uid (no PID namespace to do it for us)
@@ -627,9 +645,27 @@ class _RunCgroup:
         self.dirs = []
 
 
-def _remove_shm_of(uid: int) -> None:
-    """SysV shared memory segments a sample without an IPC namespace of its own left behind."""
+def _remove_leftovers_of(uid: int) -> None:
+    """What a sample without namespaces of its own can leave on the host, by its run's uid: SysV shared memory
+    segments, and files in the world-writable folders (which would hold memory, or disk, after the run)."""
     import ctypes
+
+    for folder in ("/dev/shm", "/tmp", "/var/tmp"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                if os.lstat(path).st_uid != uid:
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
 
     try:
         with open("/proc/sysvipc/shm") as f:
@@ -797,8 +833,8 @@ class Sandbox:
                "uid": uid, "gid": uid, "python": python, "prefixes": prefixes, "limits": self._limits(),
                "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare",
                "kill_all": KILL_ALL, "harness": HARNESS, "cgroup_fds": [],
-               "ipc": {"shmmax": self.memory_mb * 2**20, "shmall": self.memory_mb * 256, "shmmni": 64,
-                       "msgmni": 16}}
+               "ipc": {"shmmax": self.memory_mb * 2**20,
+                       "shmall": self.memory_mb * 2**20 // os.sysconf("SC_PAGE_SIZE"), "shmmni": 64, "msgmni": 16}}
         launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER]
         if self.mode == "unshare":
             cmd = [shutil.which("unshare") or "unshare", *NS_FLAGS, "--", *launcher]
@@ -825,7 +861,7 @@ class Sandbox:
             if cgroup is not None:
                 cgroup.remove()
             if self.mode == "rlimits" and uid is not None:
-                _remove_shm_of(uid)
+                _remove_leftovers_of(uid)
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
 
