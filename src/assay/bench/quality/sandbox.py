@@ -678,6 +678,27 @@ def _remove_leftovers_of(uid: int) -> None:
             libc.shmctl(int(row[1]), 0, None)     # IPC_RMID
 
 
+def _read_now(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _reports(raw: bytes) -> dict:
+    """The status lines, merged: the sample's process reports first (started, cgroup), the launcher last."""
+    report: dict = {}
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            report.update(data)
+    return report
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -925,7 +946,9 @@ class Sandbox:
             pass
         out, err = _Capture(), _Capture()
         timed_out = self._pump(proc, out, err, start + self.timeout_s)
+        early = b""
         if timed_out:
+            early = _read_now(status_r)            # what was reported by the deadline: had the program started?
             self._kill(proc, uid)
             self._pump(proc, out, err, time.monotonic() + 2.0)   # the rest, now that everything is dead
         for stream in (proc.stdout, proc.stderr):
@@ -938,14 +961,10 @@ class Sandbox:
             proc.wait()
             spent = 0.0
         wall = time.monotonic() - start
-        report: dict = {}
-        try:
-            os.set_blocking(status_r, False)
-            for line in os.read(status_r, 65536).decode().splitlines():
-                if line.strip():
-                    report.update(json.loads(line))      # the sample's process reports first, the launcher last
-        except (OSError, ValueError):
-            pass
+        report = _reports(early)
+        started_in_time = bool(report.get("started"))
+        report.update(_reports(_read_now(status_r)))
+        report["started_in_time"] = started_in_time or not timed_out
         cpu = float(report.get("cpu", spent))
         report["oom_kills"] = cgroup.oom_kills() if cgroup is not None else 0
         return self._result(report, timed_out, out, err, wall, cpu)
@@ -981,13 +1000,13 @@ class Sandbox:
         # process of the namespace and PID 1's exit, hence unshare's, completes only once they are all gone,
         # so the run ends with nothing of it left. Killing unshare itself would return before that.
         if self.mode != "rlimits":
-            for child in _children(proc.pid):
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except OSError:
-                    pass
             give_up = time.monotonic() + 5.0
             while time.monotonic() < give_up:
+                for child in _children(proc.pid):      # each round: a PID 1 forked after the deadline goes too
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except OSError:
+                        pass
                 if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                     return                             # exited (not reaped: wait4 takes its rusage)
                 time.sleep(0.005)
@@ -1011,7 +1030,7 @@ class Sandbox:
             self.isolation, reason, limit)
         if timed_out:
             status, why = "timeout", f"timeout after {self.timeout_s:g} s wall"
-            if not report.get("started"):
+            if not report.get("started_in_time"):
                 status, why = "killed", (f"the sandbox had not started the program when the {self.timeout_s:g} s "
                                          "wall limit passed (an overloaded machine?)")
             return SandboxResult(status, None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
