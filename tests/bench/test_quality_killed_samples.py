@@ -10,6 +10,7 @@ import json
 import uuid
 from pathlib import Path
 
+import orjson
 import pytest
 
 from assay.bench.quality.run import QualityConfig, run_quality
@@ -68,6 +69,13 @@ def test_killed_samples_are_retried_counted_and_kept_out_of_pass_at_k(pipe: str,
     assert {i["sandbox"][0]["limit"] for i in run.items} == {run.summary["memory_limit"]}
     stored = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert stored["tasks"]["code"]["killed"] == 1 and stored["memory_limit"] == run.summary["memory_limit"]
+    # the typed summary reads it and writes it back byte for byte (the new keys in their places)
+    from assay.bench.quality.summary import QualitySummary
+
+    opt = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    model = QualitySummary.load(run.summary)
+    assert model.tasks["code"].killed == 1 and model.memory_limit == run.summary["memory_limit"]
+    assert (tmp_path / "out" / "summary.json").read_bytes() == orjson.dumps(model.to_json(), option=opt)
 
     from assay.cli.bench.quality import render_quality
     from assay.cli.common import out

@@ -527,20 +527,18 @@ def sandbox_entry(r: SandboxResult) -> dict[str, Any]:
     return entry
 
 
-def killed_samples(rows: list[StoredRow], summary: dict[str, Any], sandbox: Sandbox | None) -> None:
-    """Puts in the summary what pass@k left out: per task, the samples killed twice (a count and a note),
-    and the memory limit the samples ran under."""
-    if sandbox is None:
-        return
-    summary["memory_limit"] = sandbox.limit
-    summary["isolation"] = f"{sandbox.isolation}; memory limit: {sandbox.limit} ({sandbox.limit_detail})"
-    for name, task in summary["tasks"].items():
+def killed_samples(rows: list[StoredRow], summary: dict[str, Any]) -> None:
+    """Puts in the summary what pass@k left out: per task, the samples killed twice (a count, after the
+    errors, and a note)."""
+    for name, task in list(summary["tasks"].items()):
         lost = [e for r in rows if r.inputs.get("task") == name for e in (r.inputs.get("sandbox") or [])
                 if e.get("status") not in VERDICTS]
         if lost:
-            task["killed"] = len(lost)
             task["notes"] = [*task.get("notes", []), f"{len(lost)} sample(s) killed twice, not judged (first: "
                              f"{lost[0].get('reason')}); pass@k is over the judged samples"]
+            at = list(task).index("first_error") + 1 if "first_error" in task else len(task)
+            keys = list(task.items())
+            summary["tasks"][name] = dict([*keys[:at], ("killed", len(lost)), *keys[at:]])
 
 
 def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
@@ -612,9 +610,10 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
-                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
+                   isolation=f"{sandbox.isolation}; memory limit: {sandbox.limit} ({sandbox.limit_detail})"
+                   if sandbox else None, memory_limit=sandbox.limit if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower())
-    killed_samples(rows, summary, sandbox)
+    killed_samples(rows, summary)
     items = [stored_item(r) for r in rows]
     ref = None
     if saved.store is not None:
