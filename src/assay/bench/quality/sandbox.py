@@ -209,9 +209,9 @@ def drop_caps():
 
 def start_child(workdir):
     joined = None
-    # The end-of-program marker: a secret the sample's process can read only from a pipe (nothing of it in its
-    # memory, argv or environment while the program runs), echoed on a second pipe by the harness once the
-    # program's last statement has run. An exit of any kind before that leaves the second pipe empty.
+    # The end-of-program marker: a secret the sample's process gets only through a pipe, which the harness empties
+    # and closes before the program starts (nothing of it in argv, the environment or a file), and writes on a
+    # second pipe once the program's last statement has run. An exit of any kind before that leaves it empty.
     secret = os.urandom(24).hex().encode()
     secret_r, secret_w = os.pipe()
     os.write(secret_w, secret)
