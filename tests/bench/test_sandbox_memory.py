@@ -178,3 +178,25 @@ def test_the_fallback_leaves_no_shared_memory_or_files_behind(tmp_path):
         owners = [line.split()[7] for line in f.readlines()[1:]]
     assert str(uid) not in owners
     assert not any(os.path.exists(f"{d}/assay-leftover-{token}") for d in ("/dev/shm", "/tmp"))
+
+
+def test_cgroup_v2_is_found_where_the_memory_controller_can_be_given_to_children(tmp_path):
+    """The v2 discovery on a stand-in tree (this project's machines have v1's memory controller): the run
+    cgroups go under our own cgroup, seen through a mount whose root may be a cgroup namespace's."""
+    from assay.bench.quality import sandbox as sb
+
+    ours = tmp_path / "system.slice" / "assay.scope"
+    ours.mkdir(parents=True)
+    (ours / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (ours / "cgroup.subtree_control").write_text("\n")
+    mounts = [("/", str(tmp_path), "cgroup2", ["rw"])]
+    parents, where = sb._find_v2(mounts, {"": "/system.slice/assay.scope"})
+    assert parents == {"memory": str(ours), "pids": str(ours)} and where == f"cgroup v2 under {ours}"
+    assert (ours / "cgroup.subtree_control").read_text() == "+memory +pids"
+    # inside a cgroup namespace rooted at /system.slice the same folder is found
+    assert sb._find_v2([("/system.slice", str(tmp_path / "system.slice"), "cgroup2", [])],
+                       {"": "/system.slice/assay.scope"})[0]["memory"] == str(ours)
+    # no memory controller there, or our cgroup outside the mount's view: none
+    (ours / "cgroup.controllers").write_text("cpu io pids\n")
+    assert sb._find_v2(mounts, {"": "/system.slice/assay.scope"}) is None
+    assert sb._find_v2([("/other", str(tmp_path), "cgroup2", [])], {"": "/system.slice/assay.scope"}) is None
