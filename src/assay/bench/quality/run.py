@@ -42,7 +42,7 @@ from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
 from assay.bench.quality.report import primary_output, summarize, task_outputs
-from assay.bench.quality.sandbox import Sandbox
+from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
 from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED
@@ -402,21 +402,25 @@ class QualityRunner:
         entry = str(doc.get("entry_point") or "") if isinstance(doc, dict) else ""
         programs = [code_program(t, i, a, entry) for a in answers]
         assert self.sandbox is not None
-        results = await asyncio.gather(*(asyncio.to_thread(self.sandbox.run, prog) for prog in programs))
+        # judge(): a sample killed from outside runs once more; killed twice, it is counted apart, not scored
+        results = await asyncio.gather(*(asyncio.to_thread(self.sandbox.judge, prog) for prog in programs))
         item["mode"] = "sandbox"
         item["answer"] = answers[0]
         item["answers"] = answers if len(answers) > 1 else None
-        item["sandbox"] = [{"status": r.status, "reason": r.reason, "wall_s": round(r.wall_s, 4),
-                            "cpu_s": round(r.cpu_s, 4)} for r in results]
+        item["sandbox"] = [sandbox_entry(r) for r in results]
         item["isolation"] = results[0].isolation if results else self.sandbox.isolation
-        c = sum(r.status == "passed" for r in results)
-        n = len(results)
-        item["passed"] = c
-        first_fail = next((r for r in results if r.status != "passed"), None)
+        judged = [r for r in results if r.judged]
+        c, n = sum(r.status == "passed" for r in judged), len(judged)
+        item["passed"], item["killed"] = c, len(results) - n
+        first_fail = next((r for r in judged if r.status != "passed"), None)
         why = f"{c} of {n} answers passed the tests" + (f"; first failure: {first_fail.status}: {first_fail.reason}"
                                                          if first_fail else "")
-        return {f"pass@{k}": Score(value=pass_at_k(n, c, k), score=pass_at_k(n, c, k),
-                                   result="not_applicable", reason=why, properties={"n": n, "c": c})
+        if n < len(results):
+            lost = next(r for r in results if not r.judged)
+            why += f"; {len(results) - n} killed twice, not judged ({lost.status}: {lost.reason})"
+        return {f"pass@{k}": Score(value=pass_at_k(n, c, k), score=pass_at_k(n, c, k), result="not_applicable",
+                                   reason=why, properties={"n": n, "c": c, "killed": len(results) - n})
+                if n >= k else Score.skipped(f"pass@{k}: only {n} of {len(results)} samples judged; {why}")
                 for k in p.pass_at}
 
 
@@ -513,6 +517,30 @@ def choice_prompt(context: str, choices: Sequence[str]) -> str:
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 
 
+def sandbox_entry(r: SandboxResult) -> dict[str, Any]:
+    """One sample's outcome as an item keeps it: status and reason, times, the memory limit in force, and
+    the retry (``attempts``, the first run's ``retried``) when there was one."""
+    entry = {"status": r.status, "reason": r.reason, "wall_s": round(r.wall_s, 4), "cpu_s": round(r.cpu_s, 4),
+             "limit": r.limit}
+    if r.attempts > 1:
+        entry.update(attempts=r.attempts, retried=r.retried)
+    return entry
+
+
+def killed_samples(rows: list[StoredRow], summary: dict[str, Any]) -> None:
+    """Puts in the summary what pass@k left out: per task, the samples killed twice (a count, after the
+    errors, and a note)."""
+    for name, task in list(summary["tasks"].items()):
+        lost = [e for r in rows if r.inputs.get("task") == name for e in (r.inputs.get("sandbox") or [])
+                if e.get("status") not in VERDICTS]
+        if lost:
+            task["notes"] = [*task.get("notes", []), f"{len(lost)} sample(s) killed twice, not judged (first: "
+                             f"{lost[0].get('reason')}); pass@k is over the judged samples"]
+            at = list(task).index("first_error") + 1 if "first_error" in task else len(task)
+            keys = list(task.items())
+            summary["tasks"][name] = dict([*keys[:at], ("killed", len(lost)), *keys[at:]])
+
+
 def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
     """The program run for one code answer: the task's (prompt, the answer, the tests). A chat
     model that answers with a fenced block holding the whole function has that block run with
@@ -582,8 +610,10 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
-                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
+                   isolation=f"{sandbox.isolation}; memory limit: {sandbox.limit} ({sandbox.limit_detail})"
+                   if sandbox else None, memory_limit=sandbox.limit if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower())
+    killed_samples(rows, summary)
     items = [stored_item(r) for r in rows]
     ref = None
     if saved.store is not None:

@@ -25,6 +25,23 @@ Resource limits always apply: CPU time (``RLIMIT_CPU``), address space (``RLIMIT
 The wall-clock timeout is enforced from outside with SIGKILL to the whole process group, and, with a PID
 namespace, to its PID 1, which takes every process of the namespace down with it; a sample cannot outlive it by
 replacing signal handlers or by starting a new session.
+
+The memory limit holds for the whole sample where the machine lets it (``limit``, on the sandbox and on each
+result): as root with a writable cgroup (v2 with the memory controller, else v1's memory and pids controllers),
+each run gets a cgroup of its own under assay's, made before and removed after it: the limit over every process
+of the sample, with its shared memory, memfds and tmpfs files, no swap, a process count; the sample's process
+joins it before it starts, and a kill by the cgroup's OOM killer is ``memory``. In an IPC namespace of its own the
+launcher also sets the namespace's SysV limits (``shmmax``/``shmall`` at the memory limit, 64 segments, 16 message
+queues). Otherwise (``rlimit``) the limit is per process only.
+
+Passing means the program ran to its end: the sample's interpreter runs :data:`HARNESS`, which executes the
+program as ``__main__`` and only after its last statement writes a per-run secret (read from a pipe and that pipe
+closed before the program starts) on a second pipe the launcher reads. Any exit before the end, whatever its
+status, leaves no secret there and is ``failed``.
+
+:meth:`Sandbox.judge` runs a program for a verdict: a ``killed`` (a signal that none of our limits explains, or a
+sandbox that had not started the program when the wall limit passed) or ``error`` run is run once more; a second
+one is returned with ``attempts`` 2 for the caller to count apart (``SandboxResult.judged`` is False).
 """
 
 from __future__ import annotations
@@ -52,9 +69,14 @@ class SandboxError(AssayError):
     """The requested isolation cannot be had on this machine, or a limit is invalid."""
 
 
+VERDICTS = ("passed", "failed", "timeout", "memory")   # verdicts on the program; killed and error are not
+
+
 @dataclass
 class SandboxResult:
-    """The outcome of one program: ``status`` is passed, failed, timeout, memory, killed or error."""
+    """The outcome of one program: ``status`` is passed, failed, timeout, memory (verdicts on the program),
+    killed (a signal it did not die of by a limit of ours, or the sandbox could not start it in time) or error
+    (the sandbox failed). ``attempts``: 2 when :meth:`Sandbox.judge` ran it again; ``retried``: why."""
 
     status: str
     returncode: int | None
@@ -64,6 +86,14 @@ class SandboxResult:
     cpu_s: float
     isolation: str
     reason: str
+    limit: str = "rlimit"      # what bounded the sample's memory: "cgroup" (all its processes) or "rlimit" (each)
+    attempts: int = 1
+    retried: str = ""
+
+    @property
+    def judged(self) -> bool:
+        """Whether the outcome is a verdict on the program (pass@k counts only these)."""
+        return self.status in VERDICTS
 
 
 # Run as the sample's own uid: SIGKILL to every process that uid owns (kill(-1) skips the caller and reports
@@ -178,10 +208,32 @@ def drop_caps():
         raise OSError(ctypes.get_errno(), "capset")
 
 def start_child(workdir):
+    joined = None
+    # The end-of-program marker: a secret the sample's process gets only through a pipe, which the harness empties
+    # and closes before the program starts (nothing of it in argv, the environment or a file), and writes on a
+    # second pipe once the program's last statement has run. An exit of any kind before that leaves it empty.
+    secret = os.urandom(24).hex().encode()
+    secret_r, secret_w = os.pipe()
+    os.write(secret_w, secret)
+    os.close(secret_w)
+    mark_r, mark_w = os.pipe()
     pid = os.fork()
     if pid:
-        return pid
+        os.close(secret_r)
+        os.close(mark_w)
+        return pid, secret, mark_r
     try:
+        os.close(mark_r)
+        if cfg["cgroup_fds"]:
+            # into the run's cgroup before anything is allocated; the descriptors go before the sample starts
+            try:
+                for fd in cfg["cgroup_fds"]:
+                    os.write(fd, b"0")
+                joined = "joined"
+            except OSError as e:
+                joined = "not joined: %s" % e
+            for fd in cfg["cgroup_fds"]:
+                os.close(fd)
         lim = cfg["limits"]
         for name, value in lim.items():
             soft, hard = value if isinstance(value, list) else (value, value)
@@ -200,13 +252,27 @@ def start_child(workdir):
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
         os.set_inheritable(status_fd, False)     # closed by exec, still there to report a failed exec
+        os.set_inheritable(secret_r, True)
+        os.set_inheritable(mark_w, True)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        os.execve(cfg["python"], [cfg["python"], "-I", os.path.join(workdir, "main.py")], cfg["env"])
+        report(started=True, cgroup=joined)
+        os.execve(cfg["python"], [cfg["python"], "-I", "-c", cfg["harness"], os.path.join(workdir, "main.py"),
+                                  str(secret_r), str(mark_w)], cfg["env"])
     except BaseException as e:
         try:
             report(error="sandbox setup: %s" % e)
         finally:
             os._exit(127)
+
+def ran_to_its_end(secret, mark_r):
+    # the secret alone (once, or once per forked process that also ran to the end): anything else spoils it
+    os.set_blocking(mark_r, False)
+    try:
+        got = os.read(mark_r, 4096)
+    except OSError:
+        got = b""
+    os.close(mark_r)
+    return bool(got) and got == secret * (len(got) // len(secret))
 
 def kill_uid():
     # every process of the sample's uid (no PID namespace to do it for us)
@@ -221,9 +287,19 @@ def kill_uid():
             os._exit(0)
     os.waitpid(pid, 0)
 
+def limit_ipc():
+    # our own IPC namespace: its SysV shared memory and message queues bounded (the cgroup counts the pages too)
+    for name, value in cfg["ipc"].items():
+        try:
+            with open("/proc/sys/kernel/" + name, "w") as f:
+                f.write(str(value))
+        except OSError:
+            pass
+
 try:
     program = sys.stdin.buffer.read()
     if cfg["mode"] == "ns":
+        limit_ipc()
         build_root(program)
         workdir = "/tmp"
     else:
@@ -239,7 +315,7 @@ try:
             if cfg["uid"] is not None:
                 os.chown(workdir, cfg["uid"], cfg["gid"])
                 os.chown(os.path.join(workdir, "main.py"), cfg["uid"], cfg["gid"])
-    child = start_child(workdir)
+    child, secret, mark_r = start_child(workdir)
 except BaseException as e:
     report(error="sandbox setup: %s" % e)
     sys.exit(127)
@@ -248,13 +324,44 @@ while True:
     if pid == child:
         break
 cpu = ru.ru_utime + ru.ru_stime
+completed = ran_to_its_end(secret, mark_r)
 if os.WIFSIGNALED(st):
-    report(signal=os.WTERMSIG(st), cpu=cpu)
+    report(signal=os.WTERMSIG(st), cpu=cpu, completed=completed)
 else:
-    report(rc=os.WEXITSTATUS(st), cpu=cpu)
+    report(rc=os.WEXITSTATUS(st), cpu=cpu, completed=completed)
 if cfg["mode"] == "rlimits":
     kill_uid()
 '''
+
+# The sample's interpreter runs this (``python -I -c HARNESS main.py SECRET_FD MARK_FD``): it takes the run's
+# secret from its pipe and closes that pipe before the program starts, runs the program as ``__main__``, every
+# statement to the last, then writes the secret on the mark pipe. An exit before the end (os._exit, SystemExit
+# from sys.exit or unittest.main, an excepthook or atexit handler that exits 0, exec of another program) never
+# writes it, and the launcher takes only the secret alone: anything else on the mark pipe spoils it.
+# Exceptions are reported as Python would, without this frame.
+HARNESS = r"""
+import sys
+def _harness():
+    import os, types
+    path, secret_fd, mark_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    secret = os.read(secret_fd, 64)
+    os.close(secret_fd)
+    sys.argv[:] = [path]
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    sys.modules["__main__"] = main
+    try:
+        with open(path, "rb") as f:
+            code = compile(f.read(), path, "exec")
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__.tb_next)
+        sys.exit(1)
+    os.write(mark_fd, secret)
+_harness()
+"""
 
 _probe_cache: dict[tuple, bool] = {}
 
@@ -337,6 +444,261 @@ def _count_own_processes() -> int:
     return n
 
 
+# ---- the whole sample's memory: a cgroup of its own per run -------------------------------------------------
+
+_cgroup_cache: dict[str, tuple[dict[str, str], int, str]] = {}
+
+
+def _mountinfo() -> list[tuple[str, str, str, list[str]]]:
+    """(root within its hierarchy, mount point, file system type, super options) of each mount."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                a, b = left.split(), right.split()
+                if len(a) >= 5 and len(b) >= 3:
+                    out.append((a[3], a[4], b[0], b[2].split(",")))
+    except OSError:
+        pass
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup per controller; ``""`` names the v2 (unified) one."""
+    paths: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3:
+                    for controller in parts[1].split(","):
+                        paths[controller] = parts[2]
+    except OSError:
+        pass
+    return paths
+
+
+def _under(mount_root: str, mount_point: str, path: str | None) -> str | None:
+    if path is None:
+        return None
+    if mount_root != "/":
+        if path != mount_root and not path.startswith(mount_root + "/"):
+            return None                          # our cgroup is outside what this mount shows
+        path = path[len(mount_root):]
+    return os.path.join(mount_point, path.lstrip("/"))
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _probe_dir(parent: str, limit_file: str) -> bool:
+    """Whether a child cgroup can be made under ``parent`` and given a memory limit."""
+    probe = os.path.join(parent, f"assay-probe-{os.getpid()}-{secrets.token_hex(3)}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        _write(os.path.join(probe, limit_file), str(64 * 2**20))
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
+
+
+def _find_v2(mounts, own) -> tuple[dict[str, str], str] | None:
+    for root, point, fstype, _ in mounts:
+        if fstype != "cgroup2":
+            continue
+        base = _under(root, point, own.get(""))
+        if not base:
+            continue
+        try:
+            with open(os.path.join(base, "cgroup.controllers")) as f:
+                controllers = f.read().split()
+            if "memory" not in controllers:
+                continue
+            with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                enabled = f.read().split()
+            wanted = [c for c in ("memory", "pids") if c in controllers and c not in enabled]
+            if wanted:          # fails (EBUSY) in a cgroup that holds processes and is not the root: then no
+                _write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+        except OSError:
+            continue
+        if _probe_dir(base, "memory.max"):
+            return {"memory": base, "pids": base}, f"cgroup v2 under {base}"
+    return None
+
+
+def _find_v1(mounts, own) -> tuple[dict[str, str], str] | None:
+    found: dict[str, str] = {}
+    for controller, limit_file in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max")):
+        for root, point, fstype, options in mounts:
+            if fstype == "cgroup" and controller in options:
+                base = _under(root, point, own.get(controller))
+                if base and _probe_dir(base, limit_file):
+                    found[controller] = base
+                    break
+    if "memory" not in found:
+        return None
+    return found, f"cgroup v1 under {found['memory']}"
+
+
+def _find_cgroup() -> tuple[dict[str, str], int, str]:
+    """Where each run's cgroup is made: ({controller: parent folder}, version, what it is), or ({}, 0, why
+    there is none). Probed once per process."""
+    if "found" not in _cgroup_cache:
+        mounts, own = _mountinfo(), _own_cgroups()
+        if os.geteuid() != 0:
+            found: tuple[dict[str, str], int, str] = ({}, 0, "not running as root")
+        elif (v2 := _find_v2(mounts, own)) is not None:
+            found = (v2[0], 2, v2[1])
+        elif (v1 := _find_v1(mounts, own)) is not None:
+            found = (v1[0], 1, v1[1])
+        else:
+            found = ({}, 0, "no writable cgroup with a memory controller")
+        _cgroup_cache["found"] = found
+    return _cgroup_cache["found"]
+
+
+class _RunCgroup:
+    """One run's cgroup: a memory limit over every process of the sample (its page cache, shared memory,
+    memfds and tmpfs files included), no swap, and a process count."""
+
+    def __init__(self, parents: dict[str, str], version: int, memory_mb: int, max_procs: int):
+        name = f"assay-sandbox-{os.getpid()}-{secrets.token_hex(6)}"
+        self.version, self.dirs = version, []
+        limit = str(memory_mb * 2**20)
+        try:
+            for parent in dict.fromkeys(parents.values()):
+                path = os.path.join(parent, name)
+                os.mkdir(path)
+                self.dirs.append(path)
+            self.memory = os.path.join(parents["memory"], name)
+            if version == 2:
+                _write(os.path.join(self.memory, "memory.max"), limit)
+                for file, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
+                    if os.path.exists(os.path.join(self.memory, file)):
+                        _write(os.path.join(self.memory, file), value)
+            else:
+                _write(os.path.join(self.memory, "memory.limit_in_bytes"), limit)
+                try:
+                    _write(os.path.join(self.memory, "memory.memsw.limit_in_bytes"), limit)
+                except OSError:
+                    pass                          # no swap accounting: nothing to swap to either
+            if "pids" in parents:
+                pids = os.path.join(parents["pids"], name)
+                if os.path.exists(os.path.join(pids, "pids.max")):
+                    _write(os.path.join(pids, "pids.max"), str(max_procs + 4))
+        except OSError:
+            self.remove()
+            raise
+
+    def procs_fds(self) -> list[int]:
+        """Descriptors of each folder's ``cgroup.procs``: the sample writes "0" to them to join, then closes them."""
+        return [os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in self.dirs]
+
+    def oom_kills(self) -> int:
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            with open(os.path.join(self.memory, name)) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        """Kills whatever is left in it and removes its folders (the kernel hands their charges to the parent)."""
+        give_up = time.monotonic() + 3.0
+        for path in self.dirs:
+            while True:
+                if self.version == 2 and os.path.exists(os.path.join(path, "cgroup.kill")):
+                    try:
+                        _write(os.path.join(path, "cgroup.kill"), "1")
+                    except OSError:
+                        pass
+                try:
+                    with open(os.path.join(path, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except (OSError, ValueError):
+                                pass
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > give_up:
+                        break
+                    time.sleep(0.01)
+        self.dirs = []
+
+
+def _remove_leftovers_of(uid: int) -> None:
+    """What a sample without namespaces of its own can leave on the host, by its run's uid: SysV shared memory
+    segments, and files in the world-writable folders (which would hold memory, or disk, after the run)."""
+    import ctypes
+
+    for folder in ("/dev/shm", "/tmp", "/var/tmp"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                if os.lstat(path).st_uid != uid:
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+    except OSError:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for row in rows:
+        if len(row) > 9 and str(uid) in (row[7], row[9]):
+            libc.shmctl(int(row[1]), 0, None)     # IPC_RMID
+
+
+def _read_now(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _reports(raw: bytes) -> dict:
+    """The status lines, merged: the sample's process reports first (started, cgroup), the launcher last."""
+    report: dict = {}
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            report.update(data)
+    return report
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -416,6 +778,11 @@ class Sandbox:
             else:
                 raise SandboxError(f"sandbox isolation 'rlimits': {self.python} cannot be run by an "
                                    "unprivileged uid; install python3 under /usr or allow namespaces (unshare)")
+        parents, version, why = _find_cgroup()
+        self.limit = "cgroup" if parents else "rlimit"
+        self.limit_detail = (f"{self.memory_mb} MB over all of a sample's processes, shared memory and memfds, "
+                             f"cgroup v{version}" if parents else
+                             f"{self.memory_mb} MB of address space per process, RLIMIT_AS; no cgroup: {why}")
         self.isolation = {
             "unshare": "unshare(mount,pid,net,ipc,uts)+chroot+fresh uid+rlimits",
             "unshare-user": "unshare(user,mount,pid,net,ipc,uts)+chroot+no capabilities+rlimits",
@@ -465,6 +832,17 @@ class Sandbox:
                 "RLIMIT_NPROC": nproc, "RLIMIT_FSIZE": self.max_file_mb * mb, "RLIMIT_CORE": 0,
                 "RLIMIT_NOFILE": 256}
 
+    def judge(self, program: str) -> SandboxResult:
+        """Runs ``program`` for a verdict: once more when the first run gave none (killed, or the sandbox
+        failed), so a sample the machine killed under load is not scored. A second run without a verdict is
+        returned as it is (``attempts`` 2): the caller counts it apart, never as a failure."""
+        first = self.run(program)
+        if first.judged:
+            return first
+        again = self.run(program)
+        again.attempts, again.retried = 2, f"{first.status}: {first.reason}"
+        return again
+
     def run(self, program: str) -> SandboxResult:
         """Runs ``program`` to completion or to a limit; never raises for anything the program does."""
         python, prefixes = self.python, self.prefixes
@@ -475,32 +853,16 @@ class Sandbox:
         cfg = {"mode": "ns" if self.mode.startswith("unshare") else self.mode, "status_fd": status_w,
                "uid": uid, "gid": uid, "python": python, "prefixes": prefixes, "limits": self._limits(),
                "tmp_mb": max(2 * self.max_file_mb, 16), "mount_proc": True, "drop_caps": self.mode != "unshare",
-               "kill_all": KILL_ALL}
+               "kill_all": KILL_ALL, "harness": HARNESS, "cgroup_fds": [],
+               "ipc": {"shmmax": self.memory_mb * 2**20,
+                       "shmall": self.memory_mb * 2**20 // os.sysconf("SC_PAGE_SIZE"), "shmmni": 64, "msgmni": 16}}
         launcher = [sys.executable, "-I", "-S", "-c", LAUNCHER]
         if self.mode == "unshare":
             cmd = [shutil.which("unshare") or "unshare", *NS_FLAGS, "--", *launcher]
         elif self.mode == "unshare-user":
             cmd = [shutil.which("unshare") or "unshare", "--user", "--map-root-user", *NS_FLAGS, "--", *launcher]
         elif self.mode == "bwrap":
-            cmd = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(self.root), "--die-with-parent", "--new-session",
-                   "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-            for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
-                if os.path.islink("/" + top):
-                    cmd += ["--symlink", os.readlink("/" + top), "/" + top]
-                elif os.path.isdir("/" + top):
-                    cmd += ["--ro-bind", "/" + top, "/" + top]
-            for prefix in prefixes:
-                # the folders above it as plain searchable folders (bwrap would copy a private /root's mode)
-                parts = prefix.strip("/").split("/")[:-1]
-                for i in range(1, len(parts) + 1):
-                    cmd += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
-                cmd += ["--ro-bind", prefix, prefix]
-            launcher = [python, "-I", "-S", "-c", LAUNCHER]   # the venv link may point outside the view
-            cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "0700", "--size", str(cfg["tmp_mb"] * 2**20),
-                    "--tmpfs", "/tmp", "--chdir", "/tmp",
-                    "--clearenv", "--", *launcher]
-            cfg["workdir"] = "/tmp"
-            cfg["drop_caps"] = False
+            cmd = self._bwrap_cmd(cfg)
         else:
             workdir = tempfile.mkdtemp(prefix="assay-sandbox-")
             if uid is not None:
@@ -510,24 +872,73 @@ class Sandbox:
             cmd = launcher
         env["HOME"] = env["TMPDIR"] = cfg.get("workdir") or "/tmp"
         cfg["env"] = env
+        cgroup, cg_fds = self._cgroup()
+        cfg["cgroup_fds"] = cg_fds
         cmd.append(json.dumps(cfg))
         try:
-            return self._run(cmd, program, status_r, status_w, uid)
+            return self._run(cmd, program, status_r, status_w, uid, cgroup, cg_fds)
         finally:
             os.close(status_r)
+            if cgroup is not None:
+                cgroup.remove()
+            if self.mode == "rlimits" and uid is not None:
+                _remove_leftovers_of(uid)
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
 
-    def _run(self, cmd, program, status_r, status_w, uid) -> SandboxResult:
+    def _bwrap_cmd(self, cfg: dict) -> list[str]:
+        cmd = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(self.root), "--die-with-parent", "--new-session",
+               "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+        for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+            if os.path.islink("/" + top):
+                cmd += ["--symlink", os.readlink("/" + top), "/" + top]
+            elif os.path.isdir("/" + top):
+                cmd += ["--ro-bind", "/" + top, "/" + top]
+        for prefix in self.prefixes:
+            # the folders above it as plain searchable folders (bwrap would copy a private /root's mode)
+            parts = prefix.strip("/").split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                cmd += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
+            cmd += ["--ro-bind", prefix, prefix]
+        launcher = [self.python, "-I", "-S", "-c", LAUNCHER]   # the venv link may point outside the view
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "0700", "--size", str(cfg["tmp_mb"] * 2**20),
+                "--tmpfs", "/tmp", "--chdir", "/tmp",
+                "--clearenv", "--", *launcher]
+        cfg["workdir"] = "/tmp"
+        cfg["drop_caps"] = False
+        return cmd
+
+    def _cgroup(self) -> tuple[_RunCgroup | None, list[int]]:
+        parents, version, _ = _find_cgroup()
+        if not parents:
+            return None, []
+        try:
+            cg = _RunCgroup(parents, version, self.memory_mb, self.max_procs)
+        except OSError:
+            return None, []                      # this run is bounded per process only, and says so
+        try:
+            return cg, cg.procs_fds()
+        except OSError:
+            cg.remove()
+            return None, []
+
+    def cgroup_children(self) -> list[str]:
+        """The run cgroups of this process that exist now (each run removes its own when it ends)."""
+        parents, _, _ = _find_cgroup()
+        prefix = f"assay-sandbox-{os.getpid()}-"
+        return sorted(os.path.join(p, n) for p in set(parents.values()) for n in os.listdir(p) if n.startswith(prefix))
+
+    def _run(self, cmd, program, status_r, status_w, uid, cgroup, cg_fds) -> SandboxResult:
         start = time.monotonic()
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    pass_fds=(status_w,), start_new_session=True, close_fds=True,
+                                    pass_fds=(status_w, *cg_fds), start_new_session=True, close_fds=True,
                                     env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"})
         except OSError as e:
-            os.close(status_w)
             return SandboxResult("error", None, "", "", 0.0, 0.0, self.isolation, f"sandbox start: {e}")
-        os.close(status_w)
+        finally:
+            for fd in (status_w, *cg_fds):
+                os.close(fd)
         try:
             proc.stdin.write(program.encode("utf-8", "surrogateescape"))
             proc.stdin.close()
@@ -535,7 +946,9 @@ class Sandbox:
             pass
         out, err = _Capture(), _Capture()
         timed_out = self._pump(proc, out, err, start + self.timeout_s)
+        early = b""
         if timed_out:
+            early = _read_now(status_r)            # what was reported by the deadline: had the program started?
             self._kill(proc, uid)
             self._pump(proc, out, err, time.monotonic() + 2.0)   # the rest, now that everything is dead
         for stream in (proc.stdout, proc.stderr):
@@ -548,14 +961,12 @@ class Sandbox:
             proc.wait()
             spent = 0.0
         wall = time.monotonic() - start
-        report = {}
-        try:
-            os.set_blocking(status_r, False)
-            raw = os.read(status_r, 65536).decode()
-            report = json.loads(raw.splitlines()[0]) if raw.strip() else {}
-        except (OSError, ValueError, IndexError):
-            pass
+        report = _reports(early)
+        started_in_time = bool(report.get("started"))
+        report.update(_reports(_read_now(status_r)))
+        report["started_in_time"] = started_in_time or not timed_out
         cpu = float(report.get("cpu", spent))
+        report["oom_kills"] = cgroup.oom_kills() if cgroup is not None else 0
         return self._result(report, timed_out, out, err, wall, cpu)
 
     def _pump(self, proc, out: _Capture, err: _Capture, deadline: float) -> bool:
@@ -589,13 +1000,13 @@ class Sandbox:
         # process of the namespace and PID 1's exit, hence unshare's, completes only once they are all gone,
         # so the run ends with nothing of it left. Killing unshare itself would return before that.
         if self.mode != "rlimits":
-            for child in _children(proc.pid):
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except OSError:
-                    pass
             give_up = time.monotonic() + 5.0
             while time.monotonic() < give_up:
+                for child in _children(proc.pid):      # each round: a PID 1 forked after the deadline goes too
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except OSError:
+                        pass
                 if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                     return                             # exited (not reaped: wait4 takes its rusage)
                 time.sleep(0.005)
@@ -613,14 +1024,22 @@ class Sandbox:
     def _result(self, report, timed_out, out, err, wall, cpu) -> SandboxResult:
         rc = report.get("rc")
         sig = report.get("signal")
+        limit = "cgroup" if report.get("cgroup") == "joined" else "rlimit"
         made = lambda status, reason: SandboxResult(  # noqa: E731
             status, rc if sig is None else -sig, out.text(), err.text(), round(wall, 6), round(cpu, 6),
-            self.isolation, reason)
+            self.isolation, reason, limit)
         if timed_out:
-            return SandboxResult("timeout", None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
-                                 self.isolation, f"timeout after {self.timeout_s:g} s wall")
+            status, why = "timeout", f"timeout after {self.timeout_s:g} s wall"
+            if not report.get("started_in_time"):
+                status, why = "killed", (f"the sandbox had not started the program when the {self.timeout_s:g} s "
+                                         "wall limit passed (an overloaded machine?)")
+            return SandboxResult(status, None, out.text(), err.text(), round(wall, 6), round(cpu, 6),
+                                 self.isolation, why, limit)
         if "error" in report:
             return made("error", report["error"])
+        if report.get("oom_kills"):
+            return made("memory", f"memory limit of {self.memory_mb} MB for the whole sample exceeded (cgroup): "
+                                  "killed by the OOM killer")
         if sig is not None:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.cpu_s):
@@ -631,7 +1050,9 @@ class Sandbox:
         if rc is None:
             return made("error", "the sandbox launcher ended without reporting: " + (err.last_line() or "no output"))
         if rc == 0:
-            return made("passed", "")
+            if report.get("completed"):
+                return made("passed", "")
+            return made("failed", "exited with status 0 before the end of the program: its checks did not all run")
         reason = _reason_from(err, rc)
         if reason.startswith("MemoryError"):
             return made("memory", reason + f" (memory limit {self.memory_mb} MB)")

@@ -52,6 +52,7 @@ class QualityTask(SummaryModel):
     scored_items: int | None = None
     errors: int | None = None
     first_error: str | None = None
+    killed: int | None = None           # code samples killed twice: not judged, outside pass@k
     metrics: dict[str, ScoreStat] = {}
     primary_value: Num | None = None
     primary_scale: str | None = None
@@ -91,6 +92,7 @@ class QualitySummary(Summary):
     resumed: bool | None = None
     resumed_at_item: int | None = None
     isolation: str | None = None
+    memory_limit: str | None = None     # what bounded a code sample's memory: "cgroup" (all its processes) or "rlimit"
     calls: dict[str, Any] | None = None
     engine: str | None = None
     ref: str | None = None
