@@ -392,20 +392,26 @@ def test_unprivileged_caller_gets_namespaces_too():
     assert out["umount"][2] == "-1\n"
 
 
-def test_death_by_signal_is_killed(box):
+def test_a_crash_is_a_failure_and_a_signal_from_outside_is_killed(box):
+    """A sample that crashes failed (were it "killed", it would leave pass@k by crashing); a signal
+    none of our limits explains is "killed", judged apart."""
     r = run(box, "import os, signal\nprint('before', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)\n")
-    assert (r.status, r.returncode, r.reason) == ("killed", -11, "killed by SIGSEGV")
+    assert (r.status, r.returncode, r.reason, r.judged) == ("failed", -11, "crashed (SIGSEGV)", True)
     assert r.stdout == "before\n"
+    r = run(box, "import os\nos.abort()\n")
+    assert (r.status, r.reason, r.judged) == ("failed", "crashed (SIGABRT)", True)
+    r = run(box, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    assert (r.status, r.reason, r.judged) == ("killed", "killed by SIGTERM", False)
 
 
-def test_file_size_signal_restored_is_killed(box):
+def test_file_size_signal_restored_is_a_failure(box):
     r = run(box, """
         import signal
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
         with open("big.bin", "wb") as f:
             f.write(b"x" * 8 * 2**20)
     """)
-    assert r.status == "killed" and r.reason == "file size limit of 4 MB exceeded (SIGXFSZ)"
+    assert r.status == "failed" and r.reason == "file size limit of 4 MB exceeded (SIGXFSZ)"
 
 
 def test_the_reason_is_the_exception_line_even_when_a_partial_traceback_follows(box):

@@ -39,7 +39,8 @@ program as ``__main__`` and only after its last statement writes a per-run secre
 closed before the program starts) on a second pipe the launcher reads. Any exit before the end, whatever its
 status, leaves no secret there and is ``failed``.
 
-:meth:`Sandbox.judge` runs a program for a verdict: a ``killed`` (a signal that none of our limits explains, or a
+:meth:`Sandbox.judge` runs a program for a verdict: a ``killed`` (a signal from outside that none of our limits
+explains — a crash such as SIGSEGV or SIGABRT is the program's own failure — or a
 sandbox that had not started the program when the wall limit passed) or ``error`` run is run once more; a second
 one is returned with ``attempts`` 2 for the caller to count apart (``SandboxResult.judged`` is False).
 """
@@ -70,12 +71,17 @@ class SandboxError(AssayError):
 
 
 VERDICTS = ("passed", "failed", "timeout", "memory")   # verdicts on the program; killed and error are not
+# Signals a program raises by its own fault: it failed (were they "killed", a sample could leave pass@k by
+# crashing). Only a signal from outside (SIGKILL, SIGTERM, ...) none of our limits explains is "killed".
+CRASHES = frozenset({signal.SIGSEGV, signal.SIGABRT, signal.SIGFPE, signal.SIGBUS, signal.SIGILL, signal.SIGSYS,
+                     signal.SIGTRAP})
 
 
 @dataclass
 class SandboxResult:
-    """The outcome of one program: ``status`` is passed, failed, timeout, memory (verdicts on the program),
-    killed (a signal it did not die of by a limit of ours, or the sandbox could not start it in time) or error
+    """The outcome of one program: ``status`` is passed, failed (a crash by its own fault included: SIGSEGV,
+    SIGABRT, ...), timeout, memory (verdicts on the program), killed (a signal from outside that none of our
+    limits explains, or the sandbox could not start it in time) or error
     (the sandbox failed). ``attempts``: 2 when :meth:`Sandbox.judge` ran it again; ``retried``: why."""
 
     status: str
@@ -1045,7 +1051,9 @@ class Sandbox:
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.cpu_s):
                 return made("timeout", f"CPU time limit of {self.cpu_s} s exceeded ({name})")
             if sig == signal.SIGXFSZ:
-                return made("killed", f"file size limit of {self.max_file_mb} MB exceeded (SIGXFSZ)")
+                return made("failed", f"file size limit of {self.max_file_mb} MB exceeded (SIGXFSZ)")
+            if sig in CRASHES:
+                return made("failed", f"crashed ({name})")
             return made("killed", f"killed by {name}")
         if rc is None:
             return made("error", "the sandbox launcher ended without reporting: " + (err.last_line() or "no output"))
