@@ -45,6 +45,8 @@ def test_json_lines_protobuf_and_json_document_give_the_same_records(tmp_path, t
     rows = got["t.otlp.pb"]
     assert [r["query"] for r in rows] == ["What is the capital of France?", "And of Italy?"]
     assert [r["response"] for r in rows] == ["Paris.", "Rome."]
+    assert rows[0]["steps"] is None and rows[0]["tool_calls"] is None  # a plain chat is not an agent's steps
+    assert rows[0]["usage"]["input_tokens"] == 12 and rows[0]["extra"]["model"] == "gpt-4o-mini"
     ids = [format(s.context.trace_id, "032x") for s in two_traces.spans() if s.parent is None]
     assert [r["id"] for r in rows] == ids
     assert rows[0]["extra"]["trace_id"] == ids[0] and rows[0]["extra"]["service"] == "shop-assistant"

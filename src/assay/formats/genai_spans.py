@@ -642,6 +642,9 @@ def _split(view: View, path: str) -> dict[str, Any]:
     got = agent.split(req, out) if req or out else {}
     if req is None:
         got.pop("history", None)
+    steps = got.get("steps")
+    if steps is not None and not any(m.get("role") == "tool" or m.get("tool_calls") for m in steps):
+        del got["steps"]  # a plain answer is not an agent's steps
     if "query" not in got and view.query is not None:
         q, hist = request_fields(view.query, "input.value", strict=False)
         if q is not None:
