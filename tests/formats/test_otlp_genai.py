@@ -230,3 +230,33 @@ def test_hostile_text_in_attributes_is_kept_as_text(tmp_path):
     assert a.query == HOSTILE and a.response == '{"choices": "not parsed"}'
     assert b.query == '{"messages": "x", "q": 1}' and b.response == "[1, 2, 3]"
     assert c.query == "[1]" and c.response == HOSTILE
+
+
+def test_traces_and_spans_with_no_genai_content_are_skipped_and_counted(tmp_path):
+    rec = Recorder()
+    with rec.span("POST /ask", {"http.method": "POST"}):
+        with rec.span("chat", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": messages(text("user", "q")),
+                               "gen_ai.output.messages": messages(text("assistant", "a"))}):
+            pass
+    with rec.span("GET /health", {"http.method": "GET"}):
+        with rec.span("db.query", {"db.system": "sqlite"}):
+            pass
+    ds = open_dataset(_write(tmp_path, rec))
+    (r,) = list(ds)
+    assert (r.query, r.response, r.extra["span_name"]) == ("q", "a", "POST /ask")
+    s = ds.summaries[0]
+    assert (s.spans, s.traces, s.records, s.spans_skipped, s.traces_skipped) == (4, 2, 1, 3, 1)
+    assert s.line() == "4 spans in 2 traces: 1 records; 3 spans with no GenAI content skipped, 1 traces with none"
+
+
+def test_a_root_span_that_holds_only_the_request_leaves_the_answer_to_the_model_call(tmp_path):
+    rec = Recorder()
+    with rec.span("invoke_agent helper", {"gen_ai.operation.name": "invoke_agent",
+                                          "gen_ai.input.messages": messages(text("user", "What day is it?"))}):
+        with rec.span("chat", {"gen_ai.operation.name": "chat",
+                               "gen_ai.input.messages": messages(text("system", "Today is Friday."),
+                                                                 text("user", "What day is it?")),
+                               "gen_ai.output.messages": messages(text("assistant", "Friday."))}):
+            pass
+    (r,) = list(open_dataset(_write(tmp_path, rec)))
+    assert (r.query, r.history, r.response) == ("What day is it?", None, "Friday.")

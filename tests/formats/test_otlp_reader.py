@@ -151,3 +151,16 @@ def test_ids_in_base64_as_the_protobuf_json_mapping_writes_them_are_read_as_hex(
     assert [s.trace_id for s in spans_of(b64)] == [s.trace_id for s in spans_of(req)]
     traces = group_traces(spans_of(b64))
     assert len(traces) == 2
+
+
+def test_a_truncated_protobuf_file_is_one_error_without_a_line(tmp_path, two_traces):
+    body = two_traces.request().SerializeToString()
+    p = tmp_path / "cut.pb"
+    p.write_bytes(len(body).to_bytes(4, "big") + body[:-5])
+    with pytest.raises(InputError) as ei:
+        list(open_dataset(p))
+    assert str(ei.value) == f"{p}: truncated: message 1 at offset 4 says {len(body)} bytes, {len(body) - 5} are left"
+    q = tmp_path / "junk.pb"
+    q.write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")
+    with pytest.raises(InputError, match=r"junk\.pb: not an OTLP protobuf ExportTraceServiceRequest"):
+        list(open_dataset(q))

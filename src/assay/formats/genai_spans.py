@@ -210,11 +210,12 @@ def _parts_messages(value: Any) -> list[dict[str, Any]]:
 def _instructions(value: Any) -> dict[str, Any]:
     """``gen_ai.system_instructions`` (a list of parts, or text) as one system message."""
     if isinstance(value, str):
+        if value.lstrip()[:1] not in ("[", "{"):
+            return {"role": "system", "content": value}
         try:
-            parsed = orjson.loads(value)
+            value = orjson.loads(value)
         except orjson.JSONDecodeError:
             return {"role": "system", "content": value}
-        value = parsed
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
@@ -332,9 +333,18 @@ class View:
             return None
 
     @property
-    def has_content(self) -> bool:
-        return self.request is not None or self.produced is not None or self.query is not None \
-            or self.answer is not None
+    def asks(self) -> bool:
+        return self.request is not None or self.query is not None
+
+    @property
+    def answers(self) -> bool:
+        return self.produced is not None or self.answer is not None
+
+    @property
+    def genai(self) -> bool:
+        """Whether the span gave anything a record holds."""
+        return self.asks or self.answers or self.docs is not None or self.tool is not None \
+            or self.tokens is not None or self.model is not None
 
     @property
     def start(self) -> int:
@@ -768,10 +778,10 @@ def _tool_definitions(view: View | None) -> Any:
 def _trace_fields(trace: Trace, views: list[View], by_id: dict[str, View]) -> dict[str, Any] | None:  # noqa: C901
     root = by_id[trace.root.span_id]
     llms = sorted((v for v in views if v.role == "llm"), key=lambda v: v.start)
-    if not any(v.role not in ("other", "aux") for v in views):
+    if not any(v.genai for v in views):
         return None
-    asking = root if root.has_content else (llms[0] if llms else None)
-    answering = root if root.has_content else (max(llms, key=lambda v: v.span.end or v.start) if llms else None)
+    asking = root if root.asks else (llms[0] if llms else None)
+    answering = root if root.answers else (max(llms, key=lambda v: v.span.end or v.start) if llms else None)
     fields: dict[str, Any] = _split(answering, "spans") if answering is not None else {}
     if asking is not None and asking is not answering:
         first = _split(asking, "spans")

@@ -56,7 +56,7 @@ class Span:
     """One span, its ids in lowercase hex. ``start`` / ``end`` are ns since the epoch (None when
     absent); ``status`` is ``UNSET``, ``OK`` or ``ERROR``; ``resource`` the attributes of the
     resource that emitted it (``service.name`` ...); ``scope`` the instrumentation scope's name;
-    ``line`` where it was read (a file's line, or the request's position), for messages."""
+    ``line`` the line of a JSON file where its request starts (None otherwise), for messages."""
 
     __slots__ = ("trace_id", "span_id", "parent_id", "name", "kind", "start", "end", "status", "status_message",
                  "attributes", "events", "resource", "scope", "line")
@@ -346,7 +346,7 @@ def _read_all(f: IO[bytes], name: str) -> bytes:
         raise InputError(f"cannot read it: {e}", source=name) from None
 
 
-def _json_requests(f: IO[bytes], first: bytes, name: str) -> Iterator[tuple[int, Any]]:
+def _json_requests(f: IO[bytes], first: bytes, name: str) -> Iterator[tuple[int | None, Any]]:
     """(line, request) of JSON lines, or of one JSON document (an object or a list of them)."""
     try:
         top = orjson.loads(first)
@@ -378,11 +378,11 @@ def _json_requests(f: IO[bytes], first: bytes, name: str) -> Iterator[tuple[int,
         raise InputError(f"cannot read it: {e}", source=name, line=lineno) from None
 
 
-def _proto_requests(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
+def _proto_requests(data: bytes, name: str) -> Iterator[tuple[int | None, Any]]:
     """The message(s) of a protobuf file: one ExportTraceServiceRequest, or length-prefixed ones
     (a message starts with the tag of ``resource_spans``, 0x0a; a 4-byte length below 16 MiB with 0x00)."""
     if data[:1] != b"\x00":
-        yield 1, decode_protobuf(data, name)
+        yield None, decode_protobuf(data, name)
         return
     at, n = 0, 0
     while at < len(data):
@@ -394,11 +394,11 @@ def _proto_requests(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
             raise InputError(f"truncated: message {n + 1} at offset {at} says {size} bytes, {len(data) - at} are left",
                              source=name)
         n += 1
-        yield n, decode_protobuf(data[at:at + size], f"{name} (message {n})")
+        yield None, decode_protobuf(data[at:at + size], f"{name} (message {n})")
         at += size
 
 
-def _requests(f: IO[bytes], name: str) -> Iterator[tuple[int, Any]]:
+def _requests(f: IO[bytes], name: str) -> Iterator[tuple[int | None, Any]]:
     first = _first_line(f, name)
     head = first.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not first:
@@ -409,9 +409,9 @@ def _requests(f: IO[bytes], name: str) -> Iterator[tuple[int, Any]]:
         yield from _proto_requests(first + _read_all(f, name), name)
 
 
-def requests_of(path: Path, name: str) -> Iterator[tuple[int, Any]]:
-    """(position, request) of an OTLP file: JSON (lines or one document) or protobuf, gzip'd or not.
-    The position is the line for JSON, the message's number for protobuf."""
+def requests_of(path: Path, name: str) -> Iterator[tuple[int | None, Any]]:
+    """(line, request) of an OTLP file: JSON (lines or one document) or protobuf, gzip'd or not.
+    The line is where the request starts in a JSON file (None in a protobuf one)."""
     try:
         raw = open(path, "rb")
     except OSError as e:
