@@ -260,3 +260,25 @@ def test_a_root_span_that_holds_only_the_request_leaves_the_answer_to_the_model_
             pass
     (r,) = list(open_dataset(_write(tmp_path, rec)))
     assert (r.query, r.history, r.response) == ("What day is it?", None, "Friday.")
+
+
+def test_messages_of_a_wrong_shape_and_json_that_is_not_json_each_give_a_line(tmp_path):
+    rec = Recorder()
+    with rec.span("chat odd", {"gen_ai.operation.name": "chat",
+                               "gen_ai.input.messages": json.dumps([{"parts": [{"type": "text", "content": "hi"}]}]),
+                               "gen_ai.output.messages": messages(text("assistant", "hello"))}):
+        pass
+    with rec.span("chain", {"openinference.span.kind": "CHAIN", "input.value": "{not json: but the user's words",
+                            "input.mime_type": "application/json", "output.value": "ok"}):
+        pass
+    ds = open_dataset(_write(tmp_path, rec))
+    a, b = list(ds)
+    odd, chain = (format(s.context.span_id, "016x") for s in rec.spans())
+    assert ds.summaries[0].notes == [
+        f"span 'chat odd' (span id {odd}): attribute gen_ai.input.messages: message[0]: the chat message has no 'role'",
+        f"span 'chain' (span id {chain}): attribute input.value: input.mime_type is application/json, but the "
+        "value is not JSON: read as text"]
+    assert a.response == "hello" and a.query is None
+    assert a.extra["otlp_unread"][f"{odd}:gen_ai.input.messages"] == json.dumps(
+        [{"parts": [{"type": "text", "content": "hi"}]}])
+    assert b.query == "{not json: but the user's words" and b.response == "ok"

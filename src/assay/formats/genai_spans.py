@@ -445,8 +445,9 @@ def _events(view: View, span: Span) -> None:
                 (produced if role == "choice" else request).append(_event_message(role, body))
         elif ev.name in ("gen_ai.content.prompt", "gen_ai.content.completion"):
             key = "gen_ai.prompt" if ev.name.endswith("prompt") else "gen_ai.completion"
-            msgs = view.read(f"{key} ({ev.name} event)", _any_messages, ev.attributes.get(key))
-            (request if key == "gen_ai.prompt" else produced).extend(msgs or ())
+            if ev.attributes.get(key) is not None:
+                msgs = view.read(f"{key} ({ev.name} event)", _any_messages, ev.attributes[key])
+                (request if key == "gen_ai.prompt" else produced).extend(msgs or ())
     if request and view.request is None:
         view.request, view.request_from = request, "the span's message events"
     if produced and view.produced is None:
@@ -463,7 +464,13 @@ def _io(view: View, a: dict[str, Any], side: str) -> Any:
     if not isinstance(v, str):
         return v
     if isinstance(mime, str) and "json" in mime:
-        return view.read(f"{side}.value", lambda x: _json(x, "a value"), v) if v.strip() else None
+        if not v.strip():
+            return None
+        try:
+            return orjson.loads(v)
+        except orjson.JSONDecodeError:  # said to be JSON, but is not: read as the text it is
+            view.note(f"{side}.value", f"{side}.mime_type is {mime}, but the value is not JSON: read as text")
+            return v
     if mime is None and v.lstrip().startswith("{") and '"messages"' in v:
         try:
             parsed = orjson.loads(v)
@@ -645,10 +652,10 @@ def view_of(span: Span, summary: Summary) -> View:
 
 # --------------------------------------------------------------------------- views → fields
 
-def _split(view: View, path: str) -> dict[str, Any]:
+def _split(view: View) -> dict[str, Any]:
     """query / history / steps / response / tool_calls of one view's request and answer."""
-    req = _chat(view, view.request, view.request_from, path)
-    out = _chat(view, view.produced, view.produced_from, path)
+    req = _chat(view, view.request, view.request_from)
+    out = _chat(view, view.produced, view.produced_from)
     got = agent.split(req, out) if req or out else {}
     if req is None:
         got.pop("history", None)
@@ -668,13 +675,13 @@ def _split(view: View, path: str) -> dict[str, Any]:
     return got
 
 
-def _chat(view: View, msgs: list[dict[str, Any]] | None, src: str, path: str) -> list[dict[str, Any]] | None:
+def _chat(view: View, msgs: list[dict[str, Any]] | None, src: str) -> list[dict[str, Any]] | None:
     if not msgs:
         return None
     try:
-        return agent.chat_messages(msgs, path, True)
+        return agent.chat_messages(msgs, "message", True)
     except FieldError as e:
-        view.note(src, f"{e.message} ({e.field})", msgs)
+        view.note(src, f"{e.field}: {e.message}", view.span.attributes.get(src, msgs))  # the value as it came
         return None
 
 
@@ -734,7 +741,7 @@ def _contexts(view: View, path: str) -> list[dict[str, Any]] | None:
     try:
         return documents(view.docs, path, retriever=True)
     except FieldError as e:
-        view.note("retrieval documents", f"{e.message} ({e.field})", view.docs)
+        view.note("retrieval documents", f"{e.field}: {e.message}", view.docs)
         return None
 
 
@@ -771,7 +778,7 @@ def _tool_definitions(view: View | None) -> Any:
     try:
         return agent.tool_definitions(view.tools_offered, "tools")
     except FieldError as e:
-        view.note("tool definitions", f"{e.message} ({e.field})", view.tools_offered)
+        view.note("tool definitions", f"{e.field}: {e.message}", view.tools_offered)
         return None
 
 
@@ -782,9 +789,9 @@ def _trace_fields(trace: Trace, views: list[View], by_id: dict[str, View]) -> di
         return None
     asking = root if root.asks else (llms[0] if llms else None)
     answering = root if root.answers else (max(llms, key=lambda v: v.span.end or v.start) if llms else None)
-    fields: dict[str, Any] = _split(answering, "spans") if answering is not None else {}
+    fields: dict[str, Any] = _split(answering) if answering is not None else {}
     if asking is not None and asking is not answering:
-        first = _split(asking, "spans")
+        first = _split(asking)
         if "query" in first:
             fields["query"] = first["query"]
             fields.pop("history", None)
@@ -812,7 +819,7 @@ def _trace_fields(trace: Trace, views: list[View], by_id: dict[str, View]) -> di
 
 
 def _call_fields(view: View, views: list[View], by_id: dict[str, View]) -> dict[str, Any]:
-    fields = _split(view, "spans")
+    fields = _split(view)
     if fields.get("tool_calls"):
         tools = [v.tool for v in views if v.tool is not None and v.start >= view.start]
         fields["tool_calls"] = _merge_calls(fields["tool_calls"], tools, append=False)
