@@ -153,30 +153,29 @@ def _hex_id(v: Any, size: int, what: str) -> str | None:
     return raw.hex()
 
 
-_SCALARS = (("stringValue", "string_value"), ("boolValue", "bool_value"), ("doubleValue", "double_value"))
+_STRING, _BOOL, _DOUBLE, _INT, _ARRAY, _KVLIST, _BYTES = range(7)
+_VALUE_KEYS = {"stringValue": _STRING, "string_value": _STRING, "boolValue": _BOOL, "bool_value": _BOOL,
+               "doubleValue": _DOUBLE, "double_value": _DOUBLE, "intValue": _INT, "int_value": _INT,
+               "arrayValue": _ARRAY, "array_value": _ARRAY, "kvlistValue": _KVLIST, "kvlist_value": _KVLIST,
+               "bytesValue": _BYTES, "bytes_value": _BYTES}
 
 
 def json_value(v: Any) -> Any:
     """An OTLP/JSON ``AnyValue`` (``{"stringValue": ...}``, ``{"intValue": "3"}``, arrays, key-value
-    lists) as a plain value."""
+    lists) as a plain value; bytes stay the base64 text the JSON has."""
     if not isinstance(v, dict):
         return v
-    for camel, snake in _SCALARS:
-        x = _get(v, camel, snake)
-        if x is not None:
+    for key, x in v.items():  # one key: the value's type
+        t = _VALUE_KEYS.get(key)
+        if t is None or x is None:
+            continue
+        if t <= _DOUBLE or t == _BYTES:
             return x
-    x = _get(v, "intValue", "int_value")
-    if x is not None:
-        return _int(x, "intValue")
-    x = _get(v, "arrayValue", "array_value")
-    if x is not None:
-        return [json_value(e) for e in (x.get("values") or ())] if isinstance(x, dict) else x
-    x = _get(v, "kvlistValue", "kvlist_value")
-    if x is not None:
+        if t == _INT:
+            return _int(x, "intValue")
+        if t == _ARRAY:
+            return [json_value(e) for e in (x.get("values") or ())] if isinstance(x, dict) else x
         return json_attributes(x.get("values")) if isinstance(x, dict) else x
-    x = _get(v, "bytesValue", "bytes_value")
-    if x is not None:
-        return x  # base64 text, as the JSON has it
     return None
 
 
@@ -190,8 +189,10 @@ def json_attributes(kvs: Any) -> dict[str, Any]:
         raise _Bad(f"attributes: expected a list of key-value pairs, got {type(kvs).__name__}")
     out: dict[str, Any] = {}
     for kv in kvs:
-        if isinstance(kv, dict) and isinstance(kv.get("key"), str):
-            out[kv["key"]] = json_value(kv.get("value"))
+        if kv.__class__ is dict:
+            key = kv.get("key")
+            if key.__class__ is str:
+                out[key] = json_value(kv.get("value"))
     return out
 
 
