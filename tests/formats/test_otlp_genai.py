@@ -282,3 +282,28 @@ def test_messages_of_a_wrong_shape_and_json_that_is_not_json_each_give_a_line(tm
     assert a.extra["otlp_unread"][f"{odd}:gen_ai.input.messages"] == json.dumps(
         [{"parts": [{"type": "text", "content": "hi"}]}])
     assert b.query == "{not json: but the user's words" and b.response == "ok"
+
+
+def test_a_framework_span_around_the_clients_call_is_one_model_call(tmp_path):
+    """LangChain's OpenInference LLM span around the OpenAI instrumentation's chat span: one call,
+    its tokens counted once."""
+    rec = Recorder()
+    with rec.span("agent", {"openinference.span.kind": "AGENT", "session.id": "s-1"}):
+        with rec.span("ChatOpenAI", {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+                                     "llm.input_messages.0.message.role": "user",
+                                     "llm.input_messages.0.message.content": "Hi",
+                                     "llm.output_messages.0.message.role": "assistant",
+                                     "llm.output_messages.0.message.content": "Hello",
+                                     "llm.token_count.prompt": 5, "llm.token_count.completion": 2}):
+            with rec.span("chat gpt-4o", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                                          "gen_ai.input.messages": messages(text("user", "Hi")),
+                                          "gen_ai.output.messages": messages(text("assistant", "Hello")),
+                                          "gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 2}):
+                pass
+    p = _write(tmp_path, rec)
+    (t,) = list(open_dataset(p))
+    assert (t.query, t.response, t.usage.total_tokens, t.extra["session_id"]) == ("Hi", "Hello", 7, "s-1")
+    (c,) = list(open_dataset(p, format="otlp-calls"))
+    inner = next(s for s in rec.spans() if s.name == "chat gpt-4o")
+    assert c.extra["span_id"] == format(inner.context.span_id, "016x") and c.usage.total_tokens == 7
+    assert c.extra["session_id"] == "s-1"

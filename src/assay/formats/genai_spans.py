@@ -704,16 +704,17 @@ def _merge_calls(from_msgs: list[dict[str, Any]], spans: list[dict[str, Any]], a
     return out + left if append else out
 
 
-def _leaf_tokens(llms: list[View], by_id: dict[str, View]) -> tuple[int | None, int | None, int | None]:
-    """Tokens summed over the model calls with no model call below them (a wrapper is not counted twice)."""
+def _wrappers(llms: list[View], by_id: dict[str, View]) -> set[str]:
+    """The span ids of the spans above a model call (a framework's LLM span around the client's)."""
     wrapping = set()
     for v in llms:
-        parent = v.span.parent_id
-        seen = 0
-        while parent is not None and parent in by_id and seen <= len(by_id):
-            wrapping.add(parent)
-            parent = by_id[parent].span.parent_id
-            seen += 1
+        wrapping.update(a.span.span_id for a in _ancestors(v, by_id))
+    return wrapping
+
+
+def _leaf_tokens(llms: list[View], by_id: dict[str, View]) -> tuple[int | None, int | None, int | None]:
+    """Tokens summed over the model calls with no model call below them (a wrapper is not counted twice)."""
+    wrapping = _wrappers(llms, by_id)
     sums: list[int | None] = [None, None, None]
     for v in llms:
         if v.span.span_id in wrapping or v.tokens is None:
@@ -760,10 +761,17 @@ def _ancestors(view: View, by_id: dict[str, View]) -> Iterable[View]:
         seen += 1
 
 
-def _extra(span: Span, views: Iterable[View], model: str | None, provider: str | None) -> dict[str, Any]:
+def _session(span: Span, views: list[View]) -> str | None:
+    """The conversation / session id: the span's own, else the first its trace names."""
+    return next((a[k] for a in [span.attributes, *(v.span.attributes for v in views)]
+                 for k in ("gen_ai.conversation.id", "session.id") if isinstance(a.get(k), str)), None)
+
+
+def _extra(span: Span, views: list[View], model: str | None, provider: str | None, session: str | None
+           ) -> dict[str, Any]:
     extra: dict[str, Any] = {"trace_id": span.trace_id, "span_id": span.span_id, "span_name": span.name}
     for k, v in (("model", model), ("provider", provider), ("service", span.resource.get("service.name")),
-                 ("session_id", span.attributes.get("gen_ai.conversation.id") or span.attributes.get("session.id"))):
+                 ("session_id", session)):
         if v is not None:
             extra[k] = v
     unread = {f"{v.span.span_id}:{k}": x for v in views for k, x in v.unread.items()}
@@ -812,9 +820,10 @@ def _trace_fields(trace: Trace, views: list[View], by_id: dict[str, View]) -> di
     usage = _usage_fields(_leaf_tokens(llms, by_id) if llms else root.tokens, root.span.latency_ms)
     if usage:
         fields["usage"] = usage
-    last = llms[-1] if llms else root
+    model = next((v.model for v in reversed(llms) if v.model), root.model)
+    provider = next((v.provider for v in reversed(llms) if v.provider), root.provider)
     fields["id"] = trace.trace_id
-    fields["extra"] = _extra(root.span, views, last.model, last.provider or root.provider)
+    fields["extra"] = _extra(root.span, views, model, provider, _session(root.span, views))
     return fields
 
 
@@ -835,7 +844,7 @@ def _call_fields(view: View, views: list[View], by_id: dict[str, View]) -> dict[
     if usage:
         fields["usage"] = usage
     fields["id"] = f"{view.span.trace_id}-{view.span.span_id}"
-    fields["extra"] = _extra(view.span, [view], view.model, view.provider)
+    fields["extra"] = _extra(view.span, [view], view.model, view.provider, _session(view.span, views))
     return fields
 
 
@@ -853,8 +862,10 @@ def trace_records(trace: Trace, per: str = "trace", summary: Summary | None = No
     if per == "trace":
         one = _trace_fields(trace, views, by_id)
         out = [one] if one is not None else []
-    else:
-        out = [_call_fields(v, views, by_id) for v in sorted(views, key=lambda v: v.start) if v.role == "llm"]
+    else:  # a model call inside another (a framework's span around the client's) is one call: the inner
+        llms = sorted((v for v in views if v.role == "llm"), key=lambda v: v.start)
+        outer = _wrappers(llms, by_id)
+        out = [_call_fields(v, views, by_id) for v in llms if v.span.span_id not in outer]
     if not out:
         summary.traces_skipped += 1
     summary.records += len(out)
