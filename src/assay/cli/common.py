@@ -91,9 +91,11 @@ def load_target(spec: str) -> Any:
 
 def count_rows(data: str, data_format: str | None = None) -> int | None:
     """Lines of a regular JSONL file (the progress bar's total), else None: a stream
-    (``-``, a FIFO) is never touched here, since it can be read only once."""
+    (``-``, a FIFO) is never touched here, since it can be read only once; nor are OTLP traces
+    (``.otlp.jsonl``: a line is a batch of spans, not a row)."""
     p = Path(data)
-    if data != "-" and p.is_file() and (data_format or p.suffix).lower().lstrip(".") in ("jsonl", "ndjson"):
+    if data != "-" and p.is_file() and (data_format or p.suffix).lower().lstrip(".") in ("jsonl", "ndjson") \
+            and ".otlp." not in p.name.lower():
         n = 0
         with open(p, "rb") as fh:
             while chunk := fh.read(1 << 20):

@@ -109,7 +109,7 @@ def print_defects(metrics: dict[str, Any]) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file or a folder of them; - for standard input (with --format)."),
+    data: str = typer.Argument(..., help="Evaluation set: .jsonl/.json/.csv/.parquet file, OpenTelemetry traces (.otlp.json/.otlp.jsonl/.pb), or a folder of them; - for standard input (with --format)."),
     metrics: str = typer.Option("auto", "--metrics", "-m", help="'auto' or a comma-separated list (see `assay metrics`)."),
     map_: list[str] = typer.Option([], "--map", help="Column mapping, e.g. query=question or response=${data.answer}."),
     threshold: list[str] = typer.Option([], "--threshold", "-t", help="Per-metric threshold, e.g. f1_score=0.7."),
@@ -131,7 +131,7 @@ def eval_cmd(
     max_consecutive_failures: int | None = typer.Option(None, "--max-consecutive-failures", help="Stop the run (resumable, exit 3) after this many judge or target requests in a row timed out or could not connect (default 5; 0: never).", metavar="N"),
     max_cost: float | None = typer.Option(None, "--max-cost", help="Stop the run (resumable, exit 3) once it has spent this much, in USD: the judge's calls at its price (ASSAY_JUDGE_PRICE=IN,OUT when it is not in the price table) and the target's tokens at ASSAY_TARGET_PRICE. Resume with a higher cap.", metavar="USD"),
     max_errors: int | None = typer.Option(None, "--max-errors", help="Stop the run (resumable, exit 3) once this many rows have errored (a target error or a metric error). With --out the errored rows are in errors.jsonl.", metavar="N"),
-    data_format: str | None = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv or parquet (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
+    data_format: str | None = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv, parquet, otlp (OpenTelemetry traces, a record per trace) or otlp-calls (a record per model call) (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
     gate: list[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
     baseline: str | None = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
     min_effect: list[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),

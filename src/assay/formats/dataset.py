@@ -43,7 +43,8 @@ class Dataset:
     iterating again reads it again. Attributes (updated as rows are read):
 
     - ``source``: the path as given, or ``"<DataFrame>"`` / ``"<ray.data.Dataset>"`` / ``"<list>"`` / ``"<dict>"``;
-    - ``format``: ``jsonl``, ``json``, ``csv``, ``parquet``, ``dataframe``, ``ray_dataset``, ``list`` or
+    - ``format``: ``jsonl``, ``json``, ``csv``, ``parquet``, ``otlp`` / ``otlp-calls`` (OpenTelemetry traces:
+      a record per trace / per model call), ``dataframe``, ``ray_dataset``, ``list`` or
       ``dict`` (a directory: its files' format, or ``mixed``);
     - ``rows_read``: source rows read so far (a conversation row counts once, however many
       turns it gives; malformed rows count);
@@ -174,6 +175,13 @@ class Dataset:
         if n == 0:
             raise src.empty_error()
 
+    @property
+    def summaries(self) -> list[Any]:
+        """The reading summaries of the sources that keep one, after a reading: for OTLP traces a
+        :class:`~assay.formats.genai_spans.Summary` (spans, traces, records, spans skipped for having
+        no GenAI content, a line per value not read)."""
+        return [s.summary for s in self._sources if getattr(s, "summary", None) is not None]
+
     def check_mapping(self, target: bool = False) -> None:
         """Raise :class:`InputError` for a mapped column that no row read so far has: the
         mapping is a mistake (a misspelt column would otherwise leave the field to a
@@ -204,14 +212,16 @@ def open_dataset(data: Any, mapping: Mapping[str, str] | None = None, on_bad_row
                  format: str | None = None) -> Dataset:
     """Open ``data`` for reading as records.
 
-    ``data``: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``, or a directory of
-    them, read in name order; a FIFO or ``/dev/stdin``; ``"-"`` for standard input), a
+    ``data``: a path (``.jsonl``, ``.json``, ``.csv``, ``.parquet``, OpenTelemetry traces --
+    ``.otlp.json``, ``.otlp.jsonl``, ``.pb``, or a ``.json`` / ``.jsonl`` file of OTLP JSON --, or a
+    directory of them, read in name order; a FIFO or ``/dev/stdin``; ``"-"`` for standard input), a
     pandas DataFrame, a ``ray.data.Dataset`` (its batches streamed), a list of row dicts, or a dict (one MLflow trace, ``{"data": [...]}``,
     columns of equal length, or one row).
     ``mapping``: ``{canonical_field: user_column}``; ``"${data.col}"`` is accepted.
     ``on_bad_row``: ``"fail"`` (raise the first bad row's :class:`InputError`) or ``"skip"``.
-    ``format``: ``jsonl``, ``json``, ``csv`` or ``parquet``, for a file or stream whose name
-    has no (or another) extension.
+    ``format``: ``jsonl``, ``json``, ``csv``, ``parquet``, ``otlp`` (OpenTelemetry traces, a record
+    per trace) or ``otlp-calls`` (a record per model call), for a file or stream whose name has no
+    (or another) extension, or to read traces per model call.
 
     Missing or unreadable paths, unknown extensions and a bad mapping raise here; rows are
     read (and checked) only when the dataset is iterated. A stream is read once: the first

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import logging
 import os
 import re
 import sys
@@ -33,11 +34,15 @@ import orjson
 
 from assay.errors import InputError
 from assay.formats.encoding import bad_bytes, open_lines, sniff, utf8_problem
-from assay.formats.fields import kind
+from assay.formats.fields import FieldError, kind
 
 EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
-              ".pq": "parquet"}
-FORMATS = ("jsonl", "json", "csv", "parquet")
+              ".pq": "parquet", ".pb": "otlp"}
+#: OpenTelemetry traces (:class:`OtlpSource`): a record per trace (``otlp``) or per model call (``otlp-calls``)
+OTLP_FORMATS = {"otlp": "trace", "otlp-traces": "trace", "otlp-calls": "call"}
+FORMATS = ("jsonl", "json", "csv", "parquet", "otlp", "otlp-calls")
+_OTLP_NAME = re.compile(r"\.otlp\.(?:jsonl?|ndjson|pb|proto|json\.gz|jsonl\.gz|pb\.gz)$|\.pb(?:\.gz)?$", re.I)
+_OTLP_HEAD = re.compile(rb'^(?:\xef\xbb\xbf)?\s*\[?\s*\{\s*"resource_?spans"\s*:', re.I)
 
 
 class Malformed:
@@ -583,29 +588,106 @@ class RayDatasetSource(Source):
         return InputError("the Ray dataset has no rows", source=self.name)
 
 
+class OtlpSource(FileSource):
+    """OpenTelemetry traces (:mod:`.otlp`: OTLP JSON lines or document, OTLP protobuf, gzip'd or
+    not), read whole and grouped into traces, then one row of record fields per trace (``otlp``)
+    or per model call (``otlp-calls``) by :mod:`.genai_spans`. ``summary`` (after a reading) counts
+    the spans, traces and records and the spans skipped for having no GenAI content, and holds a
+    line per value that could not be read; those lines are logged once (``assay.formats.otlp``)."""
+
+    format = "otlp"
+    per = "trace"
+
+    def __init__(self, path: Path, name: str, spool: Spool | None = None):
+        super().__init__(path, name, spool)
+        self.summary: Any = None
+        self._lines: dict[int, int | None] = {}
+        self._told = False
+
+    def rows(self) -> Iterator[tuple[int, Any]]:
+        from assay.formats import genai_spans, otlp
+
+        traces = otlp.read_file(self.file(), self.name)
+        summary = genai_spans.Summary()
+        self.summary, self._lines, n = summary, {}, 0
+        for trace in traces:
+            try:
+                got: list[Any] = genai_spans.trace_records(trace, self.per, summary)
+            except FieldError as e:  # a shape no reader anticipated: this trace is a bad row, not the file
+                got = [Malformed(f"trace {trace.trace_id}: {e.field}: {e.message}")]
+            for fields in got:
+                n += 1
+                self._lines[n] = trace.root.line
+                yield n, fields
+        if summary.notes and not self._told:
+            self._told = True
+            log = logging.getLogger("assay.formats.otlp")
+            for note in summary.notes[:20]:
+                log.warning("%s: %s", self.name, note)
+            if len(summary.notes) > 20:
+                log.warning("%s: ... and %d more values not read", self.name, len(summary.notes) - 20)
+
+    def line(self, pos: int) -> int | None:
+        return self._lines.get(pos)
+
+    def empty_error(self) -> InputError:
+        s = self.summary
+        read = f"{s.spans} spans in {s.traces} traces" if s is not None else "no spans"
+        what = "model call" if self.per == "call" else "span"
+        return InputError(f"no {what} with GenAI content ({read} read; the GenAI semantic conventions, the older "
+                          "gen_ai.* attributes and events, and OpenInference are read)", source=self.name)
+
+
+class OtlpCallsSource(OtlpSource):
+    """:class:`OtlpSource` with a record per model call."""
+
+    format = "otlp-calls"
+    per = "call"
+
+
+def _looks_otlp(path: Path) -> bool:
+    """A JSON / JSONL file whose first object starts with ``resourceSpans`` (OTLP JSON)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    return bool(_OTLP_HEAD.match(head))
+
+
 def format_of(path: Path, name: str, fmt: str | None = None) -> str:
-    """The format ``fmt`` names (``jsonl``, ``json``, ``csv``, ``parquet``; ``ndjson`` and ``pq``
-    too), else the one the file name's extension says."""
+    """The format ``fmt`` names (``jsonl``, ``json``, ``csv``, ``parquet``, ``otlp``, ``otlp-calls``;
+    ``ndjson`` and ``pq`` too), else the one the file name's extension says (``.otlp.json``,
+    ``.otlp.jsonl``, ``.pb``, ``.otlp.pb``, each also ``.gz``: OTLP traces)."""
     if fmt is not None:
         f = str(fmt).strip().lower().lstrip(".")
         f = EXTENSIONS.get("." + f, f)
+        f = "otlp" if f == "otlp-traces" else f
         if f not in FORMATS:
-            raise InputError(f"unknown format {fmt!r}: expected jsonl, json, csv or parquet", source=name)
+            raise InputError(f"unknown format {fmt!r}: expected jsonl, json, csv, parquet, otlp (a record per "
+                             "trace) or otlp-calls (a record per model call)", source=name)
         return f
+    if _OTLP_NAME.search(path.name):
+        return "otlp"
     f = EXTENSIONS.get(path.suffix.lower())
     if f is None:
         known = ", ".join(sorted(set(EXTENSIONS)))
         raise InputError(f"unsupported file type {path.suffix or '(no extension)'!r}: expected one of {known}, "
-                         "or name the format with --format jsonl|json|csv|parquet", source=name)
+                         "or name the format with --format jsonl|json|csv|parquet|otlp", source=name)
     return f
 
 
-_CLASSES = {"jsonl": JsonlSource, "json": JsonSource, "csv": CsvSource, "parquet": ParquetSource}
+_CLASSES: dict[str, Any] = {"jsonl": JsonlSource, "json": JsonSource, "csv": CsvSource, "parquet": ParquetSource,
+                             "otlp": OtlpSource, "otlp-calls": OtlpCallsSource}
 
 
 def file_source(path: Path, name: str, fmt: str | None = None) -> FileSource:
-    """The reader of the regular file ``path``, by ``fmt`` or its extension."""
-    return _CLASSES[format_of(path, name, fmt)](path, name)
+    """The reader of the regular file ``path``, by ``fmt`` or its extension; a ``.json`` / ``.jsonl``
+    file that holds OTLP traces (``{"resourceSpans": ...``) is read as traces."""
+    f = format_of(path, name, fmt)
+    if fmt is None and f in ("json", "jsonl") and _looks_otlp(path):
+        f = "otlp"
+    return _CLASSES[f](path, name)
 
 
 def stream_source(path: Path | None, name: str, fmt: str | None = None) -> FileSource:
