@@ -71,7 +71,7 @@ def test_a_named_run_is_a_track_that_later_runs_extend(tmp_path):
     assert tr.returncode == 0, tr.stderr
     agg = json.loads(tr.stdout)
     assert len(agg["runs"]) == 3 and agg["points"][0]["repeats"] == 3
-    assert {r["track"] for r in listed(store) if r["name"] is None} == {"serving"}
+    assert {r["track"] for r in listed(store) if r["name"] != "nightly"} == {"serving"}
     human = assay("bench", "track", "serving", store=store)
     assert human.returncode == 0 and "3 run(s)" in human.stdout
 
@@ -85,7 +85,7 @@ def test_store_off_runs_prints_and_stores_nothing(tmp_path):
 
 
 def test_embed_store_off_runs_prints_and_stores_nothing(tmp_path):
-    p = assay("bench", "embed", "--model", "control", "--tasks", "sts", "-q", "--store", "off", cwd=str(tmp_path),
+    p = assay("bench", "embed", "--model", "embedded", "--tasks", "sts", "-q", "--store", "off", cwd=str(tmp_path),
               timeout=300)
     assert p.returncode == 0, p.stderr
     assert "embedding run" in p.stdout and "stored as" not in p.stderr and "ASSAY_STORE" not in p.stderr
