@@ -90,3 +90,22 @@ def test_embed_store_off_runs_prints_and_stores_nothing(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "embedding run" in p.stdout and "stored as" not in p.stderr and "ASSAY_STORE" not in p.stderr
     assert not (tmp_path / ".assay" / "assay.db").exists()
+
+
+def test_the_time_limit_stores_what_was_measured_and_exits_3(tmp_path):
+    store = str(tmp_path / "s.db")
+    with PerfServer(lambda i, stream, body: {"stall": 0.4}) as srv:
+        p = assay(*perf_args(srv.url, "-n", "60", "--max-time", "4s", "--stall-timeout", "5"), store=store)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert "time limit (--max-time 4s)" in p.stderr.splitlines()[-1]
+    assert "note: the run reached its time limit" in " ".join(p.stdout.split())
+    assert len(listed(store)) == 1
+
+
+def test_show_says_too_few_for_a_point_of_one_request(tmp_path):
+    store = str(tmp_path / "s.db")
+    with PerfServer() as srv:
+        p = assay(*perf_args(srv.url, "-n", "1"), store=store)
+    assert p.returncode == 0, p.stderr
+    shown = assay("bench", "show", store=store)
+    assert shown.returncode == 0 and "(too few)" in shown.stdout

@@ -39,6 +39,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:   # quiet
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):   # the client went away (cancelled, stalled out)
+            pass
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": self.owner.model, "object": "model"}]})

@@ -336,7 +336,8 @@ def no_completed_message(summary: dict[str, Any]) -> str | None:
         for k, v in ((p.get("requests") or {}).get("failures") or {}).items():
             tally[k] = tally.get(k, 0) + int(v or 0)
     causes = ", ".join(f"{k}: {v}" for k, v in sorted(tally.items()) if v) or "no request was sent"
-    return f"no request completed at {summary.get('endpoint')} ({causes})"
+    stopped = (summary.get("stopped") or {}).get("message")
+    return f"no request completed at {summary.get('endpoint')} ({causes})" + (f": {stopped}" if stopped else "")
 
 
 async def _warm_up(client: StreamClient, target: _Target, cfg: PerfConfig, warm: list[Any], *, first: bool,
