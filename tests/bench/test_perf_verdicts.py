@@ -170,3 +170,12 @@ def test_progress_names_the_load_point():
     assert any(s.startswith("concurrency 1 (1/2)") for s in seen)
     assert any(s.startswith("concurrency 2 (2/2)") for s in seen)
     assert {s.split(": ")[-1] for s in seen} == {"prompts", "requests"}
+
+
+def test_an_open_loop_against_a_server_that_stalls_stops_scheduling():
+    with PerfServer(lambda i, stream, body: {"stall": 30}) as srv:
+        run = perf(srv.url, rates=[20.0], requests=60, stall_timeout=0.3, timeout=30)
+        sent = srv.count
+    p = run.summary["points"][0]
+    assert p["requests"]["ok"] == 0 and sent < 20 and p["requests"]["sent"] == sent
+    assert p["stopped"].startswith("stopped after the first")
