@@ -288,7 +288,7 @@ def _stored_point_table(p: PerfPoint) -> Any:
              + (f" ({safe(', '.join(f'{k}: {v}' for k, v in failures.items()))})" if failures else "")
              + (f" in {dur:.1f} s" if isinstance(dur, (int, float)) else "") + f" — {verdict}")
     t = Table(title=title, title_justify="left")
-    for col in ("metric", "n", "mean [95% CI]", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
+    for col in ("metric", "n", "mean [95% CI]", "SE", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for m in SHOWN:
         d = p.metrics.get(m)
@@ -296,7 +296,7 @@ def _stored_point_table(p: PerfPoint) -> Any:
             continue
         t.add_row(f"{_stored_name(m)} ({_stored_unit(m)})", safe('—' if d.n is None else d.n),
                   _stored_num(d.mean, m) + _stored_ci(d.interval("mean"), m, _too_few(d, "mean")),
-                  _stored_num(d.p50, m) + _stored_ci(d.interval("p50"), m, _too_few(d, "p50")),
+                  _stored_num(d.se, m), _stored_num(d.p50, m) + _stored_ci(d.interval("p50"), m, _too_few(d, "p50")),
                   _stored_num(d.p90, m), _stored_num(d.p95, m),
                   _stored_num(d.p99, m) + _stored_ci(d.interval("p99"), m, _too_few(d, "p99")))
     return t
@@ -317,12 +317,12 @@ def _stored_point_notes(p: PerfPoint) -> list[str]:
                      f"goodput {fmt(slo.get('goodput'), 1)} req/s")
     tok = p.tokens
     if not tok.is_empty():
-        server_in = (f"; the server counted {fmt(tok.input_server_mean, 1)} (its chat template included)"
+        server_in = (f", {fmt(tok.input_server_mean, 1)} by the server's count (chat template included)"
                      if isinstance(tok.input_server_mean, (int, float)) and tok.input_server_mean != tok.input_mean
                      else "")
         lines.append(f"tokens: input mean {fmt(tok.input_mean, 1)}"
-                     + (f" (the {safe(tok.input_from)}{server_in})" if tok.input_from else "")
-                     + f", output mean {fmt(tok.output_mean, 1)} "
+                     + (f" by {safe(tok.input_from)}{server_in}" if tok.input_from else "")
+                     + f"; output mean {fmt(tok.output_mean, 1)} "
                      f"(counts from {safe(tok.usage_from or '—')}), {tok.disagreements} "
                      "request(s) whose output counts disagree")
         if tok.usage_rejected:
