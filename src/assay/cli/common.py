@@ -117,7 +117,8 @@ def open_store(url: str | None) -> Any:
 
     st = _open(url or None)
     if st is None:
-        raise AssayError("saving runs is turned off ($ASSAY_STORE=off); name a store with --store")
+        how = "--store off" if url and url.strip() else "$ASSAY_STORE=off"
+        raise AssayError(f"the store is turned off ({how}); name a store with --store")
     return st
 
 

@@ -14,12 +14,18 @@ resampled independently, fixed seed), and a verdict:
 - ``"no clear difference"``: it holds 0.
 
 Each statistic has its verdict; a metric's verdict is its mean's. Without stored samples a
-statistic gets the two summary values and no interval (verdict None).
+statistic gets the two summary values and no interval (verdict None). A point where either run
+completed fewer than :data:`MIN_COMPARED` requests gets its values and no intervals or verdicts,
+with a warning: one request is no ground for "slower". A point that is not valid (too many
+failures among the reasons) is warned about.
 
 :func:`track_aggregate` summarises the runs that share a ``track`` (scheduled repeats of one
 benchmark, as a public leaderboard runs one every hour for two weeks): per point and metric,
 the mean, p50 and p99 of every repeat, and across repeats their mean, spread (standard
-deviation, min, max, coefficient of variation) and a 95% interval of their mean.
+deviation, min, max, coefficient of variation), the standard error of their mean and its 95%
+interval (Student's t; "too few", no interval, under :data:`~assay.bench.perf.measure.MIN_INTERVAL_N`
+repeats). A track is the runs stored with that track (``--track``, or ``--repeat`` under one
+``--name``) and the runs named so (``--name nightly`` run every night makes the track ``nightly``).
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from assay.bench.perf.figures import COMPARED, HIGHER_IS_BETTER, unit
+from assay.bench.perf.measure import MIN_INTERVAL_N, t_interval
 from assay.bench.perf.summary import Distribution, PerfPoint, PerfSummary
 from assay.errors import AssayError
-from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_diff, confidence_interval
+from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_diff
 from assay.store import Store
 
 STATS = ("mean", "p50", "p99")
@@ -41,6 +48,8 @@ THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughpu
 # Settings that must agree for two runs' latencies to be comparable.
 COMPARABLE_SETTINGS = ("input_tokens", "output_tokens", "shared_prefix", "burstiness")
 FASTER, SLOWER, UNCLEAR = "faster", "slower", "no clear difference"
+# The fewest completed requests a point of each run needs for compare to give intervals and verdicts.
+MIN_COMPARED = 10
 
 
 def point_key(point: PerfPoint | Mapping[str, Any]) -> tuple[str, float]:
@@ -109,8 +118,14 @@ def _finite(v: Any) -> np.ndarray | None:
 
 def _stat_entry(metric: str, stat: str, a_dist: Distribution, b_dist: Distribution,
                 a_samples: np.ndarray | None, b_samples: np.ndarray | None, *, seed: int,
-                resamples: int) -> dict[str, Any]:
+                resamples: int, too_few: bool = False) -> dict[str, Any]:
     hib = metric in HIGHER_IS_BETTER
+    if too_few:
+        a = statistic_of(a_samples, stat) if a_samples is not None else getattr(a_dist, stat)
+        b = statistic_of(b_samples, stat) if b_samples is not None else getattr(b_dist, stat)
+        diff = None if a is None or b is None else b - a
+        return {"a": a, "b": b, "diff": diff, "diff_ci": None, "ratio": None if diff is None or not a else b / a,
+                "ratio_ci": None, "verdict": None, "method": f"too few (under {MIN_COMPARED} completed requests)"}
     if a_samples is not None and b_samples is not None:
         d = bootstrap_diff(a_samples, b_samples, stat, seed=seed, resamples=resamples)
         return {"a": d["a"], "b": d["b"], "diff": d["diff"], "diff_ci": [d["diff_low"], d["diff_high"]],
@@ -121,6 +136,38 @@ def _stat_entry(metric: str, stat: str, a_dist: Distribution, b_dist: Distributi
     ratio = None if diff is None or not a else b / a
     return {"a": a, "b": b, "diff": diff, "diff_ci": None, "ratio": ratio, "ratio_ci": None, "verdict": None,
             "method": "no samples stored"}
+
+
+def statistic_of(v: np.ndarray, stat: str) -> float:
+    """``mean`` or ``pNN`` of ``v``."""
+    return float(v.mean()) if stat == "mean" else float(np.percentile(v, float(stat[1:])))
+
+
+def _completed(point: PerfPoint, samples: Mapping[str, Any]) -> int | None:
+    """A point's completed requests: as its summary says, else as many as its TTFT / E2E samples."""
+    if isinstance(point.requests.ok, int):
+        return point.requests.ok
+    for m in ("e2e", "ttft"):
+        if samples.get(m) is not None:
+            return len(samples[m])
+    return None
+
+
+def _point_warnings(label: str, counts: dict[str, int | None], points: dict[str, PerfPoint]) -> list[str]:
+    """What to say of a matched point: too few completed requests; not valid (too many failures among
+    the reasons)."""
+    out: list[str] = []
+    few = {k: n for k, n in counts.items() if n is not None and n < MIN_COMPARED}
+    if few:
+        who = ", ".join(f"run {k} {n}" for k, n in few.items())
+        out.append(f"{label}: fewer than {MIN_COMPARED} completed requests ({who}): values shown, "
+                   "no intervals or verdicts")
+    for side, point in points.items():
+        val = point.validity
+        if val.valid is False:
+            why = "; ".join(str(r) for r in val.reasons) or "no reason given"
+            out.append(f"run {side} at {label} is not a valid measurement: {why}")
+    return out
 
 
 def compare_points(summary_a: PerfSummary | Mapping[str, Any], samples_a: Mapping[int, Mapping[str, Any]],  # noqa: C901
@@ -153,22 +200,22 @@ def compare_points(summary_a: PerfSummary | Mapping[str, Any], samples_a: Mappin
             entry["throughput"][t] = {"a": x, "b": y, "diff": None if x is None or y is None else y - x,
                                       "ratio": None if x is None or y is None or not x else y / x}
         sa, sb = samples_a.get(i) or {}, samples_b.get(j) or {}
+        counts = {"A": _completed(p, sa), "B": _completed(q, sb)}
+        too_few = any(n is not None and n < MIN_COMPARED for n in counts.values())
         for m in COMPARED:
             da, db = p.metric(m), q.metric(m)
             xa, xb = _finite(sa.get(m)), _finite(sb.get(m))
             if da.is_empty() and db.is_empty() and xa is None and xb is None:
                 continue
-            stats = {s: _stat_entry(m, s, da, db, xa, xb, seed=seed, resamples=resamples) for s in STATS}
+            stats = {s: _stat_entry(m, s, da, db, xa, xb, seed=seed, resamples=resamples, too_few=too_few)
+                     for s in STATS}
             entry["metrics"][m] = {
                 "unit": unit(m), "higher_is_better": m in HIGHER_IS_BETTER,
                 "n": {"a": len(xa) if xa is not None else da.n, "b": len(xb) if xb is not None else db.n},
                 "samples": xa is not None and xb is not None, "verdict": stats["mean"]["verdict"], "stats": stats}
-        for side, point in (("A", p), ("B", q)):
-            val = point.validity
-            if val.valid is False:
-                why = "; ".join(str(r) for r in val.reasons) or "no reason given"
-                warnings.append(f"run {side} at {entry['label']} is not a valid measurement: {why}")
-        if not any(e["samples"] for e in entry["metrics"].values()):
+        entry["too_few"] = too_few
+        warnings += _point_warnings(entry["label"], counts, {"A": p, "B": q})
+        if not too_few and not any(e["samples"] for e in entry["metrics"].values()):
             warnings.append(f"{entry['label']}: no samples stored for both runs, so no intervals or verdicts")
         points.append(entry)
     unmatched = {"a": [point_label(p) for i, p in enumerate(pa) if i not in {e["a_index"] for e in points}],
@@ -205,15 +252,20 @@ def compare_perf(store: Store, ref_a: str, ref_b: str, *, seed: int = 0,
 
 # -- scheduled repeats --------------------------------------------------------------------------
 def _spread(values: Sequence[float]) -> dict[str, Any]:
+    """Repeats' values: count, mean, standard deviation, standard error, min, max, CV, and the mean's
+    95% Student's t interval (None, "too few", under ``MIN_INTERVAL_N`` repeats)."""
     v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
     if not len(v):
-        return {"n": 0, "mean": None, "std": None, "min": None, "max": None, "cv": None,
+        return {"n": 0, "mean": None, "std": None, "se": None, "min": None, "max": None, "cv": None,
                 "ci95_low": None, "ci95_high": None}
     mean = float(v.mean())
-    std = float(v.std(ddof=1)) if len(v) > 1 else 0.0
-    lo, hi, _ = confidence_interval(v)
-    return {"n": int(len(v)), "mean": mean, "std": std, "min": float(v.min()), "max": float(v.max()),
-            "cv": std / abs(mean) if mean else None, "ci95_low": lo, "ci95_high": hi}
+    std = float(v.std(ddof=1)) if len(v) > 1 else None
+    se = std / math.sqrt(len(v)) if std is not None else None
+    lo = hi = None
+    if len(v) >= MIN_INTERVAL_N:
+        lo, hi, se = t_interval(v)
+    return {"n": int(len(v)), "mean": mean, "std": std, "se": se, "min": float(v.min()), "max": float(v.max()),
+            "cv": std / abs(mean) if mean and std is not None else None, "ci95_low": lo, "ci95_high": hi}
 
 
 def aggregate_repeats(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -249,17 +301,41 @@ def aggregate_repeats(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
+def track_runs(store: Store, track: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """The perf runs of ``track``, newest first: those stored with the track and those named so."""
+    by_track = store.list_benchmarks(kind="perf", track=track)
+    seen = {r["id"] for r in by_track}
+    named = [r for r in store.list_benchmarks(kind="perf", details=False)
+             if r.get("name") == track and r["id"] not in seen]
+    recs = by_track + [store.get_benchmark(r["ref"], kind="perf") if r.get("ref") else r for r in named]
+    recs.sort(key=lambda r: (r.get("created_at") or 0.0, r["id"]), reverse=True)
+    return recs[:limit] if limit is not None else recs
+
+
+def _track_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where the runs of a track differ in what makes their figures comparable."""
+    out = []
+    summaries = [PerfSummary.load_or_empty(r.get("summary")) for r in runs]
+    for what, get in (("model", lambda s: s.model), ("api", lambda s: s.api), ("stream", lambda s: s.stream),
+                      *((k, lambda s, k=k: s.settings.get(k)) for k in COMPARABLE_SETTINGS)):
+        vals = sorted({repr(get(s)) for s in summaries})
+        if len(vals) > 1:
+            out.append(f"the runs differ in {what}: {', '.join(vals)}")
+    return out
+
+
 def track_aggregate(store: Store, track: str, *, limit: int | None = None) -> dict[str, Any]:
-    """The perf runs of ``track`` (the newest ``limit`` of them), oldest first, and per load
-    point the metrics across them: ``{"track", "runs": [{ref, name, model, created_at}],
-    "first", "last", "points": [{label, kind, load, repeats, valid, series: [per run],
-    metrics: {metric: {stat: {n, mean, std, min, max, cv, ci95_low, ci95_high}}},
+    """The perf runs of ``track`` (:func:`track_runs`; the newest ``limit`` of them), oldest first,
+    and per load point the metrics across them: ``{"track", "runs": [{ref, name, model, created_at,
+    track}], "first", "last", "warnings", "points": [{label, kind, load, repeats, valid, series: [per
+    run], metrics: {metric: {stat: {n, mean, std, se, min, max, cv, ci95_low, ci95_high}}},
     throughput: {...}}]}``."""
-    recs = store.list_benchmarks(kind="perf", track=track, limit=limit)
+    recs = track_runs(store, track, limit=limit)
     if not recs:
-        raise AssayError(f"no perf run has the track {track!r} (see `assay bench list`)")
+        raise AssayError(f"no perf run has the track {track!r}, nor the name (see `assay bench list`)")
     recs.reverse()
     runs = [{"ref": r["ref"], "name": r["name"], "model": r["model"], "created_at": r["created_at"],
-             "summary": r.get("details") or {}} for r in recs]
+             "track": r.get("track"), "summary": r.get("details") or {}} for r in recs]
     return {"track": track, "runs": [{k: v for k, v in r.items() if k != "summary"} for r in runs],
-            "first": runs[0]["created_at"], "last": runs[-1]["created_at"], "points": aggregate_repeats(runs)}
+            "first": runs[0]["created_at"], "last": runs[-1]["created_at"], "warnings": _track_warnings(runs),
+            "points": aggregate_repeats(runs)}

@@ -10,8 +10,12 @@ Modes (one run measures one or more *points*):
   sent at its time whatever the earlier ones are doing, and its latency measured from the
   scheduled time as well as the actual one (no coordinated omission).
 
-Warm-up requests go first at every point and are left out. A point ends after ``requests``
-requests or ``duration`` seconds. The exchanges are stamped by :mod:`assay.bench.perf.stream`,
+Warm-up requests go first at every point and are left out (one that does not complete ends the
+warm-up). A point ends after ``requests`` requests or ``duration`` seconds, or early, once
+:data:`~assay.bench.perf.measure.STOP_AFTER_FAILURES` requests have failed and none has completed
+(a server that stalls every request is not waited on 50 times). A whole run is bounded by
+``max_time`` (``--max-time``; default :func:`run_time_limit`): when it is reached the requests in
+flight are cancelled, no further point starts, and the summary says so (``stopped``). The exchanges are stamped by :mod:`assay.bench.perf.stream`,
 measured by :mod:`assay.bench.perf.measure` after the point, and the point's client figures
 (schedule lag, turnaround, event-loop lag, CPU) feed its validity verdict.
 """
@@ -43,6 +47,7 @@ from assay.models.http import LeanHTTP
 from assay.models.spec import parse_model_spec
 
 DEFAULT_REQUESTS = 50
+DEFAULT_MAX_TIME = 3600.0           # s: a whole run's default bound (longer when --duration asks more)
 
 
 @dataclass
@@ -69,6 +74,7 @@ class PerfConfig:
     max_prompts: int = 2_000            # duration-bound closed loops: prompts prepared per point
     sweep: int = 0                      # rates of a sweep (0: no sweep)
     sweep_concurrency: int = 32         # the sweep's saturating closed-loop point
+    max_time: float | None = None       # s, the whole run (None: run_time_limit)
 
     @property
     def mode(self) -> str:
@@ -101,6 +107,8 @@ class PerfConfig:
             raise AssayError("--burstiness must be positive (1 = Poisson arrivals)")
         if self.warmup < 0:
             raise AssayError("--warmup must be 0 or more")
+        if self.max_time is not None and not (self.max_time > 0 and math.isfinite(self.max_time)):
+            raise AssayError("--max-time must be a positive duration")
 
 
 @dataclass
@@ -178,11 +186,31 @@ def gamma_schedule(rate: float, burstiness: float, n: int | None, duration: floa
     return times
 
 
+def run_time_limit(cfg: PerfConfig) -> float:
+    """The bound of a whole run in seconds: ``cfg.max_time``, else :data:`DEFAULT_MAX_TIME` (1 h), or
+    with ``--duration`` half as long again as the points' durations add up to, plus 10 minutes, when
+    that is longer."""
+    if cfg.max_time is not None:
+        return float(cfg.max_time)
+    if cfg.duration is None:
+        return DEFAULT_MAX_TIME
+    n_points = 2 + cfg.sweep if cfg.sweep else max(1, len(cfg.rates) or len(cfg.concurrency))
+    return max(DEFAULT_MAX_TIME, 1.5 * n_points * cfg.duration + 600.0)
+
+
+def level_label(conc: int | None, rate: float | None) -> str:
+    """A load point as ``bench show`` names it: ``concurrency 8`` or ``rate 2 req/s``."""
+    return f"rate {rate:g} req/s" if rate is not None else f"concurrency {conc or 1}"
+
+
 async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None], None] | None = None) -> PerfRun:  # noqa: C901
-    """Run every point of ``cfg``; ``progress(stage, done, total)`` is called as work advances."""
+    """Run every point of ``cfg``; ``progress(stage, done, total)`` is called as work advances (the
+    stage names the load point: ``"concurrency 8 (2/5): requests"``)."""
     cfg.check()
     if cfg.requests is None and cfg.duration is None:
         cfg.requests = DEFAULT_REQUESTS
+    max_time = run_time_limit(cfg)
+    run_deadline = time.monotonic() + max_time
     target = _Target(cfg)
     await target.prepare()
     counter = await target.counter()
@@ -193,6 +221,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         levels = [(None, r) for r in cfg.rates]
     else:
         levels = [(c, None) for c in (cfg.concurrency or [1])]
+    planned = 2 + cfg.sweep if cfg.sweep else len(levels)
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
@@ -201,43 +230,48 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     samples: dict[int, dict[str, np.ndarray]] = {}
     all_requests: list[dict[str, Any]] = []
     notes: list[str] = []
+    stopped: dict[str, Any] | None = None
     try:
         p_idx = 0
         while p_idx < len(levels):
             conc, rate = levels[p_idx]
+            where = f"{level_label(conc, rate)} ({p_idx + 1}/{max(planned, len(levels))})"
+            if time.monotonic() >= run_deadline:
+                stopped = _time_limit(max_time, where, p_idx, len(levels), notes)
+                break
             done_prompts = [0]
 
-            def tick(k: int, done_prompts: list[int] = done_prompts) -> None:
+            def tick(k: int, done_prompts: list[int] = done_prompts, where: str = where) -> None:
                 done_prompts[0] += k
                 if progress:
-                    progress("prompts", done_prompts[0], need)
+                    progress(f"{where}: prompts", done_prompts[0], need)
 
             prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
                                           seed=cfg.seed * 1_000_003 + p_idx, progress=tick)
             if not all(p.exact for p in prompts):
                 off = sum(1 for p in prompts if not p.exact)
                 notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly {cfg.input_tokens} tokens long")
-            warm, timed = prompts[:cfg.warmup], prompts[cfg.warmup:]
-            if p_idx == 0 and warm:           # the first request also checks the endpoint answers at all
-                ex = await client.request(target.payload(warm[0].text))
-                if target.extras_ok and _rejected_extras(ex):
-                    target.extras_ok = False  # the server refuses ignore_eos / min_tokens: go without
-                    notes.append("the server refused ignore_eos / min_tokens: answers may end before "
-                                 f"{cfg.output_tokens} tokens")
-                    ex = await client.request(target.payload(warm[0].text))
-                _check_first(ex, target)
-                warm = warm[1:]
-            for pr in warm:
-                await client.request(target.payload(pr.text))
-            records, client_fig, duration = await _point(client, target, cfg, timed, conc, rate, progress)
-            await _count_outputs(counter, records)
+            await _warm_up(client, target, cfg, prompts[:cfg.warmup], first=p_idx == 0, notes=notes)
+            timed = prompts[cfg.warmup:]
+            pt = await _point(client, target, cfg, timed, conc, rate, progress, label=f"{where}: requests",
+                              run_deadline=run_deadline)
+            records = pt.records
+            await _count_outputs(counter, records, cfg.output_tokens)
             for r in records:
                 r["point"] = p_idx
-            point, smp = M.summarize(records, duration=duration, concurrency=conc if rate is None else None,
-                                     rate=rate, slo=cfg.slo, client=client_fig, seed=cfg.seed)
+            early = None
+            if pt.gave_up:
+                early = (f"stopped after the first {len(records)} requests all failed "
+                         f"({_causes(records)}); the other {len(timed) - len(records)} were not sent")
+                notes.append(f"{level_label(conc, rate)}: {early}")
+            point, smp = M.summarize(records, duration=pt.duration, concurrency=conc if rate is None else None,
+                                     rate=rate, slo=cfg.slo, client=pt.client, seed=cfg.seed, stopped=early)
             points.append(point)
             samples[p_idx] = smp
             all_requests.extend(records)
+            if pt.out_of_time:
+                stopped = _time_limit(max_time, where, p_idx, len(levels), notes)
+                break
             if cfg.sweep and p_idx == 1:
                 levels += _sweep_rates(cfg, points, notes)
             p_idx += 1
@@ -254,11 +288,13 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                      "burstiness": cfg.burstiness, "seed": cfg.seed, "timeout": cfg.timeout,
                      "stall_timeout": cfg.stall_timeout, "slo": cfg.slo, "ignore_eos": target.extras_ok,
                      "concurrency": cfg.concurrency or None, "rates": cfg.rates or None,
-                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None},
+                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None,
+                     "max_time": max_time},
         "tokenizer": {"source": counter.source, "model_tokens": counter.model_tokens},
         "clock": client.clock,
         "client": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
         "notes": notes, "track": None, "repeat": None, "cost": None,
+        **({"stopped": stopped} if stopped is not None else {}),
         "points": points,
     }
     if not cfg.stream:
@@ -269,6 +305,60 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                        "input_tokens": priced["input_tokens"], "output_tokens": priced["output_tokens"],
                        "usd": priced["cost_usd"]}
     return PerfRun(summary, samples, [_public(r) for r in all_requests])
+
+
+def _duration_text(s: float) -> str:
+    return f"{s / 3600:g}h" if s >= 3600 and s % 3600 == 0 else f"{s / 60:g}m" if s >= 60 and s % 60 == 0 else f"{s:g}s"
+
+
+def _time_limit(max_time: float, where: str, p_idx: int, n_levels: int, notes: list[str]) -> dict[str, Any]:
+    msg = (f"the run reached its time limit (--max-time {_duration_text(max_time)}) at {where}: "
+           f"{p_idx} of {n_levels} point(s) measured in full; the requests then in flight were cancelled")
+    notes.append(msg)
+    return {"reason": "time limit", "message": msg, "max_time": max_time}
+
+
+def _causes(records: list[dict[str, Any]]) -> str:
+    tally: dict[str, int] = {}
+    for r in records:
+        if r["status"] != "ok":
+            tally[r["status"]] = tally.get(r["status"], 0) + 1
+    return ", ".join(f"{k}: {v}" for k, v in sorted(tally.items()))
+
+
+def no_completed_message(summary: dict[str, Any]) -> str | None:
+    """The one line for a run in which no request completed (it is no benchmark), else None."""
+    pts = summary.get("points") or []
+    if any((p.get("requests") or {}).get("ok") for p in pts):
+        return None
+    tally: dict[str, int] = {}
+    for p in pts:
+        for k, v in ((p.get("requests") or {}).get("failures") or {}).items():
+            tally[k] = tally.get(k, 0) + int(v or 0)
+    causes = ", ".join(f"{k}: {v}" for k, v in sorted(tally.items()) if v) or "no request was sent"
+    stopped = (summary.get("stopped") or {}).get("message")
+    return f"no request completed at {summary.get('endpoint')} ({causes})" + (f": {stopped}" if stopped else "")
+
+
+async def _warm_up(client: StreamClient, target: _Target, cfg: PerfConfig, warm: list[Any], *, first: bool,
+                   notes: list[str]) -> None:
+    """The warm-up requests, left out; the run's first also checks the endpoint answers at all. One
+    that does not complete (a stall, a timeout) ends the warm-up: the point's requests will tell."""
+    if first and warm:
+        ex = await client.request(target.payload(warm[0].text))
+        if target.extras_ok and _rejected_extras(ex):
+            target.extras_ok = False  # the server refuses ignore_eos / min_tokens: go without
+            notes.append("the server refused ignore_eos / min_tokens: answers may end before "
+                         f"{cfg.output_tokens} tokens")
+            ex = await client.request(target.payload(warm[0].text))
+        _check_first(ex, target)
+        if not ex.complete:
+            return
+        warm = warm[1:]
+    for pr in warm:
+        ex = await client.request(target.payload(pr.text))
+        if not ex.complete:
+            return
 
 
 def _sweep_rates(cfg: PerfConfig, points: list[dict[str, Any]], notes: list[str]) -> list[tuple[None, float]]:
@@ -318,9 +408,21 @@ def _rejected_extras(ex: Exchange) -> bool:
     return _status(ex) in (400, 422) and (b"ignore_eos" in head or b"min_tokens" in head)
 
 
-async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,
-                 rate: float | None, progress: Callable[[str, int, int | None], None] | None
-                 ) -> tuple[list[dict[str, Any]], dict[str, Any], float]:
+@dataclass
+class _Measured:
+    """One point as run: its records (measured), the client's figures, the duration, and whether it
+    gave up (every request failed) or ran out of the run's time."""
+
+    records: list[dict[str, Any]]
+    client: dict[str, Any]
+    duration: float
+    gave_up: bool = False
+    out_of_time: bool = False
+
+
+async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,  # noqa: C901
+                 rate: float | None, progress: Callable[[str, int, int | None], None] | None, *,
+                 label: str = "requests", run_deadline: float = math.inf) -> _Measured:
     """One point: the records (measured), the client's figures, and the duration."""
     loop = asyncio.get_running_loop()
     payloads = [target.payload(p.text) for p in prompts]
@@ -333,47 +435,69 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     t0 = time.monotonic()
     deadline = t0 + cfg.duration if cfg.duration is not None else math.inf
     done = [0]
+    tally = {"ok": 0, "failed": 0}
+    halt = {"gave_up": False, "out_of_time": False}
 
-    def step() -> None:
+    def step(ex: Exchange) -> None:
         done[0] += 1
+        tally["ok" if ex.complete else "failed"] += 1
+        if not tally["ok"] and tally["failed"] >= M.STOP_AFTER_FAILURES:
+            halt["gave_up"] = True
         if progress:
-            progress("requests", done[0], n_total if cfg.duration is None else None)
+            progress(label, done[0], n_total if cfg.duration is None else None)
 
-    if rate is None:
-        nxt = [0]
+    def going() -> bool:
+        return not (halt["gave_up"] or halt["out_of_time"]) and time.monotonic() < deadline
 
-        async def worker() -> None:
-            last_end: float | None = None
-            while nxt[0] < n_total and time.monotonic() < deadline:
-                i = nxt[0]
-                nxt[0] += 1
+    async def limit() -> None:          # the run's time limit: stop sending, cancel what is in flight
+        await asyncio.sleep(max(0.0, run_deadline - time.monotonic()))
+        halt["out_of_time"] = True
+        await client.aclose()
+
+    guard = loop.create_task(limit()) if math.isfinite(run_deadline) else None
+    try:
+        if rate is None:
+            nxt = [0]
+
+            async def worker() -> None:
+                last_end: float | None = None
+                while nxt[0] < n_total and going():
+                    i = nxt[0]
+                    nxt[0] += 1
+                    ex = await client.request(payloads[i])
+                    if last_end is not None:
+                        turnaround.append(max(0.0, ex.sent - last_end))
+                    last_end = ex.reads[-1][0] if ex.reads and ex.complete else None
+                    results.append((i, None, ex))
+                    step(ex)
+
+            await asyncio.gather(*(worker() for _ in range(conc or 1)))
+        else:
+            sched = gamma_schedule(rate, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
+            sched = sched[:n_total]
+            tasks: list[asyncio.Task] = []
+
+            async def one(i: int, at: float) -> None:
                 ex = await client.request(payloads[i])
-                if last_end is not None:
-                    turnaround.append(max(0.0, ex.sent - last_end))
-                last_end = ex.reads[-1][0] if ex.reads and ex.complete else None
-                results.append((i, None, ex))
-                step()
+                schedule_lag.append(max(0.0, ex.sent - at))
+                results.append((i, at, ex))
+                step(ex)
 
-        await asyncio.gather(*(worker() for _ in range(conc or 1)))
-    else:
-        sched = gamma_schedule(rate, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
-        sched = sched[:n_total]
-        tasks: list[asyncio.Task] = []
-
-        async def one(i: int, at: float) -> None:
-            ex = await client.request(payloads[i])
-            schedule_lag.append(max(0.0, ex.sent - at))
-            results.append((i, at, ex))
-            step()
-
-        for i, s in enumerate(sched):
-            at = t0 + float(s)
-            delay = at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(loop.create_task(one(i, at)))
-        await asyncio.gather(*tasks)
+            for i, s in enumerate(sched):
+                at = t0 + float(s)
+                delay = at - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(min(delay, max(0.0, run_deadline - time.monotonic())))
+                if not going() or time.monotonic() < at:
+                    break
+                tasks.append(loop.create_task(one(i, at)))
+            await asyncio.gather(*tasks)
+    finally:
+        if guard is not None:
+            guard.cancel()
     end = time.monotonic()
+    if progress and cfg.duration is not None:
+        progress(label, done[0], done[0])          # a duration-bound point's bar ends with it
     cpu = _cpu() - cpu0
     ok_ends = [ex.reads[-1][0] for _, _, ex in results if ex.reads]
     last = max(ok_ends) if ok_ends else end
@@ -382,6 +506,8 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     kernel = user = chunks = 0
     for i, at, ex in sorted(results, key=lambda x: x[0]):
         rec = M.measure(ex, stream=cfg.stream, scheduled=at)
+        if halt["out_of_time"] and rec["status"] == "cancelled":
+            rec.update(status="run time limit", error="cancelled at the run's time limit (--max-time)")
         rec["i"] = i
         rec["prompt_tokens"] = prompts[i].tokens
         kernel += ex.kernel_stamps
@@ -394,10 +520,12 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
            "cpu_s": cpu, "tokens": chunks, "clock_drift_ms": client.stamp_clock_drift_ms()}
     for rec in records:                 # times relative to the point's first send, for the record
         rec["t0"] = first
-    return records, fig, max(1e-9, last - first)
+    gave_up = halt["gave_up"] and not tally["ok"] and not halt["out_of_time"]
+    return _Measured(records, fig, max(1e-9, last - first), gave_up,
+                     halt["out_of_time"])
 
 
-async def _count_outputs(counter: Counter, records: list[dict[str, Any]]) -> None:
+async def _count_outputs(counter: Counter, records: list[dict[str, Any]], asked_output: int | None = None) -> None:
     texts = [r["text"] for r in records]
     model_counts: list[int | None] = [None] * len(records)
     bundled: list[int | None] = [None] * len(records)
@@ -410,7 +538,8 @@ async def _count_outputs(counter: Counter, records: list[dict[str, Any]]) -> Non
     else:
         bundled = list(await counter.count(texts))
     for r, mc, bc in zip(records, model_counts, bundled):
-        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc)
+        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc, asked_output=asked_output,
+                 prompt_source=counter.source)
 
 
 def _public(rec: dict[str, Any]) -> dict[str, Any]:

@@ -20,12 +20,14 @@ SCHEMA = "assay.bench.perf/1"       # the tag perf summaries are written and sto
 
 
 class Distribution(SummaryModel):
-    """One figure over a point's completed requests: count, mean, percentiles, extremes, and the
-    95% intervals of the mean and the percentiles (``ci[stat] = [low, high]``)."""
+    """One figure over a point's completed requests: count, mean, its standard error, percentiles,
+    extremes, and the 95% intervals of the mean and the percentiles (``ci[stat] = [low, high]``, or
+    ``None`` where the values were too few for one: ``ci_method`` says so)."""
 
     BLOCKS: ClassVar[tuple[str, ...]] = ("ci",)
     n: int | None = None
     mean: Num | None = None
+    se: Num | None = None
     p50: Num | None = None
     p90: Num | None = None
     p95: Num | None = None
@@ -57,14 +59,20 @@ class Requests(SummaryModel):
 
 class Tokens(SummaryModel):
     """A point's token counts: totals and means over completed requests, where the counts came
-    from, and the requests whose counts disagree."""
+    from (``input_from``: the prompt's count, by which tokenizer; ``input_server_mean``: the server's
+    own count where it gave one), the requests whose counts disagree, and those whose server usage
+    was not a plausible count (``usage_rejected``, why)."""
 
-    BLOCKS: ClassVar[tuple[str, ...]] = ("examples",)
+    BLOCKS: ClassVar[tuple[str, ...]] = ("examples", "usage_rejected_why")
     input_total: Num | None = None
     output_total: Num | None = None
     input_mean: Num | None = None
     output_mean: Num | None = None
     usage_from: str | None = None
+    input_from: str | None = None
+    input_server_mean: Num | None = None
+    usage_rejected: int | None = 0
+    usage_rejected_why: list[str] = []
     disagreements: int | None = 0
     examples: list[dict[str, Any]] = []
 
@@ -78,11 +86,16 @@ class Lag(SummaryModel):
 
 
 class Validity(SummaryModel):
-    """Whether the client, not the server, set a point's figures (``valid``), and why not."""
+    """Whether a point's figures measure the server (``valid``), and why not: the client set them,
+    too many requests failed, none completed, the point stopped early. ``failed`` and
+    ``failure_rate`` count the failures; ``notes`` says what did not make the point invalid."""
 
-    BLOCKS: ClassVar[tuple[str, ...]] = ("reasons",)
+    BLOCKS: ClassVar[tuple[str, ...]] = ("reasons", "notes")
     valid: bool | None = None
     reasons: list[str] = []
+    failed: int | None = None
+    failure_rate: Num | None = None
+    notes: list[str] = []
     clock: str | None = None
     kernel_stamped: Num | None = None
     schedule_lag_ms: Lag | None = None
@@ -109,6 +122,7 @@ class PerfPoint(SummaryModel):
     throughput_index: Num | None = None
     tokens: Tokens = Tokens()
     slo: dict[str, Any] | None = None           # the objectives as given (in their order), attainment, goodput
+    stopped: str | None = None                  # why the point ended before sending all its requests
     validity: Validity = Validity()
 
     def metric(self, name: str) -> Distribution:
@@ -139,6 +153,7 @@ class PerfSettings(SummaryModel):
     concurrency: list[int] | None = None
     rates: list[Num] | None = None
     sweep: dict[str, Any] | None = None
+    max_time: Num | None = None
 
     def get(self, name: str) -> Any:
         """A setting by name (``None`` where it was not recorded)."""
@@ -193,6 +208,7 @@ class PerfSummary(Summary):
     track: str | None = None
     repeat: Repeat | None = None
     cost: PerfCost | None = None
+    stopped: dict[str, Any] | None = None       # the run ended early: reason, message (the time limit)
     points: list[PerfPoint] = []
 
 

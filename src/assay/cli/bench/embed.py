@@ -61,7 +61,8 @@ def embed_cmd(
                       seed=seed, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
-        run = asyncio.run(run_embed(cfg, store=open_store(store), out=out_dir, progress=progress))
+        # --store off (or $ASSAY_STORE=off): the run is scored and printed, and nothing is stored
+        run = asyncio.run(run_embed(cfg, store=store, out=out_dir, progress=progress))
     if json_out:
         print_json(run.summary)
         return
@@ -69,6 +70,8 @@ def embed_cmd(
     if run.ref:
         err.print(f"stored as {safe(run.ref)} (assay bench show {safe(run.ref)}; assay bench compare {safe(run.ref)} OTHER)",
                   highlight=False)
+    else:
+        err.print("not stored (the store is off)", highlight=False)
 
 
 def _num(v: Any) -> str:

@@ -28,7 +28,7 @@ from assay.cli.common import (
     text_arg,
     when,
 )
-from assay.errors import AssayError
+from assay.errors import AssayError, RunIncomplete
 
 if TYPE_CHECKING:
     from assay.bench.perf.summary import PerfPoint, PerfSummary
@@ -98,6 +98,8 @@ def perf_cmd(
                                       "(0: none, so prefix caches cannot help)."),
     slo: str | None = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds a request may take in all."),
+    max_time: str | None = typer.Option(None, "--max-time", help="Longest a whole run may take, e.g. 30m "
+                                           "(default 1h, more when --duration asks it)."),
     stall_timeout: float = typer.Option(60.0, "--stall-timeout", help="Seconds without a byte before a stream "
                                         "counts as stalled."),
     ignore_eos: bool = typer.Option(True, "--ignore-eos/--allow-eos", help="Ask self-hosted servers for "
@@ -105,7 +107,10 @@ def perf_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of prompts and arrival times."),
     repeat: int = typer.Option(1, "--repeat", help="Run the whole benchmark this many times (a track)."),
     every: str | None = typer.Option(None, "--every", help="Time between repeats' starts, e.g. 1h."),
-    name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
+    name: str | None = typer.Option(None, "--name", help="A name for the run in the store; runs of one name "
+                                       "make a track (bench track NAME)."),
+    track_name: str | None = typer.Option(None, "--track", help="Add the run(s) to this track, new or "
+                                             "existing (default with --repeat: --name, else a new id)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json, requests.jsonl and SVG "
                                            "charts here."),
     store: str | None = STORE_OPT,
@@ -114,8 +119,7 @@ def perf_cmd(
 ) -> None:
     """Measure how fast an endpoint serves: TTFT, inter-token latency, TPOT, end-to-end latency,
     tokens per second, with intervals and a verdict on the measurement itself."""
-    from assay.bench.kinds import store_benchmark
-    from assay.bench.perf.run import PerfConfig, run_perf
+    from assay.bench.perf.run import PerfConfig
 
     if repeat < 1:
         raise AssayError("--repeat must be at least 1")
@@ -133,10 +137,32 @@ def perf_cmd(
                      requests=requests, duration=_durations(duration, "--duration"), input_tokens=input_tokens,
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
-                     name=text_arg(name))
+                     name=text_arg(name), max_time=_durations(max_time, "--max-time"))
     cfg.check()
-    st = open_store(store)
-    track = secrets.token_hex(6) if repeat > 1 else None
+    st = _bench_store(store)
+    track = text_arg(track_name) or ((cfg.name or secrets.token_hex(6)) if repeat > 1 else None)
+    problems = _repeats(cfg, st, repeat=repeat, gap=gap, track=track, out_dir=out_dir, json_out=json_out, quiet=quiet)
+    if problems:
+        raise RunIncomplete(problems[0] if len(problems) == 1 else
+                            f"{len(problems)} of {repeat} repeats did not complete: {problems[-1]}")
+
+
+def _bench_store(store: str | None) -> Any:
+    """The store runs are saved in, or None where saving is off (``--store off``, ``$ASSAY_STORE=off``)."""
+    from assay.store import open_store as open_or_off
+
+    return open_or_off(store or None)
+
+
+def _repeats(cfg: Any, st: Any, *, repeat: int, gap: float | None, track: str | None, out_dir: Path | None,
+             json_out: bool, quiet: bool) -> list[str]:
+    """Run the benchmark ``repeat`` times; store (where ``st``), print and write each. A run in which no
+    request completed is not stored (it measured nothing) and one that hit its time limit is stored
+    with what it measured: each gives a line of the list returned (exit 3)."""
+    from assay.bench.kinds import store_benchmark
+    from assay.bench.perf.run import no_completed_message, run_perf
+
+    problems: list[str] = []
     start = time.time()
     for k in range(repeat):
         if k:
@@ -149,14 +175,26 @@ def perf_cmd(
         if track:
             run.summary["track"] = track
             run.summary["repeat"] = {"index": k, "of": repeat, "every": gap}
-        ref = store_benchmark(st, "perf", run.summary, run.samples)
         if out_dir is not None:
             _write_out(out_dir if repeat == 1 else out_dir / f"repeat-{k + 1:03d}", run)
+        dead = no_completed_message(run.summary)
+        if dead:
+            problems.append(f"{dead}; not stored" + (f" (the requests are in {out_dir})" if out_dir else "")
+                            + (f" (repeat {k + 1} of {repeat})" if repeat > 1 else ""))
+            if k < repeat - 1:
+                err.print(f"[red]{safe(problems[-1])}[/red]", highlight=False)
+            continue
+        ref = store_benchmark(st, "perf", run.summary, run.samples) if st is not None else None
         if json_out:
             print_json(run.summary)
         else:
             render_perf(run.summary)
-            err.print(f"stored as {safe(ref)}" + (f" (track {safe(track)})" if track else ""), highlight=False)
+            where = f"stored as {safe(ref)}" if ref else "not stored (the store is off)"
+            err.print(where + (f" (track {safe(track)})" if track and ref else ""), highlight=False)
+        stopped = run.summary.get("stopped")
+        if stopped:
+            problems.append(str(stopped.get("message")) + ("; what was measured is stored" if ref else ""))
+    return problems
 
 
 def _write_out(path: Path, run: Any) -> None:
@@ -199,10 +237,24 @@ def _stored_num(v: Any, metric: str) -> str:
     return f"{v:,.1f}" if abs(v) < 10_000 else f"{v:,.0f}"
 
 
-def _stored_ci(ci: Any, metric: str) -> str:
+def _stored_ci(ci: Any, metric: str, too_few: bool = False) -> str:
+    """`` [low–high]``; `` (too few)`` where the values were too few for an interval (none stored, or
+    one stored by an older assay from fewer values than an interval needs)."""
+    if too_few:
+        return " (too few)"
     if not ci or len(ci) != 2 or ci[0] is None:
         return ""
     return f" [{_stored_num(ci[0], metric)}–{_stored_num(ci[1], metric)}]"
+
+
+def _too_few(d: Any, stat: str) -> bool:
+    """Whether ``stat`` of the distribution ``d`` stands on too few values for an interval."""
+    from assay.bench.perf.measure import MIN_INTERVAL_N, min_n_for_percentile
+
+    if not isinstance(d.n, int):
+        return d.interval(stat) is None and bool(d.ci)
+    need = MIN_INTERVAL_N if stat == "mean" else min_n_for_percentile(float(stat[1:]))
+    return d.n < need or (d.interval(stat) is None and stat in d.ci)
 
 
 def _stored_signed(v: Any, metric: str) -> str:
@@ -236,17 +288,17 @@ def _stored_point_table(p: PerfPoint) -> Any:
              + (f" ({safe(', '.join(f'{k}: {v}' for k, v in failures.items()))})" if failures else "")
              + (f" in {dur:.1f} s" if isinstance(dur, (int, float)) else "") + f" — {verdict}")
     t = Table(title=title, title_justify="left")
-    for col in ("metric", "n", "mean [95% CI]", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
+    for col in ("metric", "n", "mean [95% CI]", "SE", "p50 [95% CI]", "p90", "p95", "p99 [95% CI]"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for m in SHOWN:
         d = p.metrics.get(m)
         if d is None or d.is_empty():
             continue
         t.add_row(f"{_stored_name(m)} ({_stored_unit(m)})", safe('—' if d.n is None else d.n),
-                  _stored_num(d.mean, m) + _stored_ci(d.interval("mean"), m),
-                  _stored_num(d.p50, m) + _stored_ci(d.interval("p50"), m),
+                  _stored_num(d.mean, m) + _stored_ci(d.interval("mean"), m, _too_few(d, "mean")),
+                  _stored_num(d.se, m), _stored_num(d.p50, m) + _stored_ci(d.interval("p50"), m, _too_few(d, "p50")),
                   _stored_num(d.p90, m), _stored_num(d.p95, m),
-                  _stored_num(d.p99, m) + _stored_ci(d.interval("p99"), m))
+                  _stored_num(d.p99, m) + _stored_ci(d.interval("p99"), m, _too_few(d, "p99")))
     return t
 
 
@@ -265,12 +317,24 @@ def _stored_point_notes(p: PerfPoint) -> list[str]:
                      f"goodput {fmt(slo.get('goodput'), 1)} req/s")
     tok = p.tokens
     if not tok.is_empty():
-        lines.append(f"tokens: input mean {fmt(tok.input_mean, 1)}, output mean {fmt(tok.output_mean, 1)} "
+        server_in = (f", {fmt(tok.input_server_mean, 1)} by the server's count (chat template included)"
+                     if isinstance(tok.input_server_mean, (int, float)) and tok.input_server_mean != tok.input_mean
+                     else "")
+        lines.append(f"tokens: input mean {fmt(tok.input_mean, 1)}"
+                     + (f" by {safe(tok.input_from)}{server_in}" if tok.input_from else "")
+                     + f"; output mean {fmt(tok.output_mean, 1)} "
                      f"(counts from {safe(tok.usage_from or '—')}), {tok.disagreements} "
                      "request(s) whose output counts disagree")
+        if tok.usage_rejected:
+            lines.append(f"[yellow]server usage left out[/yellow] for {tok.usage_rejected} request(s), counted by "
+                         f"the tokenizer instead: {safe('; '.join(tok.usage_rejected_why))}")
+    if p.stopped:
+        lines.append(f"[red]stopped:[/red] {safe(p.stopped)}")
     val = p.validity
     for r in val.reasons:
         lines.append(f"[red]not valid:[/red] {safe(r)}")
+    for r in val.notes:
+        lines.append(f"[yellow]note:[/yellow] {safe(r)}")
     lag = [(val.schedule_lag_ms, "schedule lag"), (val.loop_lag_ms, "event-loop lag")]
     inst = [f"{name} p99 {d.p99:.1f} ms (max {d.max:.1f})" for d, name in lag
             if d is not None and isinstance(d.p99, (int, float)) and isinstance(d.max, (int, float))]
@@ -330,6 +394,8 @@ def render_perf(s: PerfSummary | dict[str, Any], rec: dict[str, Any] | None = No
         facts.append(f"cost ${s.cost.usd:.4f}")
     out.print(head, highlight=False, soft_wrap=True)
     out.print("  " + " · ".join(facts), highlight=False, soft_wrap=True)
+    for note in s.notes:
+        out.print(f"  [yellow]note:[/yellow] {safe(note)}", highlight=False, soft_wrap=True)
     for p in s.points:
         out.print()
         out.print(_stored_point_table(p))
@@ -396,12 +462,13 @@ def render_comparison(cmp: dict[str, Any], *, seed: int, resamples: int) -> None
 
 
 def track_cmd(
-    track: str = typer.Argument(..., help="The track that the scheduled repeats share."),
+    track: str = typer.Argument(..., help="The track the repeats share, or the name of the runs."),
     limit: int | None = typer.Option(None, "--limit", help="Only the newest this many repeats."),
     as_json: bool = _STORED_JSON_OPT,
     store: str | None = STORE_OPT,
 ) -> None:
-    """Aggregate the scheduled repeats of one benchmark (a track): each metric's spread over time."""
+    """Aggregate the repeats of one benchmark (a track: --track, --repeat, or runs of one --name): each
+    metric's spread over time."""
     from assay.bench.perf.compare import THROUGHPUTS, track_aggregate
 
     track = text_arg(track)
@@ -409,24 +476,32 @@ def track_cmd(
     if as_json:
         print_json(agg)
         return
+    from assay.bench.perf.measure import MIN_INTERVAL_N
+
     models = sorted({str(r["model"]) for r in agg["runs"] if r.get("model")})
     out.print(f"track [bold]{safe(track)}[/bold]: {len(agg['runs'])} run(s) from {when(agg['first'])} to "
               f"{when(agg['last'])} · model {safe(', '.join(models) or '—')}", highlight=False, soft_wrap=True)
+    out.print(f"across repeats: mean, its standard error and 95% Student's t interval (too few under "
+              f"{MIN_INTERVAL_N} repeats)", highlight=False, soft_wrap=True)
+    for w in agg.get("warnings") or []:
+        out.print(f"[yellow]warning:[/yellow] {safe(w)}", highlight=False, soft_wrap=True)
     for p in agg["points"]:
         t = Table(title=f"{safe(p['label'])}: {p['repeats']} repeat(s), {p['valid']} valid", title_justify="left")
-        for col in ("metric", "stat", "mean [95% CI]", "std", "min", "max", "CV"):
+        for col in ("metric", "stat", "mean [95% CI]", "SE", "std", "min", "max", "CV"):
             t.add_column(col, justify="left" if col in ("metric", "stat") else "right")
         for m, by_stat in p["metrics"].items():
             for k, (stat, a) in enumerate(by_stat.items()):
                 t.add_row(f"{safe(_stored_name(m))} ({_stored_unit(m)})" if k == 0 else "", safe(stat),
-                          _stored_num(a["mean"], m) + _stored_ci([a["ci95_low"], a["ci95_high"]], m),
-                          _stored_num(a["std"], m), _stored_num(a["min"], m), _stored_num(a["max"], m),
-                          "—" if a["cv"] is None else f"{100 * a['cv']:.1f}%")
+                          _stored_num(a["mean"], m) + _stored_ci([a["ci95_low"], a["ci95_high"]], m,
+                                                                 bool(a["n"]) and a["ci95_low"] is None),
+                          _stored_num(a.get("se"), m), _stored_num(a["std"], m), _stored_num(a["min"], m),
+                          _stored_num(a["max"], m), "—" if a["cv"] is None else f"{100 * a['cv']:.1f}%")
         for name in THROUGHPUTS:
             a = p["throughput"][name]
             if not a["n"]:
                 continue
-            t.add_row(name.replace("_", " "), "", _stored_rate(a["mean"]), _stored_rate(a["std"]), _stored_rate(a["min"]),
-                      _stored_rate(a["max"]), "—" if a["cv"] is None else f"{100 * a['cv']:.1f}%")
+            t.add_row(name.replace("_", " "), "", _stored_rate(a["mean"]), _stored_rate(a.get("se")),
+                      _stored_rate(a["std"]), _stored_rate(a["min"]), _stored_rate(a["max"]),
+                      "—" if a["cv"] is None else f"{100 * a['cv']:.1f}%")
         out.print()
         out.print(t)

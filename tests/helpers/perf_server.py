@@ -1,0 +1,147 @@
+"""A small scripted OpenAI-compatible endpoint on loopback, for the `bench perf` tests that need
+answers benchmarks/stream_endpoint.py does not give: a usage block the test writes (negative
+counts, a chat template's extra prompt tokens, no usage when streamed), a stall on every request,
+a failure on every request. It serves in threads of the test process (`with PerfServer(...) as
+srv:` starts and stops it; a subprocess `assay` can reach it at `srv.url`).
+
+``answer(i, stream, body) -> dict`` says what request ``i`` (from 1) gets: ``tokens`` (words
+answered, default the request's max_tokens), ``usage`` (the usage block; ``"auto"``: the words
+of the prompt and the answer; None: no usage), ``stall`` (seconds of silence after the headers
+and ``stall_tokens`` tokens), ``status`` (an HTTP error status, answered at once). No
+``/tokenize``: the client counts with its bundled tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Script = Callable[[int, bool, dict[str, Any]], dict[str, Any]]
+
+
+def _prompt_words(body: dict[str, Any]) -> int:
+    text = " ".join(m.get("content", "") for m in body.get("messages") or [] if isinstance(m, dict))
+    return len((text or str(body.get("prompt", ""))).split())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The routes of a :class:`PerfServer` (``self.owner``)."""
+
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def owner(self) -> PerfServer:
+        return self.server.owner  # type: ignore[attr-defined]
+
+    def log_message(self, *args: Any) -> None:   # quiet
+        pass
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):   # the client went away (cancelled, stalled out)
+            pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": self.owner.model, "object": "model"}]})
+        else:
+            self._json(404, {"error": {"message": "no route"}})
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path not in ("/v1/chat/completions", "/v1/completions"):
+            self._json(404, {"error": {"message": "no route"}})
+            return
+        body = json.loads(raw or b"{}")
+        with self.owner.lock:
+            self.owner.count += 1
+            i = self.owner.count
+        stream = bool(body.get("stream"))
+        how = self.owner.answer(i, stream, body) or {}
+        self.owner.log.append({"i": i, "stream": stream, "body": body})
+        if how.get("status"):
+            self._json(int(how["status"]), {"error": {"message": f"scripted {how['status']}"}})
+            return
+        n = int(how.get("tokens", body.get("max_tokens") or 4))
+        usage = how.get("usage", "auto")
+        if usage == "auto":
+            p = _prompt_words(body)
+            usage = {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
+        if stream:
+            self._stream(n, usage, how)
+        else:
+            if how.get("stall"):
+                self.owner.stop.wait(float(how["stall"]))
+            text = "".join(" word" for _ in range(n))
+            obj: dict[str, Any] = {"id": f"x{i}", "object": "chat.completion", "model": self.owner.model,
+                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                                "finish_reason": "length"}]}
+            if usage is not None:
+                obj["usage"] = usage
+            self._json(200, obj)
+
+    def _json(self, status: int, obj: Any) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _chunk(self, payload: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        self.wfile.flush()
+
+    def _event(self, obj: Any) -> None:
+        self._chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+    def _stream(self, n: int, usage: Any, how: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        head = {"id": "x", "object": "chat.completion.chunk", "model": self.owner.model}
+        for k in range(n):
+            if how.get("stall") and k == int(how.get("stall_tokens", 0)):
+                self.owner.stop.wait(float(how["stall"]))
+                if self.owner.stop.is_set():
+                    return
+            self._event({**head, "choices": [{"index": 0, "delta": {"content": " word"},
+                                              "finish_reason": None}]})
+        if usage is not None:
+            self._event({**head, "choices": [], "usage": usage})
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+
+class PerfServer:
+    def __init__(self, answer: Script | None = None, model: str = "scripted") -> None:
+        self.answer = answer or (lambda i, stream, body: {})
+        self.model = model
+        self.count = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.log: list[dict[str, Any]] = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.owner = self  # type: ignore[attr-defined]
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> PerfServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
