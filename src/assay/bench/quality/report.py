@@ -126,6 +126,7 @@ def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> 
                     statuses[s.status] = statuses.get(s.status, 0) + 1
         errors = sum(1 for r in mine if r.target_error or r.inputs.get("error"))
         tasks[name] = {**m, "scored_items": len(mine), "errors": errors,
+                       "unparsed": sum(1 for r in mine if r.inputs.get("unparsed")),
                        "first_error": next((r.inputs.get("error") for r in mine if r.inputs.get("error")), None),
                        "metrics": metrics, "primary_value": float(pv.mean()) if len(pv) else None,
                        "primary_scale": "0-1 (rescaled from 1-5)" if m["primary"] in JUDGE_SCALES else "0-1"}

@@ -40,7 +40,7 @@ import orjson
 
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND
-from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.answers import CHOICE_INSTRUCTION, choice_accuracy, exact_match, extract_choice, pass_at_k
 from assay.bench.quality.report import primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import Sandbox
 from assay.bench.quality.subject import Subject
@@ -346,9 +346,10 @@ class QualityRunner:
         item["answer"] = answer
         picked = extract_choice(answer, choices)
         item["extracted"] = {"choice": None if picked is None else choices[picked]}
+        item["unparsed"] = picked is None
         ok = picked is not None and picked in gold
-        why = ("no choice could be read from the answer" if picked is None
-               else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
+        why = ("unparsed: the answer chose no single choice (an echo of the options, or several named); "
+               "scored wrong" if picked is None else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
         return {"acc": _binary(1.0 if ok else 0.0, why)}
 
     async def _loglikelihood(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
@@ -507,7 +508,7 @@ def choice_prompt(context: str, choices: Sequence[str]) -> str:
     when the prompt does not show them already, and how to answer."""
     shown = all(c.strip() and c.strip() in context for c in choices)
     listing = "" if shown else "\n\n" + "\n".join(f"{_letter(j)}. {c}" for j, c in enumerate(choices))
-    return f"{context.rstrip()}{listing}\n\nReply with the letter of the correct choice only."
+    return f"{context.rstrip()}{listing}\n\n{CHOICE_INSTRUCTION}"
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)

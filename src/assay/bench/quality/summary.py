@@ -51,6 +51,7 @@ class QualityTask(SummaryModel):
     notes: list[str] = []
     scored_items: int | None = None
     errors: int | None = None
+    unparsed: int | None = None       # multiple choice by generation: answers that chose no single choice
     first_error: str | None = None
     metrics: dict[str, ScoreStat] = {}
     primary_value: Num | None = None

@@ -144,15 +144,7 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
                       str(tk.num_fewshot) if first else "")
             first = False
     out.print(t)
-    for tname, tk in s.tasks.items():
-        for note in tk.notes:
-            out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
-        if tk.unsupported:
-            out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk.unsupported))}",
-                      highlight=False, soft_wrap=True)
-        if tk.first_error:
-            out.print(f"  [red]{safe(tname)}: {tk.errors} item(s) failed; first: "
-                      f"{safe(tk.first_error)}[/red]", highlight=False, soft_wrap=True)
+    _task_notes(s)
     if s.judge:
         out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
     if s.isolation:
@@ -161,6 +153,22 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
     if calls.get("calls"):
         out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)",
                   highlight=False, soft_wrap=True)
+
+
+def _task_notes(s: QualitySummary) -> None:
+    """Each task's notes: how it was run, what was ignored, unparsed answers, failed items."""
+    for tname, tk in s.tasks.items():
+        for note in tk.notes:
+            out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
+        if tk.unsupported:
+            out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk.unsupported))}",
+                      highlight=False, soft_wrap=True)
+        if tk.unparsed:
+            out.print(f"  {safe(tname)}: {tk.unparsed} answer(s) chose no single choice (unparsed: an echo of the "
+                      "options, or several named); scored wrong", highlight=False, soft_wrap=True)
+        if tk.first_error:
+            out.print(f"  [red]{safe(tname)}: {tk.errors} item(s) failed; first: "
+                      f"{safe(tk.first_error)}[/red]", highlight=False, soft_wrap=True)
 
 
 def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
