@@ -650,10 +650,15 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
                 key = f"{o}:{r.inputs.get('task')}" if several else o
                 accs.setdefault(key, Accumulator(metric=key, output=key)).add(sc)
     agg = {k: a.result() for k, a in accs.items()}
+    for tname, t in s.tasks.items():     # the intervals the summary gives (Wilson, "too few"), not a bootstrap's
+        for o, st in t.metrics.items():
+            a = agg.get(f"{o}:{tname}" if several else o)
+            if a is not None and st.ci_method:
+                a.update(ci95_low=st.ci95_low, ci95_high=st.ci95_high, ci_method=st.ci_method, stderr=st.stderr)
     idx = s.index
     if idx.value is not None:
         agg["quality_index"] = {"mean": idx.value, "ci95_low": idx.ci95_low, "ci95_high": idx.ci95_high,
-                                "evaluated": idx.tasks, "skipped": 0, "errored": 0}
+                                "ci_method": idx.ci_method, "evaluated": idx.tasks, "skipped": 0, "errored": 0}
     return agg
 
 

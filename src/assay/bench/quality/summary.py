@@ -20,13 +20,16 @@ SCHEMA = "assay.bench.quality/1"       # the tag quality summaries are written a
 
 
 class ScoreStat(SummaryModel):
-    """One score of a task: its mean over the items scored, with a 95% interval."""
+    """One score of a task: its mean over the items scored, with a 95% interval (``ci_method``:
+    ``wilson`` for a proportion, ``bootstrap``, or ``too few (n < 5)`` with no interval) and
+    lm-evaluation-harness's standard error (sample standard deviation / sqrt(n))."""
 
     mean: Num | None = None
     ci95_low: Num | None = None
     ci95_high: Num | None = None
     evaluated: int | None = None
     ci_method: str | None = None
+    stderr: Num | None = None
 
 
 class QualityTask(SummaryModel):
@@ -66,6 +69,7 @@ class QualityIndex(SummaryModel):
     ci95_low: Num | None = None
     ci95_high: Num | None = None
     tasks: int | None = None
+    ci_method: str | None = None
     definition: str | None = None
 
 

@@ -99,8 +99,19 @@ def _pct(v: Any) -> str:
 def _ci(a: QualityIndex | ScoreStat) -> str:
     lo, hi = a.ci95_low, a.ci95_high
     if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
-        return ""
+        method = a.ci_method or ""
+        return safe(f" [{method}]") if method.startswith("too few") else ""
     return f" [{_pct(lo)}–{_pct(hi)}]"
+
+
+def _stderr(output: str, a: ScoreStat) -> str:
+    """lm-evaluation-harness's standard error, on the score's own scale (percentage points for 0–1)."""
+    from assay.bench.quality.report import JUDGE_SCALES
+
+    se = a.stderr
+    if not isinstance(se, (int, float)):
+        return "—"
+    return f"{se:.2f}" if output in JUDGE_SCALES else f"{100 * se:.1f}"
 
 
 def _value(output: str, a: ScoreStat) -> str:
@@ -112,7 +123,8 @@ def _value(output: str, a: ScoreStat) -> str:
         return "—"
     if output in JUDGE_SCALES:
         lo, hi = a.ci95_low, a.ci95_high
-        return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else "")
+        return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float))
+                             else _ci(a))
     return f"{_pct(m)}%{_ci(a)}"
 
 
@@ -129,18 +141,19 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
     idx = s.index
     if idx.value is not None:
         out.print(f"  quality index [bold]{_pct(idx.value)}[/bold]{_ci(idx)} over {safe(idx.tasks)} task(s) "
-                  "(mean of each task's primary score on 0–100; 95% stratified bootstrap)", highlight=False,
-                  soft_wrap=True)
-    t = Table(title="tasks", title_justify="left")
-    for col in ("task", "items", "scored by", "score", "value [95% CI]", "errors", "shots"):
-        t.add_column(col, justify="right" if col in ("items", "errors", "shots") else "left", overflow="fold")
+                  "(mean of each task's primary score on 0–100; 95% interval)", highlight=False, soft_wrap=True)
+    t = Table(title="tasks (95% CI: Wilson for right/wrong scores, else bootstrap; stderr as lm-evaluation-harness)",
+              title_justify="left")
+    for col in ("task", "items", "scored by", "score", "value [95% CI]", "stderr", "errors", "shots"):
+        t.add_column(col, justify="right" if col in ("items", "stderr", "errors", "shots") else "left",
+                     overflow="fold")
     for tname, tk in s.tasks.items():
         first = True
         for o, a in tk.metrics.items():
             primary = " (primary)" if o == tk.primary and len(tk.metrics) > 1 else ""
             t.add_row(safe(tname) if first else "", str(tk.items) if first else "",
                       safe(", ".join(tk.modes)) if first else "", safe(o) + primary,
-                      _value(o, a), str(tk.errors or 0) if first else "",
+                      _value(o, a), _stderr(o, a), str(tk.errors or 0) if first else "",
                       str(tk.num_fewshot) if first else "")
             first = False
     out.print(t)
