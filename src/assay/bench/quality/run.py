@@ -557,8 +557,10 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     config = quality_config(cfg, subject, plans, judge)
     data = [{"task": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
              "items": len(p.task.docs)} for p in plans]
-    saved = open_run(store, resume, cfg.name, data, f"tasks: {', '.join(p.task.name for p in plans)}", config,
-                     subject)
+    # the model under test is the run's subject (its config's "model", named in its source); the
+    # run's judge is the judge of judged metrics, or none
+    saved = open_run(store, resume, cfg.name, data,
+                     f"quality of {subject.name} on tasks: {', '.join(p.task.name for p in plans)}", config, judge)
     runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge, scorer=make_scorer)
     started = time.time()
     beat = saved.heartbeat()
@@ -589,7 +591,8 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     ref = None
     if saved.store is not None:
         ref = summary["ref"] = new_ref()
-        saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary), summary=summary)
+        saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary),
+                               summary={**summary, "scorers": judged_scorers(plans, judge)})
         store_benchmark(saved.store, KIND, summary, run_id=saved.run_id)
     if out is not None:
         write_out(Path(out), summary, items)
@@ -611,6 +614,20 @@ def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], jud
                        "max_tokens": p.max_tokens} for p in plans],
             "limit": cfg.limit, "shots": cfg.shots, "seed": cfg.seed, "scoring": cfg.scoring,
             "judge": getattr(judge, "name", None), "metrics": [o for o, _ in layout], "layout": layout}
+
+
+def judged_scorers(plans: list[_Plan], judge: Any) -> dict[str, Any]:
+    """Who gave each of the run's scores, as an evaluation run records its scorers
+    (:func:`assay.engine.evaluate.scorers_of`): the judge model for the judge metrics of generation
+    tasks, a formula for the others (accuracy, exact match and pass@k are nobody's judgement). What
+    ``assay show`` and the dashboard name as judged, and whose judge they advise checking."""
+    name = getattr(judge, "name", None)
+    out: dict[str, Any] = {}
+    for p in plans:
+        for o in p.outputs:
+            out[o] = ({"by": name, "kind": "judge", "label": str(name)} if o in JUDGED and judge is not None
+                      else {"by": None, "kind": "formula", "label": "formula"})
+    return out
 
 
 def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> list[dict[str, Any]]:
