@@ -587,6 +587,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
                    isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower())
+    summary["cost"] = subject_cost(subject, summary)
     items = [stored_item(r) for r in rows]
     ref = None
     if saved.store is not None:
@@ -646,6 +647,23 @@ def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> l
                      "data_hash": t.data_hash, "data_files": list(t.data_files), "unsupported": list(t.unsupported),
                      "notes": notes})
     return meta
+
+
+def subject_cost(subject: Subject, summary: dict[str, Any]) -> dict[str, Any]:
+    """What the model under test cost in this run (as a perf run records it): its paid tokens at
+    its backend's price — the price table's row for an OpenAI or Azure model, nothing for an
+    in-process model — or the table in force by name (:func:`assay.bench.cost.benchmark_cost`)."""
+    from assay.bench.cost import benchmark_cost, estimated_cost
+
+    backend = getattr(subject.model, "model", subject.model)
+    price = getattr(backend, "price", None) if backend is not None else None
+    recorded = {"price_per_1m": list(price), "source": getattr(backend, "price_source", "backend")} \
+        if price is not None else {}
+    priced = benchmark_cost({"kind": "quality", "model": subject.name, "details": {**summary, "cost": recorded}})
+    return {"price_per_1m": priced["price_per_1m"], "source": priced["price_source"],
+            "estimated_cost_per_1m": estimated_cost(priced["price_per_1m"]),
+            "input_tokens": priced["input_tokens"], "output_tokens": priced["output_tokens"],
+            "usd": priced["cost_usd"], "no_price": priced["no_price"]}
 
 
 def _calls(subject: Subject) -> dict[str, Any] | None:

@@ -98,6 +98,7 @@ class QualitySummary(Summary):
     isolation: str | None = None
     calls: dict[str, Any] | None = None
     engine: str | None = None
+    cost: dict[str, Any] | None = None
     ref: str | None = None
 
 
