@@ -49,7 +49,7 @@ from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED
 from assay.bench.quality.tasks import Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
-from assay.errors import AssayError
+from assay.errors import AssayError, RunIncomplete
 from assay.metrics.base import Score, get_metric
 from assay.models.base import ModelCallError
 from assay.records import Record
@@ -530,11 +530,14 @@ def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
 async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
                       out: str | Path | None = None, progress: Progress | None = None,
                       subject: Subject | None = None, engine: str = "local", ray_address: str | None = None,
-                      actors: int | None = None) -> QualityRun:
+                      actors: int | None = None, notice: Callable[[str], None] | None = None) -> QualityRun:
     """Run the benchmark ``cfg`` describes; see the module docstring. ``engine="ray"`` scores the
     items in chunks on Ray actors (``ray_address``: the cluster; default a local Ray on every
     core; ``actors``: how many, default one per CPU): the same rows, store and summary as
-    ``"local"`` (docs/scale.md)."""
+    ``"local"`` (docs/scale.md). ``resume``: True continues the latest unfinished run with the
+    same tasks, data and options (none: a new run, and ``notice`` is told so), a run id or name
+    that one (an :class:`AssayError` when there is no such run). A run in which every item
+    failed (errors, not wrong answers) stores no benchmark and raises :class:`RunIncomplete`."""
     cfg.check()
     make_scorer = item_scorer(engine, address=ray_address, actors=actors)
     if make_scorer is not None and subject is not None:
@@ -561,6 +564,9 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     # run's judge is the judge of judged metrics, or none
     saved = open_run(store, resume, cfg.name, data,
                      f"quality of {subject.name} on tasks: {', '.join(p.task.name for p in plans)}", config, judge)
+    if resume is True and not saved.resumed and saved.store is not None and notice is not None:
+        notice("nothing to resume: no unfinished quality run with these tasks, data and options in "
+               f"{saved.store.display_url}; starting a new run ({saved.run_id})")
     runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge, scorer=make_scorer)
     started = time.time()
     beat = saved.heartbeat()
@@ -588,16 +594,42 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower())
     summary["cost"] = subject_cost(subject, summary)
+    return keep_run(saved, summary, rows, judged_scorers(plans, judge), out)
+
+
+def keep_run(saved: StoreRun, summary: dict[str, Any], rows: list[StoredRow], scorers: dict[str, Any],
+             out: str | Path | None) -> QualityRun:
+    """A finished run kept: completed in the store with its aggregates, its summary stored as a
+    quality benchmark, and ``--out``'s files; a run whose every item failed is kept as ``failed``
+    with no benchmark, and raises :class:`RunIncomplete` (:func:`nothing_scored`)."""
     items = [stored_item(r) for r in rows]
+    if rows and all(r.target_error for r in rows):
+        if out is not None:
+            write_out(Path(out), summary, items)
+        raise nothing_scored(rows, saved)
     ref = None
     if saved.store is not None:
         ref = summary["ref"] = new_ref()
         saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary),
-                               summary={**summary, "scorers": judged_scorers(plans, judge)})
+                               summary={**summary, "scorers": scorers})
         store_benchmark(saved.store, KIND, summary, run_id=saved.run_id)
     if out is not None:
         write_out(Path(out), summary, items)
     return QualityRun(summary, items, saved.run_id, ref)
+
+
+def nothing_scored(rows: list[StoredRow], saved: StoreRun) -> RunIncomplete:
+    """A run whose every item failed: stored as ``failed`` (its items kept, no benchmark), and the
+    one line that says so, with the first error."""
+    first = next((str(r.inputs["error"]) for r in rows if r.inputs.get("error")), "no error was recorded")
+    first = " ".join(first.split())
+    if len(first) > 300:
+        first = first[:297] + "..."
+    msg = f"every item failed ({len(rows)} of {len(rows)}); nothing was scored; first: {first}"
+    if saved.store is not None:
+        saved.store.finish_run(saved.run_id, "failed", error=msg)
+        msg += f"; the items are kept in run {saved.run_id} (assay show {saved.run_id} --errors)"
+    return RunIncomplete(msg)
 
 
 def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], judge: Any) -> dict[str, Any]:

@@ -60,7 +60,9 @@ def quality_cmd(
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
-                                "data and options."),
+                                "data and options (none: a new run, and a line says so)."),
+    resume_from: str | None = typer.Option(None, "--resume-from", help="Continue this unfinished run (its id or "
+                                             "name), with the same tasks, data and options.", metavar="RUN"),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -82,8 +84,9 @@ def quality_cmd(
                         sandbox_timeout=sandbox_timeout, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
-        run = asyncio.run(run_quality(cfg, resume=resume, store=store, out=out_dir, progress=progress,
-                                      engine=engine, ray_address=ray_address))
+        run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
+                                      progress=progress, engine=engine, ray_address=ray_address,
+                                      notice=lambda m: err.print(safe(m), highlight=False, soft_wrap=True)))
     if json_out:
         print_json(run.summary)
         return
