@@ -209,22 +209,17 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
         raise AssayError(f"cannot compare {a['ref']} with {b['ref']}: " + "; ".join(differ))
     rows_a, rows_b = quality_rows(store, a), quality_rows(store, b)
     out_tasks: dict[str, Any] = {}
-    diffs_primary = []
+    shared: list[tuple[np.ndarray, np.ndarray]] = []
     for t in common:
         outs = [o for o in ta[t].outputs if o in tb[t].outputs]
         per: dict[str, Any] = {}
         for o in outs:
-            ids_a, va = _column(rows_a, t, o)
-            ids_b, vb = _column(rows_b, t, o)
-            at = {i: x for i, x in zip(ids_a, va)}
-            pairs = [(at[i], x) for i, x in zip(ids_b, vb) if i in at]
-            if not pairs:
+            pa, pb = _paired(rows_a, rows_b, t, o)
+            if not len(pa):
                 continue
-            pa = np.array([p[0] for p in pairs])
-            pb = np.array([p[1] for p in pairs])
             d = pb - pa
             lo, hi, method = confidence_interval(d, seed=seed)
-            entry: dict[str, Any] = {"items": len(pairs), "a": float(pa.mean()), "b": float(pb.mean()),
+            entry: dict[str, Any] = {"items": len(pa), "a": float(pa.mean()), "b": float(pb.mean()),
                                      "diff": float(d.mean()), "diff_ci95": [lo, hi], "ci_method": f"paired {method}"}
             if np.isin(pa, (0.0, 1.0)).all() and np.isin(pb, (0.0, 1.0)).all():
                 only_a = int(((pa == 1) & (pb == 0)).sum())
@@ -236,18 +231,38 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
             per[o] = entry
         prim = ta[t].primary
         if prim in per:
-            ids_a, va = _column(rows_a, t, prim)
-            ids_b, vb = _column(rows_b, t, prim)
-            at = {i: x for i, x in zip(ids_a, va)}
-            d = np.array([x - at[i] for i, x in zip(ids_b, vb) if i in at])
-            diffs_primary.append(d / 4.0 if prim in JUDGE_SCALES else d)   # a 1-5 difference on 0-1
+            pa, pb = _paired(rows_a, rows_b, t, prim)
+            shared.append((unit_scale(prim, pa), unit_scale(prim, pb)))
         out_tasks[t] = {"primary": prim, "metrics": per,
                         "items": {"a": ta[t].scored_items, "b": tb[t].scored_items}}
-    idx = stratified_index(diffs_primary, seed=seed)
-    return {"a": _side(a), "b": _side(b), "tasks": out_tasks,
-            "index": {"a": sa.index.value, "b": sb.index.value,
-                      "diff": idx["value"], "diff_ci95": [idx["ci95_low"], idx["ci95_high"]]},
+    return {"a": _side(a), "b": _side(b), "tasks": out_tasks, "index": _index_diff(shared, sa, sb, seed),
             "only_in_a": [t for t in ta if t not in tb], "only_in_b": [t for t in tb if t not in ta]}
+
+
+def _paired(rows_a: list[Any], rows_b: list[Any], task: str, output: str) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of ``output`` on the items of ``task`` that both runs scored, in B's order."""
+    ids_a, va = _column(rows_a, task, output)
+    ids_b, vb = _column(rows_b, task, output)
+    at = {i: x for i, x in zip(ids_a, va)}
+    pairs = [(at[i], x) for i, x in zip(ids_b, vb) if i in at]
+    return np.array([p[0] for p in pairs], dtype=np.float64), np.array([p[1] for p in pairs], dtype=np.float64)
+
+
+def _index_diff(shared: list[tuple[np.ndarray, np.ndarray]], sa: QualitySummary, sb: QualitySummary,
+                seed: int) -> dict[str, Any]:
+    """The quality index of each run on the items both have (``a``, ``b``: the mean over shared
+    tasks of each task's primary score on 0-1), their difference with its stratified interval, and
+    beside them each run's own index over all its items (``a_own``, ``b_own``), which differ from
+    ``a`` and ``b`` when the runs hold different items."""
+    idx = stratified_index([b - a for a, b in shared], seed=seed)
+    kept = [(a, b) for a, b in shared if len(a)]
+    return {"a": float(np.mean([a.mean() for a, _ in kept])) if kept else None,
+            "b": float(np.mean([b.mean() for _, b in kept])) if kept else None,
+            "diff": idx["value"], "diff_ci95": [idx["ci95_low"], idx["ci95_high"]],
+            "items": int(sum(len(a) for a, _ in kept)),
+            "a_own": sa.index.value, "b_own": sb.index.value,
+            "a_items": sum(int(t.scored_items or 0) for t in sa.tasks.values()),
+            "b_items": sum(int(t.scored_items or 0) for t in sb.tasks.values())}
 
 
 def _side(rec: dict[str, Any]) -> dict[str, Any]:

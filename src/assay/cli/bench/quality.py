@@ -211,6 +211,29 @@ def show_quality(rec: dict[str, Any], as_json: bool) -> None:
     render_quality(rec.get("details") or {}, rec)
 
 
+def _index_header(idx: dict[str, Any]) -> None:
+    """The quality index line of a comparison: on the items both runs have (the only ones compared),
+    and each run's own index over all its items beside it when the runs hold different items."""
+    if idx.get("diff") is None:
+        return
+    lo, hi = idx.get("diff_ci95") or (None, None)
+    ci = (f"[{100 * lo:+.1f}, {100 * hi:+.1f}] (paired, stratified bootstrap)" if lo is not None and hi is not None
+          else f"[too few items for an interval] (fewer than {_min_items()})")
+    n = idx.get("items")
+    out.print(f"quality index on the {n} items both runs have: A {_pct(idx['a'])}, B {_pct(idx['b'])}, "
+              f"B − A {100 * idx['diff']:+.1f} {safe(ci)}", highlight=False, soft_wrap=True)
+    a_n, b_n = idx.get("a_items"), idx.get("b_items")
+    if (a_n, b_n) != (n, n) or (idx.get("a_own"), idx.get("b_own")) != (idx["a"], idx["b"]):
+        out.print(f"  each run's own: A {_pct(idx.get('a_own'))} ({a_n} items), B {_pct(idx.get('b_own'))} "
+                  f"({b_n} items); only the {n} shared items are compared", highlight=False, soft_wrap=True)
+
+
+def _min_items() -> int:
+    from assay.bench.quality.report import MIN_INTERVAL_ITEMS
+
+    return MIN_INTERVAL_ITEMS
+
+
 def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: str | None) -> None:
     """Two quality runs on the same items: per-task differences, McNemar's exact test, paired bootstrap."""
     from assay.bench.quality.report import JUDGE_SCALES, compare_quality
@@ -220,13 +243,9 @@ def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, sto
         print_json(cmp)
         return
     print_sides(cmp)
-    idx = cmp["index"]
-    if idx.get("diff") is not None:
-        lo, hi = idx["diff_ci95"]
-        out.print(f"quality index: A {_pct(idx['a'])}, B {_pct(idx['b'])}, B − A {100 * idx['diff']:+.1f} "
-                  f"[{100 * lo:+.1f}, {100 * hi:+.1f}] (paired, stratified bootstrap)", highlight=False, soft_wrap=True)
-    t = Table(title="B − A per task, on the same items (McNemar's exact test for right/wrong scores, paired "
-                    "bootstrap 95% interval)", title_justify="left")
+    _index_header(cmp["index"])
+    t = Table(title="B − A per task, on the items both runs have (McNemar's exact test for right/wrong scores, "
+                    "paired bootstrap 95% interval)", title_justify="left")
     for col in ("task", "score", "items", "A", "B", "B − A [95% CI]", "only A right", "only B right", "p", "verdict"):
         t.add_column(col, justify="left" if col in ("task", "score", "verdict") else "right")
     for tname, tk in cmp["tasks"].items():
