@@ -44,6 +44,7 @@ from assay.stats import (
 
 JUDGE_SCALES = {name: (1.0, 5.0) for name in JUDGED_METRICS}   # assay's judges score 1-5
 MIN_INTERVAL_ITEMS = 5          # fewer items scored: "too few", no interval
+SCORES = "quality"              # the one metric of a stored item's scores, each score an output of it
 
 
 def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
@@ -91,7 +92,7 @@ def _column(rows: Iterable[Any], task: str, output: str) -> tuple[list[str], np.
     for r in rows:
         if r.inputs.get("task") != task:
             continue
-        s = (r.scores.get(output) or {}).get(output)
+        s = (r.scores.get(SCORES) or {}).get(output) or (r.scores.get(output) or {}).get(output)   # or as stored before
         if s is not None and s.status == "completed" and s.score is not None:
             ids.append(r.row_id)
             vals.append(float(s.score))

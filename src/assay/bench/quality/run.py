@@ -41,9 +41,9 @@ import orjson
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND
 from assay.bench.quality.answers import CHOICE_INSTRUCTION, choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality.report import primary_output, summarize, task_outputs
+from assay.bench.quality.report import SCORES, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import Sandbox
-from assay.bench.quality.subject import Subject
+from assay.bench.quality.subject import SENT, Subject
 from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED
 from assay.bench.quality.tasks import Task, load_tasks
@@ -292,6 +292,8 @@ class QualityRunner:
                                 "answer": None, "extracted": None, "logliks": None, "mode": None}
         scores: dict[str, Score] = {}
         failed = False
+        sent: list[int] = []
+        SENT.set(sent)          # this task's own context: the requests of this item's calls
         try:
             item["target"] = t.target_text(doc)
             if t.output_type == "multiple_choice":
@@ -310,11 +312,13 @@ class QualityRunner:
             failed = True
             item["error"] = str(exc)
             scores = {o: Score.error(str(exc)) for o in p.outputs}
+        if self.subject.pipeline is None:
+            item["requests"] = sum(sent)
         if item["mode"]:
             self.modes[t.name].add(item["mode"])
         for o in p.outputs:
             scores.setdefault(o, Score.skipped(f"{o} does not apply when scored by {item['mode'] or 'this mode'}"))
-        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {o: {o: s} for o, s in scores.items()})
+        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {SCORES: scores})
 
     # -- the scoring modes --------------------------------------------------------------------
     async def _multiple_choice(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
@@ -591,7 +595,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
-                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
+                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject, rows[saved.done:]),
                    engine="local" if make_scorer is None else str(engine).strip().lower())
     summary["cost"] = subject_cost(subject, summary)
     return keep_run(saved, summary, rows, judged_scorers(plans, judge), out)
@@ -634,19 +638,17 @@ def nothing_scored(rows: list[StoredRow], saved: StoreRun) -> RunIncomplete:
 
 def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], judge: Any) -> dict[str, Any]:
     """The configuration the run is saved (and resumed) with: what changes the answers."""
-    layout = []
-    seen = set()
+    outputs: list[str] = []
     for p in plans:
-        for o in p.outputs:
-            if o not in seen:
-                seen.add(o)
-                layout.append([o, [o]])
+        outputs += [o for o in p.outputs if o not in outputs]
+    # every score is an output of one metric, SCORES: export columns read outputs.quality.<score>
+    layout = [[SCORES, outputs]]
     return {"family": "quality", "model": subject.name, "api": subject.api,
             "tasks": [{"name": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
                        "samples": p.samples, "pass_at": p.pass_at, "temperature": p.temperature,
                        "max_tokens": p.max_tokens} for p in plans],
             "limit": cfg.limit, "shots": cfg.shots, "seed": cfg.seed, "scoring": cfg.scoring,
-            "judge": getattr(judge, "name", None), "metrics": [o for o, _ in layout], "layout": layout}
+            "judge": getattr(judge, "name", None), "metrics": outputs, "layout": layout}
 
 
 def judged_scorers(plans: list[_Plan], judge: Any) -> dict[str, Any]:
@@ -698,11 +700,14 @@ def subject_cost(subject: Subject, summary: dict[str, Any]) -> dict[str, Any]:
             "usd": priced["cost_usd"], "no_price": priced["no_price"]}
 
 
-def _calls(subject: Subject) -> dict[str, Any] | None:
+def _calls(subject: Subject, scored: list[StoredRow]) -> dict[str, Any] | None:
+    """This session's calls of the model under test (cache hits and in-flight sharing included)
+    and the HTTP requests they sent (``requests``: a log-likelihood call sends one per choice; a
+    call the cache answered none; retries aside), over the items it scored (``scored``)."""
     st = subject.stats
     if st is None:
         return None
-    return st.snapshot()
+    return {**st.snapshot(), "requests": sum(int(r.inputs.get("requests") or 0) for r in scored)}
 
 
 def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, Any]:

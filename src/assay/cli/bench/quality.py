@@ -165,10 +165,23 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
         out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
     if s.isolation:
         out.print(f"  code ran in a sandbox: {safe(s.isolation)}", highlight=False, soft_wrap=True)
+    _calls_line(s)
+
+
+def _calls_line(s: QualitySummary) -> None:
+    """What the model under test was asked (calls; the call cache's share) and what was really sent
+    (HTTP requests: a log-likelihood call sends one per choice), and what it cost."""
     calls = s.calls or {}
     if calls.get("calls"):
-        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)",
-                  highlight=False, soft_wrap=True)
+        sent = calls.get("requests")
+        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)"
+                  + (f"; HTTP requests sent: {sent:,} (a log-likelihood call sends one per choice; retries "
+                     "not counted)" if isinstance(sent, int) else ""), highlight=False, soft_wrap=True)
+    cost = s.cost or {}
+    if cost.get("usd") is not None:
+        out.print(f"  cost: {cost['usd']:.6g} USD ({safe(cost.get('source'))})", highlight=False, soft_wrap=True)
+    elif cost.get("no_price"):
+        out.print(f"  cost: unknown, {safe(cost['no_price'])}", highlight=False, soft_wrap=True)
 
 
 def _task_notes(s: QualitySummary) -> None:
