@@ -201,8 +201,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prod
 
 
-# What the prompt of multiple choice by generation asks for, last (run.choice_prompt); an answer that
-# repeats it has it stripped before the choice is read.
+# What the prompt of multiple choice by generation asks for, last (run.choice_prompt ends with these
+# words; tests/bench/test_choice_extraction.py checks); an answer that repeats it has it stripped.
 CHOICE_INSTRUCTION = "Reply with the letter of the correct choice only."
 
 _PUNCT_EDGES = " \t\n\r.,;:!?\"'`*()[]{}"

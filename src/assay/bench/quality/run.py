@@ -39,11 +39,11 @@ from typing import Any
 import orjson
 
 from assay.bench.kinds import store_benchmark
-from assay.bench.quality import KIND
-from assay.bench.quality.answers import CHOICE_INSTRUCTION, choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality.report import SCORES, primary_output, summarize, task_outputs
+from assay.bench.quality import KIND, report
+from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.report import primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import Sandbox
-from assay.bench.quality.subject import SENT, Subject
+from assay.bench.quality.subject import Subject
 from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED
 from assay.bench.quality.tasks import Task, load_tasks
@@ -292,8 +292,7 @@ class QualityRunner:
                                 "answer": None, "extracted": None, "logliks": None, "mode": None}
         scores: dict[str, Score] = {}
         failed = False
-        sent: list[int] = []
-        SENT.set(sent)          # this task's own context: the requests of this item's calls
+        sent = self.subject.track_requests()     # the HTTP requests this item's calls send
         try:
             item["target"] = t.target_text(doc)
             if t.output_type == "multiple_choice":
@@ -318,7 +317,7 @@ class QualityRunner:
             self.modes[t.name].add(item["mode"])
         for o in p.outputs:
             scores.setdefault(o, Score.skipped(f"{o} does not apply when scored by {item['mode'] or 'this mode'}"))
-        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {SCORES: scores})
+        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {report.SCORES: scores})
 
     # -- the scoring modes --------------------------------------------------------------------
     async def _multiple_choice(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
@@ -509,10 +508,11 @@ def _argmax(lls: Sequence[float], choices: Sequence[str], norm: bool) -> int:
 
 def choice_prompt(context: str, choices: Sequence[str]) -> str:
     """The prompt for multiple choice by generation: the task's prompt, the choices lettered
-    when the prompt does not show them already, and how to answer."""
+    when the prompt does not show them already, and how to answer (the words of
+    :data:`assay.bench.quality.answers.CHOICE_INSTRUCTION`, which the reading of answers strips)."""
     shown = all(c.strip() and c.strip() in context for c in choices)
     listing = "" if shown else "\n\n" + "\n".join(f"{_letter(j)}. {c}" for j, c in enumerate(choices))
-    return f"{context.rstrip()}{listing}\n\n{CHOICE_INSTRUCTION}"
+    return f"{context.rstrip()}{listing}\n\nReply with the letter of the correct choice only."
 
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
@@ -595,18 +595,21 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    api=subject.api, config={k: v for k, v in asdict(cfg).items() if k not in ("model", "tasks")},
                    judge=getattr(judge, "name", None), run_id=saved.run_id, created_at=started,
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
-                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject, rows[saved.done:]),
+                   isolation=sandbox.isolation if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower())
-    summary["cost"] = subject_cost(subject, summary)
-    return keep_run(saved, summary, rows, judged_scorers(plans, judge), out)
-
-
-def keep_run(saved: StoreRun, summary: dict[str, Any], rows: list[StoredRow], scorers: dict[str, Any],
-             out: str | Path | None) -> QualityRun:
-    """A finished run kept: completed in the store with its aggregates, its summary stored as a
-    quality benchmark, and ``--out``'s files; a run whose every item failed is kept as ``failed``
-    with no benchmark, and raises :class:`RunIncomplete` (:func:`nothing_scored`)."""
     items = [stored_item(r) for r in rows]
+    return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
+
+
+def keep_run(saved: StoreRun, summary: dict[str, Any], rows: list[StoredRow], items: list[dict[str, Any]],
+             subject: Subject, scorers: dict[str, Any], out: str | Path | None) -> QualityRun:
+    """A finished run kept: the HTTP requests of the items this session scored and what the model
+    under test cost added to its summary; completed in the store with its aggregates, the summary
+    stored as a quality benchmark, and ``--out``'s files. A run whose every item failed is kept as
+    ``failed`` with no benchmark, and raises :class:`RunIncomplete` (:func:`nothing_scored`)."""
+    if summary.get("calls") is not None:
+        summary["calls"]["requests"] = sum(int(r.inputs.get("requests") or 0) for r in rows[saved.done:])
+    summary["cost"] = subject_cost(subject, summary)
     if rows and all(r.target_error for r in rows):
         if out is not None:
             write_out(Path(out), summary, items)
@@ -641,8 +644,8 @@ def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], jud
     outputs: list[str] = []
     for p in plans:
         outputs += [o for o in p.outputs if o not in outputs]
-    # every score is an output of one metric, SCORES: export columns read outputs.quality.<score>
-    layout = [[SCORES, outputs]]
+    # every score is an output of one metric, report.SCORES: export columns read outputs.quality.<score>
+    layout = [[report.SCORES, outputs]]
     return {"family": "quality", "model": subject.name, "api": subject.api,
             "tasks": [{"name": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
                        "samples": p.samples, "pass_at": p.pass_at, "temperature": p.temperature,
@@ -700,14 +703,14 @@ def subject_cost(subject: Subject, summary: dict[str, Any]) -> dict[str, Any]:
             "usd": priced["cost_usd"], "no_price": priced["no_price"]}
 
 
-def _calls(subject: Subject, scored: list[StoredRow]) -> dict[str, Any] | None:
-    """This session's calls of the model under test (cache hits and in-flight sharing included)
-    and the HTTP requests they sent (``requests``: a log-likelihood call sends one per choice; a
-    call the cache answered none; retries aside), over the items it scored (``scored``)."""
+def _calls(subject: Subject) -> dict[str, Any] | None:
+    """This session's calls of the model under test (cache hits and in-flight sharing included);
+    :func:`keep_run` adds the HTTP requests they sent (``requests``: a log-likelihood call sends
+    one per choice, a call the cache answered none; retries aside)."""
     st = subject.stats
     if st is None:
         return None
-    return {**st.snapshot(), "requests": sum(int(r.inputs.get("requests") or 0) for r in scored)}
+    return st.snapshot()
 
 
 def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, Any]:
