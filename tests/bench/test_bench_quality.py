@@ -218,7 +218,7 @@ def test_cli_runs_shows_lists_and_compares(pipe: str, tmp_path: Path) -> None:
     exp = assay("export", sa["run_id"], "-o", str(tmp_path / "items.jsonl"))
     assert exp.returncode == 0, exp.stderr
     rows = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
-    assert len(rows) == 12 and sum(r["outputs.exact_match,strict-match.exact_match,strict-match"] for r in rows) == 6
+    assert len(rows) == 12 and sum(r["outputs.quality.exact_match,strict-match"] for r in rows) == 6
     runs = assay("runs")
     assert runs.returncode == 0 and sa["run_id"] in runs.stdout
 

@@ -161,15 +161,19 @@ def eval_run_cost(run: Mapping[str, Any], table: PriceTable | None = None) -> di
     if usage is None:
         if judge is None:   # no judge, no judge calls: nothing was spent on judging
             return {**base, "input_tokens": 0, "output_tokens": 0, "tokens_from": "no judge",
-                    "price_per_1m": None, "price_source": "no judge", "cost_usd": 0.0, "recorded_cost_usd": None}
+                    "price_per_1m": None, "price_source": "no judge", "cost_usd": 0.0, "recorded_cost_usd": None,
+                    "no_price": None}
         return {**base, "input_tokens": None, "output_tokens": None, "tokens_from": "not recorded",
-                "price_per_1m": None, "price_source": "unknown", "cost_usd": None, "recorded_cost_usd": None}
+                "price_per_1m": None, "price_source": "unknown", "cost_usd": None, "recorded_cost_usd": None,
+                "no_price": "no price: the run recorded no judge usage"}
     tin = count(usage.get("prompt_tokens"))
     tout = count(usage.get("completion_tokens"))
     price, source = _choose(model, None, usage.get("price_per_1m"), usage.get("price_source"), t)
+    cost = tokens_cost(tin, tout, price)
     return {**base, "input_tokens": tin, "output_tokens": tout, "tokens_from": "judge usage",
-            "price_per_1m": _per_1m(price), "price_source": source, "cost_usd": tokens_cost(tin, tout, price),
-            "recorded_cost_usd": usage.get("cost_usd")}
+            "price_per_1m": _per_1m(price), "price_source": source, "cost_usd": cost,
+            "recorded_cost_usd": usage.get("cost_usd"),
+            "no_price": None if cost is not None else no_price(judge, price, tin, tout, "in the judge usage", t)}
 
 
 def run_tokens(kind: Any, details: Mapping[str, Any] | None) -> tuple[float | None, float | None, str]:
@@ -190,11 +194,28 @@ def benchmark_cost(bench: Mapping[str, Any], table: PriceTable | None = None) ->
     tin, tout, how = run_tokens(bench.get("kind"), details)
     rec = details.get("cost") if isinstance(details.get("cost"), Mapping) else {}
     price, source = _choose(model, deployment, rec.get("price_per_1m"), rec.get("source"), t)
-    return {"kind": bench.get("kind") or "benchmark", "id": str(bench.get("id")) if bench.get("id") is not None else None,
+    if price is None and model and judge_model_name(model) != model:      # http://HOST/v1#NAME: NAME's price
+        price, source = _choose(judge_model_name(model), deployment, None, None, t)
+    cost = tokens_cost(tin, tout, price)
+    ref = bench.get("ref") or bench.get("id")
+    return {"kind": bench.get("kind") or "benchmark", "id": str(ref) if ref is not None else None,
             "name": bench.get("name") or details.get("name"), "created_at": bench.get("created_at"), "status": None,
             "model": model, "judge": None, "deployment": deployment, "input_tokens": tin, "output_tokens": tout,
             "tokens_from": how, "price_per_1m": _per_1m(price), "price_source": source,
-            "cost_usd": tokens_cost(tin, tout, price), "recorded_cost_usd": rec.get("usd")}
+            "cost_usd": cost, "recorded_cost_usd": rec.get("usd"),
+            "no_price": None if cost is not None else no_price(model, price, tin, tout, how, t)}
+
+
+def no_price(model: str | None, price: Any, tin: float | None, tout: float | None, how: str,
+             table: PriceTable) -> str:
+    """Why a run has no cost, in one line: ``no price: <reason>``."""
+    why = []
+    if price is None:
+        why.append(f"{model or 'the model'} is not in the {table.label}" + (
+            " (a self-hosted endpoint: give its price with --prices FILE)" if model and "://" in model else ""))
+    if tin is None or tout is None:
+        why.append(f"token counts {how}" if how.startswith("not recorded") else f"token counts not recorded ({how})")
+    return "no price: " + ("; ".join(why) or "unknown")
 
 
 def _check_cost(bench: Mapping[str, Any], table: PriceTable) -> dict[str, Any]:
@@ -211,8 +232,11 @@ def stored_costs(store: Any, table: PriceTable | None = None, *, models: Iterabl
     """The cost of the stored evaluation runs and benchmark runs, newest first (at most ``limit``
     of each); ``models``: only runs of these models (an evaluation run's model is its judge's)."""
     t = table or active_table()
-    rows = [eval_run_cost(r, t) for r in store.list_runs(limit=limit)]
     benches = store.list_benchmarks()
+    # a benchmark that keeps its items as a run (quality) is one row, the benchmark's
+    behind = {b.get("run_id") for b in benches if b.get("run_id")}
+    rows = [unfinished_cost(r) if _family(r) else eval_run_cost(r, t)
+            for r in store.list_runs(limit=limit) if r.get("id") not in behind]
     rows += [_check_cost(b, t) if b.get("kind") == "judge_check" else benchmark_cost(b, t)
              for b in (benches[:limit] if limit is not None else benches)]
     wanted = {_key(m) for m in (models or []) if m and m.strip()}
@@ -220,6 +244,25 @@ def stored_costs(store: Any, table: PriceTable | None = None, *, models: Iterabl
         rows = [r for r in rows if r["model"] and _key(r["model"]) in wanted]
     rows.sort(key=lambda r: -(r["created_at"] or 0.0))
     return rows
+
+
+def _family(run: Mapping[str, Any]) -> str | None:
+    """The benchmark kind whose items a stored run holds (``quality``), else None (an evaluation run)."""
+    config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+    family = config.get("family")
+    return family if family and find_kind(family) is not None else None
+
+
+def unfinished_cost(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A benchmark's run that stored no benchmark (stopped, failed, or still running): its model
+    under test, and no cost (the tokens are counted into the benchmark when the run completes)."""
+    config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+    status = run.get("status") or "unfinished"
+    return {"kind": _family(run), "id": run.get("id"), "name": run.get("name"), "created_at": run.get("created_at"),
+            "status": status, "model": config.get("model"), "judge": run.get("judge"), "deployment": None,
+            "input_tokens": None, "output_tokens": None, "tokens_from": "not recorded", "price_per_1m": None,
+            "price_source": "unknown", "cost_usd": None, "recorded_cost_usd": None,
+            "no_price": f"no price: the run is {status}; its tokens are counted when it completes"}
 
 
 def _key(model: str) -> str:
@@ -235,4 +278,5 @@ def count(v: Any) -> float | None:
 
 
 __all__ = ["BLEND_INPUT", "BLEND_OUTPUT", "benchmark_cost", "cost_index", "count", "estimated_cost", "eval_run_cost",
-           "judge_model_name", "price_rows", "price_usage", "run_tokens", "stored_costs", "tokens_cost"]
+           "judge_model_name", "no_price", "price_rows", "price_usage", "run_tokens", "stored_costs", "tokens_cost",
+           "unfinished_cost"]

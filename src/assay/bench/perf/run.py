@@ -225,7 +225,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
-    run_id = secrets.token_hex(8)
+    run_id = secrets.token_hex(6)      # 12 hex digits, the length of every ref (store.new_ref)
     points: list[dict[str, Any]] = []
     samples: dict[int, dict[str, np.ndarray]] = {}
     all_requests: list[dict[str, Any]] = []

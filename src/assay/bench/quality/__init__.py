@@ -25,6 +25,6 @@ def _board(*args: Any) -> None:
 
 KIND = BenchKind(name="quality", schema=stored.SCHEMA, title="quality", headline=stored.headline, task=stored.task,
                  list_columns=("ref", "name", "model", "index", "tasks", "when"), check=stored.check, board=_board,
-                 summary=QualitySummary)
+                 tokens=stored.tokens, summary=QualitySummary)
 
 __all__ = ["KIND"]

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["FilterPipeline", "FilterStep", "exact_match", "choice_accuracy", "pass_at_k", "extract_choice",
-           "FILTER_FUNCTIONS"]
+__all__ = ["CHOICE_INSTRUCTION", "FilterPipeline", "FilterStep", "exact_match", "choice_accuracy", "pass_at_k",
+           "extract_choice", "strip_listing", "FILTER_FUNCTIONS"]
 
 # The filter functions a pipeline understands, by lm-evaluation-harness's names.
 FILTER_FUNCTIONS = ("regex", "take_first", "take_first_k", "majority_vote", "lowercase", "uppercase",
@@ -201,49 +201,129 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prod
 
 
+# What the prompt of multiple choice by generation asks for, last (run.choice_prompt ends with these
+# words; tests/bench/test_choice_extraction.py checks); an answer that repeats it has it stripped.
+CHOICE_INSTRUCTION = "Reply with the letter of the correct choice only."
+
 _PUNCT_EDGES = " \t\n\r.,;:!?\"'`*()[]{}"
-_LETTER_PATTERNS = [
-    # "answer is (B)", "Answer: B", "correct option is B."
-    r"(?:answer|option|choice)\s*(?:is|:)?\s*(?:option\s*|choice\s*)?\(?([A-Z])\)?(?![A-Za-z])",
-    r"^\s*\(?([A-Z])(?:\)|[.:]|\s*$)",                 # leading "B", "B.", "(B)", "B)" (not "A gas ...")
-    r"\(([A-Z])\)",                                    # "(B)" anywhere
-]
+_EMPHASIS = re.compile(r"\*\*|__|`")
+_NOT_WORD = r"(?![\w'])"
+# "the answer is (B)", "Answer: B", "final answer - B": the letter upper case ("the answer is a gas" names no option)
+_STATED = re.compile(r"(?i:\banswer)\s*(?i:is|:|=|-)?\s*(?i:option\s*|choice\s*)?[(\[]?([A-Z])[)\]]?" + _NOT_WORD)
+# "option D", "choice (B)", "the correct option is C"
+_NAMED = re.compile(r"(?i:\b(?:option|choice))\s*(?i:is|:)?\s*[(\[]?([A-Z])[)\]]?" + _NOT_WORD)
+# "A or C", "(A) and (C)", "A, B, C or D": two options named, neither chosen
+_UNDECIDED = re.compile(r"(?<![\w'])[(\[]?[A-Z][)\]]?,?\s+(?:or|and)\s+[(\[]?[A-Z][)\]]?" + _NOT_WORD)
+_LONE = re.compile(r"^\W*([A-Z])\W*$")                              # a line that is one letter: "C", "(C).", "C)"
+_LEADING = re.compile(r"^\s*[(\[]?([A-Z])(?:[)\].:]|\s*$)")          # "B", "B.", "(B)", "B) Oxygen" (not "A gas")
+_PAREN = re.compile(r"\(([A-Z])\)")
 
 
 def _norm(s: str) -> str:
     return " ".join(s.lower().strip(_PUNCT_EDGES).split())
 
 
-def extract_choice(text: str, choices: Sequence[str]) -> int | None:
-    """Which choice a generated answer names, for chat-only endpoints that return text instead of
-    log-probabilities: the whole answer equal to a choice's text; a letter (A, B, ...) in an answer-like
-    position; a 1-based number (when no choice is itself a number); or exactly one choice's text found in the
-    answer. None when the answer names none, or several equally."""
-    if not choices or not text:
+def _letter(j: int) -> str:
+    return chr(ord("A") + j)
+
+
+def _entries(text: str, choices: Sequence[str]) -> list[tuple[int, int]]:
+    """Where ``text`` shows an option as the prompt lists it ("A. Oxygen", "(B) Carbon dioxide",
+    "C) Nitrogen"): (start, end) of each, in order. A last entry cut short (the answer hit its
+    token limit) counts when what is left is the start of that option's text."""
+    spans = []
+    for j, c in enumerate(choices[:26]):
+        c = c.strip()
+        if not c:
+            continue
+        head = rf"(?<!\w)[(\[]?{_letter(j)}[)\].:][ \t]*"
+        spans += [m.span() for m in re.finditer(head + "(?i:" + re.escape(c) + r")(?!\w)", text)]
+        cut = re.search(head + r"(\S[^\n]*?)\s*$", text)
+        if cut and cut.start() not in [a for a, _ in spans] and c.lower().startswith(cut.group(1).lower()):
+            spans.append((cut.start(), len(text)))
+    return sorted(set(spans))
+
+
+def strip_listing(text: str, choices: Sequence[str]) -> str:
+    """``text`` without a copy of the option list: every run of two or more options shown as the
+    prompt lists them, one after the other (only blanks, commas or semicolons between), and without
+    the prompt's own instruction (:data:`CHOICE_INSTRUCTION`). One option with its letter ("B.
+    Carbon dioxide") is an answer, and stays."""
+    text = re.sub(re.escape(CHOICE_INSTRUCTION), " ", text, flags=re.IGNORECASE)
+    runs: list[list[tuple[int, int]]] = []
+    for a, b in _entries(text, choices):
+        if runs and a >= runs[-1][-1][1] and re.fullmatch(r"[\s,;]*", text[runs[-1][-1][1]:a]):
+            runs[-1].append((a, b))
+        elif not runs or a >= runs[-1][-1][1]:
+            runs.append([(a, b)])
+    for run in reversed([r for r in runs if len(r) > 1]):
+        text = text[:run[0][0]] + "\n" + text[run[-1][1]:]
+    return text
+
+
+def _one(letters: Sequence[str], n: int) -> int | None | bool:
+    """The option that ``letters`` (found by one rule) agree on: its index; None when they name
+    several (no choice was made); False when they name none that exists."""
+    found = {ord(x) - ord("A") for x in letters}
+    found = {i for i in found if 0 <= i < n}
+    if not found:
+        return False
+    return found.pop() if len(found) == 1 else None
+
+
+def _by_letter(text: str, n: int) -> int | None | bool:
+    """The option a letter in ``text`` chooses, rule by rule, strongest first: an answer statement,
+    an option named ("option D"), then, unless two options are named side by side ("A or C"), a
+    last line that is one letter, a leading letter, one letter in parentheses. None: the text
+    names several options without choosing; False: no letter rule applies."""
+    for rule in (_STATED, _NAMED):
+        got = _one(rule.findall(text), n)
+        if got is not False:
+            return got
+    if _UNDECIDED.search(text):
         return None
-    n = len(choices)
-    normed = [_norm(str(c)) for c in choices]
-    t = _norm(text)
-    # 1. the whole answer is one choice's text
-    if t in normed:
-        return normed.index(t)
-    # 2. a letter in an answer-like position
-    for pat in _LETTER_PATTERNS:
-        flags = re.IGNORECASE if pat.startswith("(?:answer") else 0
-        m = re.search(pat, text.strip(), flags)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return False
+    for m in (_LONE.match(lines[-1]), _LEADING.match(lines[0])):
         if m:
-            idx = ord(m.group(1).upper()) - ord("A")
-            if 0 <= idx < n:
-                return idx
-    # 3. a bare 1-based number, unless the choices are numbers themselves
+            got = _one([m.group(1)], n)
+            if got is not False:
+                return got
+    return _one(_PAREN.findall(text), n)
+
+
+def _by_text(t: str, normed: Sequence[str]) -> int | None:
+    """A bare 1-based number (unless the choices are numbers themselves), else exactly one choice's
+    text inside the normalised answer ``t`` (a choice inside another found choice does not count)."""
     if not any(re.fullmatch(r"-?\d+(\.\d+)?", c) for c in normed):
         m = re.fullmatch(r"(?:option\s*|choice\s*)?(\d+)", t)
-        if m and 1 <= int(m.group(1)) <= n:
+        if m and 1 <= int(m.group(1)) <= len(normed):
             return int(m.group(1)) - 1
-    # 4. exactly one choice's text inside the answer (a choice inside another found choice does not count)
     found = [i for i, c in enumerate(normed)
              if c and re.search(r"(?<!\w)" + re.escape(c) + r"(?!\w)", t)]
     found = [i for i in found if not any(j != i and normed[i] in normed[j] for j in found)]
-    if len(found) == 1:
-        return found[0]
-    return None
+    return found[0] if len(found) == 1 else None
+
+
+def extract_choice(text: str, choices: Sequence[str]) -> int | None:
+    """Which choice a generated answer chose, for chat-only endpoints that return text instead of
+    log-probabilities; None when it chose none (the item is *unparsed*, scored wrong as
+    lm-evaluation-harness scores an answer its filter cannot read).
+
+    In order: the whole answer equal to a choice's text; then, with markdown emphasis, the prompt's
+    instruction and any echoed copy of the option list taken out (:func:`strip_listing`), a letter
+    by :func:`_by_letter`'s rules (an answer statement first; several options named without a
+    choice is no answer, never the first of them); a 1-based number; exactly one choice's text
+    found in the answer."""
+    if not choices or not text:
+        return None
+    normed = [_norm(str(c)) for c in choices]
+    t = _norm(text)
+    if t in normed:
+        return normed.index(t)
+    rest = strip_listing(_EMPHASIS.sub("", text), [str(c) for c in choices])
+    got = _by_letter(rest, len(choices))
+    if got is not False:
+        return got
+    return _by_text(_norm(rest), normed)

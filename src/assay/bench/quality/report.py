@@ -1,15 +1,21 @@
 """What a quality run's items add up to, and how two runs compare.
 
-**Per task**: the mean of each score over the items scored, with a 95% bootstrap interval
-(:func:`assay.stats.confidence_interval`); errors and skipped items are counted, never scored as
-wrong.
+**Per task**: the mean of each score over the items scored, with a 95% interval and the standard
+error. A score that is right or wrong per item (accuracy, exact match, pass@1 of one sample) is a
+proportion: its interval is Wilson's score interval (:func:`assay.stats.wilson_interval`), which
+keeps its width when every item is right or every one wrong; other scores (a judge's 1–5,
+pass@k of several samples) get a 95% bootstrap interval (:func:`assay.stats.confidence_interval`).
+Below :data:`MIN_INTERVAL_ITEMS` items there is no interval, only "too few". The standard error is
+lm-evaluation-harness's ``acc_stderr``: the sample standard deviation over √n
+(:func:`assay.stats.mean_stderr`). Errors and skipped items are counted, never scored as wrong.
 
 **Quality index**: the mean over tasks of each task's primary score on a 0–1 scale — accuracy
 (``acc``), exact match (the task's first filter), pass@1 for code, or a judge's 1–5 similarity
 rescaled to ``(s − 1) / 4`` — as Azure AI Foundry's model benchmarks define their quality index
-(the mean of accuracy and rescaled similarity scores). Its interval is a stratified bootstrap:
-each task's items are resampled on their own, and each draw of the index is the mean of the
-tasks' resampled means.
+(the mean of accuracy and rescaled similarity scores). Over one task its interval is that task's;
+over several it is stratified: each draw of the index is the mean of one draw per task, a
+proportion drawn from its Jeffreys posterior Beta(k + ½, n − k + ½) (so an all-right task still
+varies), any other score by resampling its items; the interval always holds the index itself.
 
 **Comparison** of two runs on the same items (same task definition and data, checked by hash):
 for a score that is right or wrong per item, McNemar's exact test on the items where the runs
@@ -27,9 +33,18 @@ import numpy as np
 from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS
 from assay.errors import AssayError
-from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_draws, confidence_interval, mcnemar_exact
+from assay.stats import (
+    BOOTSTRAP_RESAMPLES,
+    bootstrap_draws,
+    confidence_interval,
+    mcnemar_exact,
+    mean_stderr,
+    wilson_interval,
+)
 
 JUDGE_SCALES = {name: (1.0, 5.0) for name in JUDGED_METRICS}   # assay's judges score 1-5
+MIN_INTERVAL_ITEMS = 5          # fewer items scored: "too few", no interval
+SCORES = "quality"              # the one metric of a stored item's scores, each score an output of it
 
 
 def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
@@ -77,38 +92,70 @@ def _column(rows: Iterable[Any], task: str, output: str) -> tuple[list[str], np.
     for r in rows:
         if r.inputs.get("task") != task:
             continue
-        s = (r.scores.get(output) or {}).get(output)
+        s = (r.scores.get(SCORES) or {}).get(output) or (r.scores.get(output) or {}).get(output)   # or as stored before
         if s is not None and s.status == "completed" and s.score is not None:
             ids.append(r.row_id)
             vals.append(float(s.score))
     return ids, np.asarray(vals, dtype=np.float64)
 
 
+def is_binary(v: np.ndarray) -> bool:
+    """True for scores that are right (1) or wrong (0) per item: a proportion."""
+    return bool(len(v)) and bool(np.isin(v, (0.0, 1.0)).all())
+
+
+def too_few(n: int) -> str:
+    """What an interval over ``n`` items is called when there are too few of them."""
+    return f"too few ({n} < {MIN_INTERVAL_ITEMS})"
+
+
 def _mean_ci(v: np.ndarray) -> dict[str, Any]:
-    if len(v) == 0:
+    n = len(v)
+    if n == 0:
         return {"mean": None, "ci95_low": None, "ci95_high": None, "evaluated": 0}
-    lo, hi, method = confidence_interval(v)
-    return {"mean": float(v.mean()), "ci95_low": lo, "ci95_high": hi, "evaluated": int(len(v)), "ci_method": method}
+    out: dict[str, Any] = {"mean": float(v.mean()), "ci95_low": None, "ci95_high": None, "evaluated": int(n),
+                           "ci_method": too_few(n), "stderr": mean_stderr(v)}
+    if n < MIN_INTERVAL_ITEMS:
+        return out
+    if is_binary(v):
+        lo, hi = wilson_interval(int(v.sum()), n)
+        method = "wilson"
+    else:
+        lo, hi, method = confidence_interval(v)
+    out.update(ci95_low=lo, ci95_high=hi, ci_method=method)
+    return out
 
 
-def stratified_index(columns: Sequence[np.ndarray], *, seed: int = 0,
+def stratified_index(columns: Sequence[np.ndarray], *, binary: Sequence[bool] | None = None, seed: int = 0,
                      resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Any]:
-    """The mean over tasks of each column's mean, with a 95% interval from resampling each
-    column on its own."""
-    cols = [c for c in columns if len(c)]
-    if not cols:
+    """The mean over tasks of each column's mean, with a 95% interval (see the module docstring):
+    ``binary[i]`` says column ``i`` is a proportion (drawn from its Jeffreys posterior); the
+    others are resampled. "too few" below :data:`MIN_INTERVAL_ITEMS` items in all."""
+    kept = [(c, bool(binary[i]) if binary is not None else False) for i, c in enumerate(columns) if len(c)]
+    if not kept:
         return {"value": None, "ci95_low": None, "ci95_high": None, "tasks": 0}
+    value = float(np.mean([c.mean() for c, _ in kept]))
+    out: dict[str, Any] = {"value": value, "ci95_low": None, "ci95_high": None, "tasks": len(kept)}
+    n = sum(len(c) for c, _ in kept)
+    if n < MIN_INTERVAL_ITEMS:
+        return {**out, "ci_method": too_few(n)}
+    if len(kept) == 1:
+        one = _mean_ci(kept[0][0]) if kept[0][1] else None
+        if one is not None:
+            return {**out, "ci95_low": one["ci95_low"], "ci95_high": one["ci95_high"], "ci_method": one["ci_method"]}
     rng = np.random.default_rng(seed)
-    draws = np.mean([bootstrap_draws(c, "mean", rng, resamples)[0] for c in cols], axis=0)
+    draws = np.mean([rng.beta(c.sum() + 0.5, len(c) - c.sum() + 0.5, size=resamples) if is_prop
+                     else bootstrap_draws(c, "mean", rng, resamples)[0] for c, is_prop in kept], axis=0)
     lo, hi = np.percentile(draws, [2.5, 97.5])
-    return {"value": float(np.mean([c.mean() for c in cols])), "ci95_low": float(lo), "ci95_high": float(hi),
-            "tasks": len(cols)}
+    return {**out, "ci95_low": min(float(lo), value), "ci95_high": max(float(hi), value),
+            "ci_method": "stratified (Jeffreys draws for proportions, bootstrap for other scores)"}
 
 
 def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> dict[str, Any]:
     """Per-task figures and the quality index of a run's stored rows (see the module docstring)."""
     tasks: dict[str, Any] = {}
-    primaries = []
+    primaries: list[np.ndarray] = []
+    binary: list[bool] = []
     for m in meta:
         name = m["name"]
         mine = [r for r in rows if r.inputs.get("task") == name]
@@ -119,6 +166,7 @@ def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> 
         _, pv = _column(mine, name, m["primary"])
         pv = unit_scale(m["primary"], pv)
         primaries.append(pv)
+        binary.append(m["primary"] not in JUDGE_SCALES and is_binary(pv))
         statuses: dict[str, int] = {}
         for r in mine:
             for outs in r.scores.values():
@@ -126,12 +174,13 @@ def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> 
                     statuses[s.status] = statuses.get(s.status, 0) + 1
         errors = sum(1 for r in mine if r.target_error or r.inputs.get("error"))
         tasks[name] = {**m, "scored_items": len(mine), "errors": errors,
+                       "unparsed": sum(1 for r in mine if r.inputs.get("unparsed")),
                        "first_error": next((r.inputs.get("error") for r in mine if r.inputs.get("error")), None),
                        "metrics": metrics, "primary_value": float(pv.mean()) if len(pv) else None,
                        "primary_scale": "0-1 (rescaled from 1-5)" if m["primary"] in JUDGE_SCALES else "0-1"}
-    index = stratified_index(primaries, seed=seed)
+    index = stratified_index(primaries, binary=binary, seed=seed)
     index["definition"] = ("mean over tasks of each task's primary score on 0-1 (accuracy, exact match, pass@1, "
-                           "judge similarity rescaled from 1-5); 95% stratified bootstrap over items")
+                           "judge similarity rescaled from 1-5); 95% interval: one task's own, several stratified")
     return {"tasks": tasks, "index": index, "items": len(rows)}
 
 
@@ -161,22 +210,17 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
         raise AssayError(f"cannot compare {a['ref']} with {b['ref']}: " + "; ".join(differ))
     rows_a, rows_b = quality_rows(store, a), quality_rows(store, b)
     out_tasks: dict[str, Any] = {}
-    diffs_primary = []
+    shared: list[tuple[np.ndarray, np.ndarray]] = []
     for t in common:
         outs = [o for o in ta[t].outputs if o in tb[t].outputs]
         per: dict[str, Any] = {}
         for o in outs:
-            ids_a, va = _column(rows_a, t, o)
-            ids_b, vb = _column(rows_b, t, o)
-            at = {i: x for i, x in zip(ids_a, va)}
-            pairs = [(at[i], x) for i, x in zip(ids_b, vb) if i in at]
-            if not pairs:
+            pa, pb = _paired(rows_a, rows_b, t, o)
+            if not len(pa):
                 continue
-            pa = np.array([p[0] for p in pairs])
-            pb = np.array([p[1] for p in pairs])
             d = pb - pa
             lo, hi, method = confidence_interval(d, seed=seed)
-            entry: dict[str, Any] = {"items": len(pairs), "a": float(pa.mean()), "b": float(pb.mean()),
+            entry: dict[str, Any] = {"items": len(pa), "a": float(pa.mean()), "b": float(pb.mean()),
                                      "diff": float(d.mean()), "diff_ci95": [lo, hi], "ci_method": f"paired {method}"}
             if np.isin(pa, (0.0, 1.0)).all() and np.isin(pb, (0.0, 1.0)).all():
                 only_a = int(((pa == 1) & (pb == 0)).sum())
@@ -188,18 +232,38 @@ def compare_quality(store: Any, ref_a: str, ref_b: str, *, seed: int = 0) -> dic
             per[o] = entry
         prim = ta[t].primary
         if prim in per:
-            ids_a, va = _column(rows_a, t, prim)
-            ids_b, vb = _column(rows_b, t, prim)
-            at = {i: x for i, x in zip(ids_a, va)}
-            d = np.array([x - at[i] for i, x in zip(ids_b, vb) if i in at])
-            diffs_primary.append(d / 4.0 if prim in JUDGE_SCALES else d)   # a 1-5 difference on 0-1
+            pa, pb = _paired(rows_a, rows_b, t, prim)
+            shared.append((unit_scale(prim, pa), unit_scale(prim, pb)))
         out_tasks[t] = {"primary": prim, "metrics": per,
                         "items": {"a": ta[t].scored_items, "b": tb[t].scored_items}}
-    idx = stratified_index(diffs_primary, seed=seed)
-    return {"a": _side(a), "b": _side(b), "tasks": out_tasks,
-            "index": {"a": sa.index.value, "b": sb.index.value,
-                      "diff": idx["value"], "diff_ci95": [idx["ci95_low"], idx["ci95_high"]]},
+    return {"a": _side(a), "b": _side(b), "tasks": out_tasks, "index": _index_diff(shared, sa, sb, seed),
             "only_in_a": [t for t in ta if t not in tb], "only_in_b": [t for t in tb if t not in ta]}
+
+
+def _paired(rows_a: list[Any], rows_b: list[Any], task: str, output: str) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of ``output`` on the items of ``task`` that both runs scored, in B's order."""
+    ids_a, va = _column(rows_a, task, output)
+    ids_b, vb = _column(rows_b, task, output)
+    at = {i: x for i, x in zip(ids_a, va)}
+    pairs = [(at[i], x) for i, x in zip(ids_b, vb) if i in at]
+    return np.array([p[0] for p in pairs], dtype=np.float64), np.array([p[1] for p in pairs], dtype=np.float64)
+
+
+def _index_diff(shared: list[tuple[np.ndarray, np.ndarray]], sa: QualitySummary, sb: QualitySummary,
+                seed: int) -> dict[str, Any]:
+    """The quality index of each run on the items both have (``a``, ``b``: the mean over shared
+    tasks of each task's primary score on 0-1), their difference with its stratified interval, and
+    beside them each run's own index over all its items (``a_own``, ``b_own``), which differ from
+    ``a`` and ``b`` when the runs hold different items."""
+    idx = stratified_index([b - a for a, b in shared], seed=seed)
+    kept = [(a, b) for a, b in shared if len(a)]
+    return {"a": float(np.mean([a.mean() for a, _ in kept])) if kept else None,
+            "b": float(np.mean([b.mean() for _, b in kept])) if kept else None,
+            "diff": idx["value"], "diff_ci95": [idx["ci95_low"], idx["ci95_high"]],
+            "items": int(sum(len(a) for a, _ in kept)),
+            "a_own": sa.index.value, "b_own": sb.index.value,
+            "a_items": sum(int(t.scored_items or 0) for t in sa.tasks.values()),
+            "b_items": sum(int(t.scored_items or 0) for t in sb.tasks.values())}
 
 
 def _side(rec: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from assay.bench.kinds import store_benchmark
-from assay.bench.quality import KIND
+from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
 from assay.bench.quality.report import primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
@@ -49,7 +49,7 @@ from assay.bench.quality.tasks import JUDGED_METRICS as JUDGED
 from assay.bench.quality.tasks import Task, load_tasks
 from assay.engine.aggregate import Accumulator
 from assay.engine.run import StoreRun, open_run
-from assay.errors import AssayError
+from assay.errors import AssayError, RunIncomplete
 from assay.metrics.base import Score, get_metric
 from assay.models.base import ModelCallError
 from assay.records import Record
@@ -292,6 +292,7 @@ class QualityRunner:
                                 "answer": None, "extracted": None, "logliks": None, "mode": None}
         scores: dict[str, Score] = {}
         failed = False
+        sent = self.subject.track_requests()     # the HTTP requests this item's calls send
         try:
             item["target"] = t.target_text(doc)
             if t.output_type == "multiple_choice":
@@ -310,11 +311,13 @@ class QualityRunner:
             failed = True
             item["error"] = str(exc)
             scores = {o: Score.error(str(exc)) for o in p.outputs}
+        if self.subject.pipeline is None:
+            item["requests"] = sum(sent)
         if item["mode"]:
             self.modes[t.name].add(item["mode"])
         for o in p.outputs:
             scores.setdefault(o, Score.skipped(f"{o} does not apply when scored by {item['mode'] or 'this mode'}"))
-        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {o: {o: s} for o, s in scores.items()})
+        return StoredRow(k, f"{t.name}/{i}", None, failed, item, {report.SCORES: scores})
 
     # -- the scoring modes --------------------------------------------------------------------
     async def _multiple_choice(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
@@ -346,9 +349,10 @@ class QualityRunner:
         item["answer"] = answer
         picked = extract_choice(answer, choices)
         item["extracted"] = {"choice": None if picked is None else choices[picked]}
+        item["unparsed"] = picked is None
         ok = picked is not None and picked in gold
-        why = ("no choice could be read from the answer" if picked is None
-               else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
+        why = ("unparsed: the answer chose no single choice (an echo of the options, or several named); "
+               "scored wrong" if picked is None else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
         return {"acc": _binary(1.0 if ok else 0.0, why)}
 
     async def _loglikelihood(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
@@ -508,7 +512,8 @@ def _argmax(lls: Sequence[float], choices: Sequence[str], norm: bool) -> int:
 
 def choice_prompt(context: str, choices: Sequence[str]) -> str:
     """The prompt for multiple choice by generation: the task's prompt, the choices lettered
-    when the prompt does not show them already, and how to answer."""
+    when the prompt does not show them already, and how to answer (the words of
+    :data:`assay.bench.quality.answers.CHOICE_INSTRUCTION`, which the reading of answers strips)."""
     shown = all(c.strip() and c.strip() in context for c in choices)
     listing = "" if shown else "\n\n" + "\n".join(f"{_letter(j)}. {c}" for j, c in enumerate(choices))
     return f"{context.rstrip()}{listing}\n\nReply with the letter of the correct choice only."
@@ -557,11 +562,14 @@ def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
 async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
                       out: str | Path | None = None, progress: Progress | None = None,
                       subject: Subject | None = None, engine: str = "local", ray_address: str | None = None,
-                      actors: int | None = None) -> QualityRun:
+                      actors: int | None = None, notice: Callable[[str], None] | None = None) -> QualityRun:
     """Run the benchmark ``cfg`` describes; see the module docstring. ``engine="ray"`` scores the
     items in chunks on Ray actors (``ray_address``: the cluster; default a local Ray on every
     core; ``actors``: how many, default one per CPU): the same rows, store and summary as
-    ``"local"`` (docs/scale.md)."""
+    ``"local"`` (docs/scale.md). ``resume``: True continues the latest unfinished run with the
+    same tasks, data and options (none: a new run, and ``notice`` is told so), a run id or name
+    that one (an :class:`AssayError` when there is no such run). A run in which every item
+    failed (errors, not wrong answers) stores no benchmark and raises :class:`RunIncomplete`."""
     cfg.check()
     make_scorer = item_scorer(engine, address=ray_address, actors=actors)
     if make_scorer is not None and subject is not None:
@@ -584,8 +592,13 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     config = quality_config(cfg, subject, plans, judge)
     data = [{"task": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
              "items": len(p.task.docs)} for p in plans]
-    saved = open_run(store, resume, cfg.name, data, f"tasks: {', '.join(p.task.name for p in plans)}", config,
-                     subject)
+    # the model under test is the run's subject (its config's "model", named in its source); the
+    # run's judge is the judge of judged metrics, or none
+    saved = open_run(store, resume, cfg.name, data,
+                     f"quality of {subject.name} on tasks: {', '.join(p.task.name for p in plans)}", config, judge)
+    if resume is True and not saved.resumed and saved.store is not None and notice is not None:
+        notice("nothing to resume: no unfinished quality run with these tasks, data and options in "
+               f"{saved.store.display_url}; starting a new run ({saved.run_id})")
     runner = QualityRunner(cfg, subject, plans, saved, sandbox, judge, scorer=make_scorer)
     started = time.time()
     beat = saved.heartbeat()
@@ -615,31 +628,74 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    engine="local" if make_scorer is None else str(engine).strip().lower())
     killed_samples(rows, summary)
     items = [stored_item(r) for r in rows]
+    return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
+
+
+def keep_run(saved: StoreRun, summary: dict[str, Any], rows: list[StoredRow], items: list[dict[str, Any]],
+             subject: Subject, scorers: dict[str, Any], out: str | Path | None) -> QualityRun:
+    """A finished run kept: the HTTP requests of the items this session scored and what the model
+    under test cost added to its summary; completed in the store with its aggregates, the summary
+    stored as a quality benchmark, and ``--out``'s files. A run whose every item failed is kept as
+    ``failed`` with no benchmark, and raises :class:`RunIncomplete` (:func:`nothing_scored`)."""
+    if summary.get("calls") is not None:
+        summary["calls"]["requests"] = sum(int(r.inputs.get("requests") or 0) for r in rows[saved.done:])
+    summary["cost"] = subject_cost(subject, summary)
+    if rows and all(r.target_error for r in rows):
+        if out is not None:
+            write_out(Path(out), summary, items)
+        raise nothing_scored(rows, saved)
     ref = None
     if saved.store is not None:
         ref = summary["ref"] = new_ref()
-        saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary), summary=summary)
+        saved.store.finish_run(saved.run_id, "completed", aggregates=run_aggregates(rows, summary),
+                               summary={**summary, "scorers": scorers})
         store_benchmark(saved.store, KIND, summary, run_id=saved.run_id)
     if out is not None:
         write_out(Path(out), summary, items)
     return QualityRun(summary, items, saved.run_id, ref)
 
 
+def nothing_scored(rows: list[StoredRow], saved: StoreRun) -> RunIncomplete:
+    """A run whose every item failed: stored as ``failed`` (its items kept, no benchmark), and the
+    one line that says so, with the first error."""
+    first = next((str(r.inputs["error"]) for r in rows if r.inputs.get("error")), "no error was recorded")
+    first = " ".join(first.split())
+    if len(first) > 300:
+        first = first[:297] + "..."
+    msg = f"every item failed ({len(rows)} of {len(rows)}); nothing was scored; first: {first}"
+    if saved.store is not None:
+        saved.store.finish_run(saved.run_id, "failed", error=msg)
+        msg += f"; the items are kept in run {saved.run_id} (assay show {saved.run_id} --errors)"
+    return RunIncomplete(msg)
+
+
 def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], judge: Any) -> dict[str, Any]:
     """The configuration the run is saved (and resumed) with: what changes the answers."""
-    layout = []
-    seen = set()
+    outputs: list[str] = []
     for p in plans:
-        for o in p.outputs:
-            if o not in seen:
-                seen.add(o)
-                layout.append([o, [o]])
+        outputs += [o for o in p.outputs if o not in outputs]
+    # every score is an output of one metric, report.SCORES: export columns read outputs.quality.<score>
+    layout = [[report.SCORES, outputs]]
     return {"family": "quality", "model": subject.name, "api": subject.api,
             "tasks": [{"name": p.task.name, "task_hash": p.task.task_hash, "data_hash": p.task.data_hash,
                        "samples": p.samples, "pass_at": p.pass_at, "temperature": p.temperature,
                        "max_tokens": p.max_tokens} for p in plans],
             "limit": cfg.limit, "shots": cfg.shots, "seed": cfg.seed, "scoring": cfg.scoring,
-            "judge": getattr(judge, "name", None), "metrics": [o for o, _ in layout], "layout": layout}
+            "judge": getattr(judge, "name", None), "metrics": outputs, "layout": layout}
+
+
+def judged_scorers(plans: list[_Plan], judge: Any) -> dict[str, Any]:
+    """Who gave each of the run's scores, as an evaluation run records its scorers
+    (:func:`assay.engine.evaluate.scorers_of`): the judge model for the judge metrics of generation
+    tasks, a formula for the others (accuracy, exact match and pass@k are nobody's judgement). What
+    ``assay show`` and the dashboard name as judged, and whose judge they advise checking."""
+    name = getattr(judge, "name", None)
+    out: dict[str, Any] = {}
+    for p in plans:
+        for o in p.outputs:
+            out[o] = ({"by": name, "kind": "judge", "label": str(name)} if o in JUDGED and judge is not None
+                      else {"by": None, "kind": "formula", "label": "formula"})
+    return out
 
 
 def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> list[dict[str, Any]]:
@@ -660,7 +716,27 @@ def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> l
     return meta
 
 
+def subject_cost(subject: Subject, summary: dict[str, Any]) -> dict[str, Any]:
+    """What the model under test cost in this run (as a perf run records it): its paid tokens at
+    its backend's price — the price table's row for an OpenAI or Azure model, nothing for an
+    in-process model — or the table in force by name (:func:`assay.bench.cost.benchmark_cost`)."""
+    from assay.bench.cost import benchmark_cost, estimated_cost
+
+    backend = getattr(subject.model, "model", subject.model)
+    price = getattr(backend, "price", None) if backend is not None else None
+    recorded = {"price_per_1m": list(price), "source": getattr(backend, "price_source", "backend")} \
+        if price is not None else {}
+    priced = benchmark_cost({"kind": "quality", "model": subject.name, "details": {**summary, "cost": recorded}})
+    return {"price_per_1m": priced["price_per_1m"], "source": priced["price_source"],
+            "estimated_cost_per_1m": estimated_cost(priced["price_per_1m"]),
+            "input_tokens": priced["input_tokens"], "output_tokens": priced["output_tokens"],
+            "usd": priced["cost_usd"], "no_price": priced["no_price"]}
+
+
 def _calls(subject: Subject) -> dict[str, Any] | None:
+    """This session's calls of the model under test (cache hits and in-flight sharing included);
+    :func:`keep_run` adds the HTTP requests they sent (``requests``: a log-likelihood call sends
+    one per choice, a call the cache answered none; retries aside)."""
     st = subject.stats
     if st is None:
         return None
@@ -679,10 +755,15 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
                 key = f"{o}:{r.inputs.get('task')}" if several else o
                 accs.setdefault(key, Accumulator(metric=key, output=key)).add(sc)
     agg = {k: a.result() for k, a in accs.items()}
+    for tname, t in s.tasks.items():     # the intervals the summary gives (Wilson, "too few"), not a bootstrap's
+        for o, st in t.metrics.items():
+            a = agg.get(f"{o}:{tname}" if several else o)
+            if a is not None and st.ci_method:
+                a.update(ci95_low=st.ci95_low, ci95_high=st.ci95_high, ci_method=st.ci_method, stderr=st.stderr)
     idx = s.index
     if idx.value is not None:
         agg["quality_index"] = {"mean": idx.value, "ci95_low": idx.ci95_low, "ci95_high": idx.ci95_high,
-                                "evaluated": idx.tasks, "skipped": 0, "errored": 0}
+                                "ci_method": idx.ci_method, "evaluated": idx.tasks, "skipped": 0, "errored": 0}
     return agg
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from assay.errors import AssayError
@@ -28,6 +29,16 @@ from assay.models.base import ModelCallError, gives_logliks, read_logliks
 from assay.models.spec import parse_model_spec
 
 APIS = ("auto", "chat", "completions")
+# The HTTP requests sent for the item being scored (the runner sets a fresh list per item; the
+# tasks it starts share it): a log-likelihood call sends one per continuation, a generation one,
+# a call answered from the call cache (or by an identical one in flight) none. Retries aside.
+SENT: ContextVar[list[int] | None] = ContextVar("assay_quality_sent", default=None)
+
+
+def _sent(gen: Any, requests: int) -> None:
+    got = SENT.get()
+    if got is not None and not getattr(gen, "cached", False):
+        got.append(requests)
 
 
 class Subject:
@@ -66,6 +77,14 @@ class Subject:
         self._loglik_lock = asyncio.Lock()
         self._loglik_checked = self.kind in ("local", "embedded")
 
+    def track_requests(self) -> list[int]:
+        """A fresh count of the HTTP requests that the calls made from here on, in this task and
+        the tasks it starts, send (:data:`SENT`): the runner takes one per item. Their sum is the
+        item's requests."""
+        sent: list[int] = []
+        SENT.set(sent)
+        return sent
+
     @property
     def stats(self) -> Any:
         return getattr(self.model, "stats", None)
@@ -88,6 +107,7 @@ class Subject:
     async def _ask_logliks(self, context: str, continuations: Sequence[str]) -> tuple[list[float], list[bool]] | None:
         try:
             gen = await self.model.loglikelihood(context, list(continuations))
+            _sent(gen, len(continuations))
         except ModelCallError as exc:
             if exc.kind not in ("bad_request", "not_found", "bad_response"):
                 raise
@@ -113,10 +133,12 @@ class Subject:
         elif self.api == "completions":
             gen = await self.model.complete(prompt, max_tokens=max_tokens, temperature=temperature,
                                             stop=stops, seed=seed)
+            _sent(gen, 1)
             text = gen.text
         else:
             gen = await self.model.generate([{"role": "user", "content": prompt}], max_tokens=max_tokens,
                                             temperature=temperature, seed=seed)
+            _sent(gen, 1)
             text = gen.text
         return cut_at_stops(text, stops)
 

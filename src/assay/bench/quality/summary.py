@@ -20,13 +20,16 @@ SCHEMA = "assay.bench.quality/1"       # the tag quality summaries are written a
 
 
 class ScoreStat(SummaryModel):
-    """One score of a task: its mean over the items scored, with a 95% interval."""
+    """One score of a task: its mean over the items scored, with a 95% interval (``ci_method``:
+    ``wilson`` for a proportion, ``bootstrap``, or ``too few (n < 5)`` with no interval) and
+    lm-evaluation-harness's standard error (sample standard deviation / sqrt(n))."""
 
     mean: Num | None = None
     ci95_low: Num | None = None
     ci95_high: Num | None = None
     evaluated: int | None = None
     ci_method: str | None = None
+    stderr: Num | None = None
 
 
 class QualityTask(SummaryModel):
@@ -51,6 +54,7 @@ class QualityTask(SummaryModel):
     notes: list[str] = []
     scored_items: int | None = None
     errors: int | None = None
+    unparsed: int | None = None       # multiple choice by generation: answers that chose no single choice
     first_error: str | None = None
     killed: int | None = None           # code samples killed twice: not judged, outside pass@k
     metrics: dict[str, ScoreStat] = {}
@@ -66,6 +70,7 @@ class QualityIndex(SummaryModel):
     ci95_low: Num | None = None
     ci95_high: Num | None = None
     tasks: int | None = None
+    ci_method: str | None = None
     definition: str | None = None
 
 
@@ -95,6 +100,7 @@ class QualitySummary(Summary):
     memory_limit: str | None = None     # what bounded a code sample's memory: "cgroup" (all its processes) or "rlimit"
     calls: dict[str, Any] | None = None
     engine: str | None = None
+    cost: dict[str, Any] | None = None
     ref: str | None = None
 
 

@@ -95,7 +95,7 @@ def _print_costs(costs: list[dict[str, Any]], label: str, where: str) -> None:
     for c in costs:
         t.add_row(safe(c["kind"]), safe(c["id"] or "—"), safe(c["name"] or ""), when(c["created_at"]),
                   safe(c["model"] or "—"), _tokens(c["input_tokens"]), _tokens(c["output_tokens"]), _usd(c["cost_usd"]),
-                  safe(c["price_source"]))
+                  safe(c.get("no_price") or c["price_source"]))
     out.print(t)
     known = [c["cost_usd"] for c in costs if c["cost_usd"] is not None]
     unknown = len(costs) - len(known)

@@ -60,7 +60,9 @@ def quality_cmd(
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
-                                "data and options."),
+                                "data and options (none: a new run, and a line says so)."),
+    resume_from: str | None = typer.Option(None, "--resume-from", help="Continue this unfinished run (its id or "
+                                             "name), with the same tasks, data and options.", metavar="RUN"),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -82,8 +84,9 @@ def quality_cmd(
                         sandbox_timeout=sandbox_timeout, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
-        run = asyncio.run(run_quality(cfg, resume=resume, store=store, out=out_dir, progress=progress,
-                                      engine=engine, ray_address=ray_address))
+        run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
+                                      progress=progress, engine=engine, ray_address=ray_address,
+                                      notice=lambda m: err.print(safe(m), highlight=False, soft_wrap=True)))
     if json_out:
         print_json(run.summary)
         return
@@ -99,8 +102,19 @@ def _pct(v: Any) -> str:
 def _ci(a: QualityIndex | ScoreStat) -> str:
     lo, hi = a.ci95_low, a.ci95_high
     if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
-        return ""
+        method = a.ci_method or ""
+        return safe(f" [{method}]") if method.startswith("too few") else ""
     return f" [{_pct(lo)}–{_pct(hi)}]"
+
+
+def _stderr(output: str, a: ScoreStat) -> str:
+    """lm-evaluation-harness's standard error, on the score's own scale (percentage points for 0–1)."""
+    from assay.bench.quality.report import JUDGE_SCALES
+
+    se = a.stderr
+    if not isinstance(se, (int, float)):
+        return "—"
+    return f"{se:.2f}" if output in JUDGE_SCALES else f"{100 * se:.1f}"
 
 
 def _value(output: str, a: ScoreStat) -> str:
@@ -112,7 +126,8 @@ def _value(output: str, a: ScoreStat) -> str:
         return "—"
     if output in JUDGE_SCALES:
         lo, hi = a.ci95_low, a.ci95_high
-        return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else "")
+        return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float))
+                             else _ci(a))
     return f"{_pct(m)}%{_ci(a)}"
 
 
@@ -129,38 +144,60 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
     idx = s.index
     if idx.value is not None:
         out.print(f"  quality index [bold]{_pct(idx.value)}[/bold]{_ci(idx)} over {safe(idx.tasks)} task(s) "
-                  "(mean of each task's primary score on 0–100; 95% stratified bootstrap)", highlight=False,
-                  soft_wrap=True)
-    t = Table(title="tasks", title_justify="left")
-    for col in ("task", "items", "scored by", "score", "value [95% CI]", "errors", "shots"):
-        t.add_column(col, justify="right" if col in ("items", "errors", "shots") else "left", overflow="fold")
+                  "(mean of each task's primary score on 0–100; 95% interval)", highlight=False, soft_wrap=True)
+    t = Table(title="tasks (95% CI: Wilson for right/wrong scores, else bootstrap; stderr as lm-evaluation-harness)",
+              title_justify="left")
+    for col in ("task", "items", "scored by", "score", "value [95% CI]", "stderr", "errors", "shots"):
+        t.add_column(col, justify="right" if col in ("items", "stderr", "errors", "shots") else "left",
+                     overflow="fold")
     for tname, tk in s.tasks.items():
         first = True
         for o, a in tk.metrics.items():
             primary = " (primary)" if o == tk.primary and len(tk.metrics) > 1 else ""
             t.add_row(safe(tname) if first else "", str(tk.items) if first else "",
                       safe(", ".join(tk.modes)) if first else "", safe(o) + primary,
-                      _value(o, a), str(tk.errors or 0) if first else "",
+                      _value(o, a), _stderr(o, a), str(tk.errors or 0) if first else "",
                       str(tk.num_fewshot) if first else "")
             first = False
     out.print(t)
+    _task_notes(s)
+    if s.judge:
+        out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
+    if s.isolation:
+        out.print(f"  code ran in a sandbox: {safe(s.isolation)}", highlight=False, soft_wrap=True)
+    _calls_line(s)
+
+
+def _calls_line(s: QualitySummary) -> None:
+    """What the model under test was asked (calls; the call cache's share) and what was really sent
+    (HTTP requests: a log-likelihood call sends one per choice), and what it cost."""
+    calls = s.calls or {}
+    if calls.get("calls"):
+        sent = calls.get("requests")
+        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)"
+                  + (f"; HTTP requests sent: {sent:,} (a log-likelihood call sends one per choice; retries "
+                     "not counted)" if isinstance(sent, int) else ""), highlight=False, soft_wrap=True)
+    cost = s.cost or {}
+    if cost.get("usd") is not None:
+        out.print(f"  cost: {cost['usd']:.6g} USD ({safe(cost.get('source'))})", highlight=False, soft_wrap=True)
+    elif cost.get("no_price"):
+        out.print(f"  cost: unknown, {safe(cost['no_price'])}", highlight=False, soft_wrap=True)
+
+
+def _task_notes(s: QualitySummary) -> None:
+    """Each task's notes: how it was run, what was ignored, unparsed answers, failed items."""
     for tname, tk in s.tasks.items():
         for note in tk.notes:
             out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
         if tk.unsupported:
             out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk.unsupported))}",
                       highlight=False, soft_wrap=True)
+        if tk.unparsed:
+            out.print(f"  {safe(tname)}: {tk.unparsed} answer(s) chose no single choice (unparsed: an echo of the "
+                      "options, or several named); scored wrong", highlight=False, soft_wrap=True)
         if tk.first_error:
             out.print(f"  [red]{safe(tname)}: {tk.errors} item(s) failed; first: "
                       f"{safe(tk.first_error)}[/red]", highlight=False, soft_wrap=True)
-    if s.judge:
-        out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
-    if s.isolation:
-        out.print(f"  code ran in a sandbox: {safe(s.isolation)}", highlight=False, soft_wrap=True)
-    calls = s.calls or {}
-    if calls.get("calls"):
-        out.print(f"  model calls: {calls['calls']:,} ({calls.get('cache_hits', 0):,} from the call cache)",
-                  highlight=False, soft_wrap=True)
 
 
 def quality_list_table(runs: list[dict[str, Any]], where: str) -> Table:
@@ -187,6 +224,29 @@ def show_quality(rec: dict[str, Any], as_json: bool) -> None:
     render_quality(rec.get("details") or {}, rec)
 
 
+def _index_header(idx: dict[str, Any]) -> None:
+    """The quality index line of a comparison: on the items both runs have (the only ones compared),
+    and each run's own index over all its items beside it when the runs hold different items."""
+    if idx.get("diff") is None:
+        return
+    lo, hi = idx.get("diff_ci95") or (None, None)
+    ci = (f"[{100 * lo:+.1f}, {100 * hi:+.1f}] (paired, stratified bootstrap)" if lo is not None and hi is not None
+          else f"[too few items for an interval] (fewer than {_min_items()})")
+    n = idx.get("items")
+    out.print(f"quality index on the {n} items both runs have: A {_pct(idx['a'])}, B {_pct(idx['b'])}, "
+              f"B − A {100 * idx['diff']:+.1f} {safe(ci)}", highlight=False, soft_wrap=True)
+    a_n, b_n = idx.get("a_items"), idx.get("b_items")
+    if (a_n, b_n) != (n, n) or (idx.get("a_own"), idx.get("b_own")) != (idx["a"], idx["b"]):
+        out.print(f"  each run's own: A {_pct(idx.get('a_own'))} ({a_n} items), B {_pct(idx.get('b_own'))} "
+                  f"({b_n} items); only the {n} shared items are compared", highlight=False, soft_wrap=True)
+
+
+def _min_items() -> int:
+    from assay.bench.quality.report import MIN_INTERVAL_ITEMS
+
+    return MIN_INTERVAL_ITEMS
+
+
 def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, store: str | None) -> None:
     """Two quality runs on the same items: per-task differences, McNemar's exact test, paired bootstrap."""
     from assay.bench.quality.report import JUDGE_SCALES, compare_quality
@@ -196,13 +256,9 @@ def compare_quality_cmd(ref_a: str, ref_b: str, *, seed: int, as_json: bool, sto
         print_json(cmp)
         return
     print_sides(cmp)
-    idx = cmp["index"]
-    if idx.get("diff") is not None:
-        lo, hi = idx["diff_ci95"]
-        out.print(f"quality index: A {_pct(idx['a'])}, B {_pct(idx['b'])}, B − A {100 * idx['diff']:+.1f} "
-                  f"[{100 * lo:+.1f}, {100 * hi:+.1f}] (paired, stratified bootstrap)", highlight=False, soft_wrap=True)
-    t = Table(title="B − A per task, on the same items (McNemar's exact test for right/wrong scores, paired "
-                    "bootstrap 95% interval)", title_justify="left")
+    _index_header(cmp["index"])
+    t = Table(title="B − A per task, on the items both runs have (McNemar's exact test for right/wrong scores, "
+                    "paired bootstrap 95% interval)", title_justify="left")
     for col in ("task", "score", "items", "A", "B", "B − A [95% CI]", "only A right", "only B right", "p", "verdict"):
         t.add_column(col, justify="left" if col in ("task", "score", "verdict") else "right")
     for tname, tk in cmp["tasks"].items():
