@@ -1027,6 +1027,17 @@ class Sandbox:
             subprocess.run([sys.executable, "-I", "-S", "-c", code], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10, check=False)
 
+    def _signal_outcome(self, sig: int, cpu: float) -> tuple[str, str]:
+        """The status and reason of a program that died of signal ``sig``."""
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.cpu_s):
+            return "timeout", f"CPU time limit of {self.cpu_s} s exceeded ({name})"
+        if sig == signal.SIGXFSZ:
+            return "failed", f"file size limit of {self.max_file_mb} MB exceeded (SIGXFSZ)"
+        if sig in CRASHES:
+            return "failed", f"crashed ({name})"
+        return "killed", f"killed by {name}"
+
     def _result(self, report, timed_out, out, err, wall, cpu) -> SandboxResult:
         rc = report.get("rc")
         sig = report.get("signal")
@@ -1047,14 +1058,7 @@ class Sandbox:
             return made("memory", f"memory limit of {self.memory_mb} MB for the whole sample exceeded (cgroup): "
                                   "killed by the OOM killer")
         if sig is not None:
-            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.cpu_s):
-                return made("timeout", f"CPU time limit of {self.cpu_s} s exceeded ({name})")
-            if sig == signal.SIGXFSZ:
-                return made("failed", f"file size limit of {self.max_file_mb} MB exceeded (SIGXFSZ)")
-            if sig in CRASHES:
-                return made("failed", f"crashed ({name})")
-            return made("killed", f"killed by {name}")
+            return made(*self._signal_outcome(sig, cpu))
         if rc is None:
             return made("error", "the sandbox launcher ended without reporting: " + (err.last_line() or "no output"))
         if rc == 0:
