@@ -51,9 +51,11 @@ def embed_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Score an embedding model as MTEB does: STS (Spearman), retrieval (nDCG@10), classification
-    (logistic regression accuracy), clustering (V-measure), pair classification (AP), reranking
-    (MAP), summarization; 95% bootstrap intervals; stored for compare and the leaderboard."""
+    """Score an embedding model on MTEB-style tasks, with 95% intervals.
+
+    STS (Spearman), retrieval (nDCG@10), classification (logistic regression accuracy), clustering
+    (V-measure), pair classification (AP), reranking (MAP), summarization; 95% bootstrap intervals;
+    stored for compare and the leaderboard."""
     from assay.bench.embed.run import EmbedConfig, run_embed
 
     cfg = EmbedConfig(model=model, tasks=tasks, data=data, batch_size=batch_size, concurrency=concurrency,

@@ -117,8 +117,10 @@ def perf_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Measure how fast an endpoint serves: TTFT, inter-token latency, TPOT, end-to-end latency,
-    tokens per second, with intervals and a verdict on the measurement itself."""
+    """Measure how fast an endpoint serves, with intervals and a verdict on the measurement.
+
+    TTFT, inter-token latency, TPOT, end-to-end latency and tokens per second at each load point,
+    with intervals, failures, and a verdict on the measurement itself."""
     from assay.bench.perf.run import PerfConfig
 
     if repeat < 1:
@@ -467,8 +469,9 @@ def track_cmd(
     as_json: bool = _STORED_JSON_OPT,
     store: str | None = STORE_OPT,
 ) -> None:
-    """Aggregate the repeats of one benchmark (a track: --track, --repeat, or runs of one --name): each
-    metric's spread over time."""
+    """Aggregate the repeats of one benchmark (a track): each metric's spread over time.
+
+    A track is the runs of one --track, one --repeat, or one --name."""
     from assay.bench.perf.compare import THROUGHPUTS, track_aggregate
 
     track = text_arg(track)

@@ -74,8 +74,10 @@ def quality_cmd(
                                               "(ray://HOST:10001, auto); default: a local Ray on every core.",
                                               metavar="ADDR"),
 ) -> None:
-    """Score a model on standard tasks (lm-evaluation-harness task YAML): accuracy by log-likelihood or
-    generation, exact match with the task's filters, pass@k in a sandbox, and the quality index."""
+    """Score a model on standard tasks (lm-evaluation-harness task YAML) and the quality index.
+
+    Accuracy by log-likelihood or generation, exact match with the task's filters, pass@k in a
+    sandbox, and the quality index, each with its interval."""
     from assay.bench.quality.run import QualityConfig, run_quality
 
     cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
