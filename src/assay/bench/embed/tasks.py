@@ -208,7 +208,8 @@ def _make_task(*, name: str, kind: str, source: str, data: Any, split: str, main
     task = EmbedTask(name=name, type=kind, source=source, data=data, main_score=main, task_hash=_sha(definition),
                      data_hash=_sha(content), split=split, n_units=_n_units(kind, data))
     if task.n_units == 0:
-        raise err(f"no {kind} items to score in split {split!r}")
+        what = "queries with a qrels line" if kind == "retrieval" else f"{kind} items"
+        raise err(f"task {name}: no {what} to score in split {split!r}")
     return task
 
 
@@ -420,7 +421,7 @@ def _find(folder: Path, stem: str) -> Path | None:
 
 
 def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_identical_ids: bool,
-                    files: dict[str, str]) -> RetrievalData:
+                    files: dict[str, str], name: str) -> RetrievalData:
     def locate(key: str, stem: str, base: Path) -> Path:
         if key in files:
             return folder / files[key]
@@ -441,6 +442,8 @@ def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_id
         seen.add(did)
         ids.append(did)
         texts.append(f"{f.text('title', required=False)} {f.text('text')}".strip())
+    if not ids:
+        raise EmbedTaskError(f"task {name}: the corpus has no documents", source=str(corpus_path))
     qids, qtexts, qseen = [], [], set()
     for f in _fields(queries_path, columns):
         qid = f.text("_id")
@@ -449,6 +452,8 @@ def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_id
         qseen.add(qid)
         qids.append(qid)
         qtexts.append(f.text("text"))
+    if not qids:
+        raise EmbedTaskError(f"task {name}: there are no queries", source=str(queries_path))
     qrels: dict[tuple[str, str], int] = {}
     for f in _fields(qrels_path, columns):
         qid, did = f.text("query-id"), f.text("corpus-id")
@@ -564,7 +569,8 @@ def _load_path(path: Path, *, forced_type: str | None = None, source: str | None
         return p
 
     if kind == "retrieval":
-        data: Any = _read_retrieval(folder, split, columns, bool(decl.get("ignore_identical_ids", True)), files)
+        data: Any = _read_retrieval(folder, split, columns, bool(decl.get("ignore_identical_ids", True)), files,
+                                    name)
     elif kind == "sts":
         data = _read_sts(main_file(), columns)
     elif kind == "pair":
