@@ -115,7 +115,7 @@ def test_an_empty_corpus_is_one_error_naming_the_task(tmp_path: Path):
     with pytest.raises(EmbedTaskError) as exc:
         load_embed_tasks(str(folder))
     msg = str(exc.value)
-    assert "task mycorpus" in msg and "corpus" in msg and "no documents" in msg and "\n" not in msg, msg
+    assert "task mycorpus" in msg and "the corpus has no documents" in msg and "\n" not in msg, msg
     with pytest.raises(AssayError, match="task mycorpus"):
         asyncio.run(run_embed(EmbedConfig(model="control", tasks=str(folder)), store=False,
                               model=Poisoned(set())))
@@ -126,7 +126,7 @@ def test_empty_queries_are_one_error_naming_the_task(tmp_path: Path):
     with pytest.raises(EmbedTaskError) as exc:
         load_embed_tasks(str(folder))
     msg = str(exc.value)
-    assert "task noq" in msg and "queries" in msg and "\n" not in msg, msg
+    assert "task noq" in msg and "queries file has no queries" in msg and "\n" not in msg, msg
 
 
 def test_an_empty_data_file_is_one_error_naming_the_task(tmp_path: Path):

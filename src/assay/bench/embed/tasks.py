@@ -420,6 +420,24 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def _id_texts(path: Path, columns: dict[str, str], what: str, task: str) -> tuple[list[str], list[str]]:
+    """The ids and texts of a BEIR corpus (``what`` = "document": title and text joined) or queries file; an
+    empty one is an error naming the task."""
+    ids, texts, seen = [], [], set()
+    for f in _fields(path, columns):
+        key = f.text("_id")
+        if key in seen:
+            raise f.err(f"duplicate {what} id {key!r}", "_id")
+        seen.add(key)
+        ids.append(key)
+        texts.append(f"{f.text('title', required=False)} {f.text('text')}".strip() if what == "document"
+                     else f.text("text"))
+    if not ids:
+        raise EmbedTaskError(f"task {task}: the {'corpus' if what == 'document' else 'queries file'} has no "
+                             f"{what}s", source=str(path))
+    return ids, texts
+
+
 def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_identical_ids: bool,
                     files: dict[str, str], name: str) -> RetrievalData:
     def locate(key: str, stem: str, base: Path) -> Path:
@@ -434,26 +452,9 @@ def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_id
 
     corpus_path, queries_path = locate("corpus", "corpus", folder), locate("queries", "queries", folder)
     qrels_path = locate("qrels", split, folder / "qrels")
-    ids, texts, seen = [], [], set()
-    for f in _fields(corpus_path, columns):
-        did = f.text("_id")
-        if did in seen:
-            raise f.err(f"duplicate document id {did!r}", "_id")
-        seen.add(did)
-        ids.append(did)
-        texts.append(f"{f.text('title', required=False)} {f.text('text')}".strip())
-    if not ids:
-        raise EmbedTaskError(f"task {name}: the corpus has no documents", source=str(corpus_path))
-    qids, qtexts, qseen = [], [], set()
-    for f in _fields(queries_path, columns):
-        qid = f.text("_id")
-        if qid in qseen:
-            raise f.err(f"duplicate query id {qid!r}", "_id")
-        qseen.add(qid)
-        qids.append(qid)
-        qtexts.append(f.text("text"))
-    if not qids:
-        raise EmbedTaskError(f"task {name}: there are no queries", source=str(queries_path))
+    ids, texts = _id_texts(corpus_path, columns, "document", name)
+    qids, qtexts = _id_texts(queries_path, columns, "query", name)
+    qseen = set(qids)
     qrels: dict[tuple[str, str], int] = {}
     for f in _fields(qrels_path, columns):
         qid, did = f.text("query-id"), f.text("corpus-id")
