@@ -433,8 +433,8 @@ def _id_texts(path: Path, columns: dict[str, str], what: str, task: str) -> tupl
         texts.append(f"{f.text('title', required=False)} {f.text('text')}".strip() if what == "document"
                      else f.text("text"))
     if not ids:
-        raise EmbedTaskError(f"task {task}: the {'corpus' if what == 'document' else 'queries file'} has no "
-                             f"{what}s", source=str(path))
+        raise EmbedTaskError(f"task {task}: " + ("the corpus has no documents" if what == "document" else
+                                                 "the queries file has no queries"), source=str(path))
     return ids, texts
 
 
