@@ -76,6 +76,7 @@ def test_the_other_tasks_are_scored_and_the_bad_one_keeps_its_error():
     assert "control:poisoned" in r["error"] and "NaN or infinite" in r["error"]
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_a_too_large_number_becomes_infinite_as_float32_and_is_refused():
     bad = _one_text("sts")
     with pytest.raises(AssayError, match="NaN or infinite"):
