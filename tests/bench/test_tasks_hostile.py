@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import assay
+from assay.bench.embed.tasks import EmbedTaskError, load_embed_tasks
 from assay.bench.quality.answers import exact_match
 from assay.bench.quality.tasks import TaskError, load_tasks
 
@@ -303,3 +304,39 @@ def test_a_regex_to_ignore_that_never_finishes_is_stopped(tmp_path: Path):
 
 def test_ordinary_regexes_give_the_same_answers():
     assert exact_match("$1,234.", "1234", regexes_to_ignore=[",", "\\$", "(?s).*#### ", "\\.$"]) == 1.0
+
+
+# --------------------------------------------------------------------------------------------- data files
+def test_a_data_file_that_is_a_pipe_is_refused_without_reading_it(tmp_path: Path):
+    os.mkfifo(tmp_path / "d.jsonl")             # opening it would wait for a writer forever
+    path = tmp_path / "t.yaml"
+    path.write_text("task: t\n" + DATA + "doc_to_text: '{{q}}'\ndoc_to_target: '{{a}}'\n")
+    out = _load_in_child(path)
+    assert out.startswith("TASKERROR ") and "d.jsonl" in out and "not a regular file" in out, out
+
+
+# --------------------------------------------------------------------------------------------- embed task.yaml
+def test_an_embedding_task_yaml_with_aliases_is_refused(tmp_path: Path):
+    folder = tmp_path / "sts"
+    folder.mkdir()
+    (folder / "test.jsonl").write_text("".join(json.dumps({"sentence1": f"a {i}", "sentence2": f"b {i}",
+                                                           "score": i}) + "\n" for i in range(4)))
+    # every level of the laughs inside known keys; str() of the name would never end
+    levels = [line.split(": ", 1)[1] for line in LAUGHS.splitlines()[1:]]
+    body = "type: sts\ndescription:\n" + "".join(f"  - {v}\n" for v in levels[:-1]) + f"name: {levels[-1]}\n"
+    assert "*h" in body and len(body) < 1100
+    (folder / "task.yaml").write_text(body)
+    code = f"""
+    from assay.bench.embed.tasks import EmbedTaskError, load_embed_tasks
+    try:
+        load_embed_tasks({str(folder)!r})
+    except EmbedTaskError as exc:
+        print("ERROR", exc)
+    """
+    proc = _child(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout.strip()
+    assert out.startswith(f"ERROR {folder / 'task.yaml'}") and "alias" in out, out
+    (folder / "task.yaml").write_text("type: sts\ndescription: " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(EmbedTaskError, match="nested more than 20 levels"):
+        load_embed_tasks(str(folder))

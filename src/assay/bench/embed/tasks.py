@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ BUILTIN_TASKS = {
 SAMPLES = Path(__file__).resolve().parent / "samples"
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
 TASK_FILE = "task.yaml"
+MAX_DECL_BYTES = 1 << 16        # a task.yaml is a few lines
 # The fields each row type needs, in our names (task.yaml ``columns`` maps them to the file's names).
 FIELDS = {
     "sts": ("sentence1", "sentence2", "score"),
@@ -479,14 +481,50 @@ def _type_from_columns(cols: set[str], columns: dict[str, str]) -> str | None:
     return None
 
 
+class _DeclLoader(yaml.SafeLoader):
+    """Safe YAML without aliases, nested at most 20 levels: a task.yaml is a few plain keys, and an alias chain
+    of nine lines expands to a billion values when the name is made a string."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed in a task.yaml",
+                                              self.peek_event().start_mark)
+        if self._depth >= 20:
+            raise yaml.composer.ComposerError(None, None, "nested more than 20 levels deep",
+                                              self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _decl_text(path: Path) -> str:
+    """The text of a task.yaml: a regular file (never a device or a pipe) of at most :data:`MAX_DECL_BYTES`."""
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError as exc:
+        raise EmbedTaskError(f"cannot read ({exc.__class__.__name__}: {exc.strerror or exc})",
+                             source=str(path)) from None
+    if not regular:
+        raise EmbedTaskError("not a regular file", source=str(path))
+    with path.open("rb") as fh:
+        raw = fh.read(MAX_DECL_BYTES + 1)
+    if len(raw) > MAX_DECL_BYTES:
+        raise EmbedTaskError(f"larger than {MAX_DECL_BYTES} bytes, too large for a task.yaml", source=str(path))
+    return raw.decode("utf-8")
+
+
 def _read_decl(path: Path) -> dict:
     try:
-        decl = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        decl = yaml.load(_decl_text(path), Loader=_DeclLoader) or {}      # a SafeLoader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise EmbedTaskError(f"not valid YAML ({exc.problem})", source=str(path),
                              line=mark.line + 1 if mark else None) from None
-    except (yaml.YAMLError, OSError) as exc:
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
         raise EmbedTaskError(f"cannot read ({exc})", source=str(path)) from None
     if not isinstance(decl, dict):
         raise EmbedTaskError("must be a mapping of keys (type, name, split, ...)", source=str(path))

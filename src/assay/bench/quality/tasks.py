@@ -541,6 +541,12 @@ def _read_data_file(path: Path, split: str, fieldname: str) -> list[dict]:  # no
     name = path.name.lower()
     src = str(path)
     try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = True          # not found or unreadable: said below, as it was
+    if not regular:             # a device or a pipe could be endless, or block
+        raise TaskError("not a regular file", source=src, field=fieldname)
+    try:
         if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
             opener = gzip.open if name.endswith(".gz") else open
             docs = []
