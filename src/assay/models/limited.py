@@ -403,7 +403,7 @@ class LimitedModel:
         st = self.stats
         try:
             res = await self.limiter.call(call, tokens=sum(len(t) for t in texts) // 4 + len(texts))
-            vectors = as_vectors(self.name, res.vectors, len(texts))
+            vectors = _finite(self.name, as_vectors(self.name, res.vectors, len(texts)), texts)
         except BaseException as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 st.errors += 1
@@ -435,6 +435,19 @@ class LimitedModel:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _finite(name: str, vectors: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    """``vectors`` when every value is a finite number (as float32); else :class:`ModelCallError` naming the
+    model and the first text whose vector holds NaN or an infinity, so such a vector is never cached or scored."""
+    ok = np.isfinite(vectors).all(axis=1)
+    if not ok.all():
+        i = int(np.argmin(ok))
+        text = texts[i] if len(texts[i]) <= 60 else texts[i][:57] + "..."
+        raise ModelCallError(f"{name} returned a vector with NaN or infinite values for the text {text!r} "
+                             f"(text {i + 1} of the {len(texts)} in one request; {int((~ok).sum())} bad in all)",
+                             kind="bad_response")
+    return vectors
 
 
 def _assemble(name: str, texts: list[str], key_of: Mapping[str, str], vectors: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ BUILTIN_TASKS = {
 SAMPLES = Path(__file__).resolve().parent / "samples"
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
 TASK_FILE = "task.yaml"
+MAX_DECL_BYTES = 1 << 16        # a task.yaml is a few lines
 # The fields each row type needs, in our names (task.yaml ``columns`` maps them to the file's names).
 FIELDS = {
     "sts": ("sentence1", "sentence2", "score"),
@@ -208,7 +210,8 @@ def _make_task(*, name: str, kind: str, source: str, data: Any, split: str, main
     task = EmbedTask(name=name, type=kind, source=source, data=data, main_score=main, task_hash=_sha(definition),
                      data_hash=_sha(content), split=split, n_units=_n_units(kind, data))
     if task.n_units == 0:
-        raise err(f"no {kind} items to score in split {split!r}")
+        what = "queries with a qrels line" if kind == "retrieval" else f"{kind} items"
+        raise err(f"task {name}: no {what} to score in split {split!r}")
     return task
 
 
@@ -419,8 +422,26 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def _id_texts(path: Path, columns: dict[str, str], what: str, task: str) -> tuple[list[str], list[str]]:
+    """The ids and texts of a BEIR corpus (``what`` = "document": title and text joined) or queries file; an
+    empty one is an error naming the task."""
+    ids, texts, seen = [], [], set()
+    for f in _fields(path, columns):
+        key = f.text("_id")
+        if key in seen:
+            raise f.err(f"duplicate {what} id {key!r}", "_id")
+        seen.add(key)
+        ids.append(key)
+        texts.append(f"{f.text('title', required=False)} {f.text('text')}".strip() if what == "document"
+                     else f.text("text"))
+    if not ids:
+        raise EmbedTaskError(f"task {task}: " + ("the corpus has no documents" if what == "document" else
+                                                 "the queries file has no queries"), source=str(path))
+    return ids, texts
+
+
 def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_identical_ids: bool,
-                    files: dict[str, str]) -> RetrievalData:
+                    files: dict[str, str], name: str) -> RetrievalData:
     def locate(key: str, stem: str, base: Path) -> Path:
         if key in files:
             return folder / files[key]
@@ -433,22 +454,9 @@ def _read_retrieval(folder: Path, split: str, columns: dict[str, str], ignore_id
 
     corpus_path, queries_path = locate("corpus", "corpus", folder), locate("queries", "queries", folder)
     qrels_path = locate("qrels", split, folder / "qrels")
-    ids, texts, seen = [], [], set()
-    for f in _fields(corpus_path, columns):
-        did = f.text("_id")
-        if did in seen:
-            raise f.err(f"duplicate document id {did!r}", "_id")
-        seen.add(did)
-        ids.append(did)
-        texts.append(f"{f.text('title', required=False)} {f.text('text')}".strip())
-    qids, qtexts, qseen = [], [], set()
-    for f in _fields(queries_path, columns):
-        qid = f.text("_id")
-        if qid in qseen:
-            raise f.err(f"duplicate query id {qid!r}", "_id")
-        qseen.add(qid)
-        qids.append(qid)
-        qtexts.append(f.text("text"))
+    ids, texts = _id_texts(corpus_path, columns, "document", name)
+    qids, qtexts = _id_texts(queries_path, columns, "query", name)
+    qseen = set(qids)
     qrels: dict[tuple[str, str], int] = {}
     for f in _fields(qrels_path, columns):
         qid, did = f.text("query-id"), f.text("corpus-id")
@@ -473,14 +481,50 @@ def _type_from_columns(cols: set[str], columns: dict[str, str]) -> str | None:
     return None
 
 
+class _DeclLoader(yaml.SafeLoader):
+    """Safe YAML without aliases, nested at most 20 levels: a task.yaml is a few plain keys, and an alias chain
+    of nine lines expands to a billion values when the name is made a string."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "YAML aliases (*name) are not allowed in a task.yaml",
+                                              self.peek_event().start_mark)
+        if self._depth >= 20:
+            raise yaml.composer.ComposerError(None, None, "nested more than 20 levels deep",
+                                              self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _decl_text(path: Path) -> str:
+    """The text of a task.yaml: a regular file (never a device or a pipe) of at most :data:`MAX_DECL_BYTES`."""
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError as exc:
+        raise EmbedTaskError(f"cannot read ({exc.__class__.__name__}: {exc.strerror or exc})",
+                             source=str(path)) from None
+    if not regular:
+        raise EmbedTaskError("not a regular file", source=str(path))
+    with path.open("rb") as fh:
+        raw = fh.read(MAX_DECL_BYTES + 1)
+    if len(raw) > MAX_DECL_BYTES:
+        raise EmbedTaskError(f"larger than {MAX_DECL_BYTES} bytes, too large for a task.yaml", source=str(path))
+    return raw.decode("utf-8")
+
+
 def _read_decl(path: Path) -> dict:
     try:
-        decl = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        decl = yaml.load(_decl_text(path), Loader=_DeclLoader) or {}      # a SafeLoader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise EmbedTaskError(f"not valid YAML ({exc.problem})", source=str(path),
                              line=mark.line + 1 if mark else None) from None
-    except (yaml.YAMLError, OSError) as exc:
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
         raise EmbedTaskError(f"cannot read ({exc})", source=str(path)) from None
     if not isinstance(decl, dict):
         raise EmbedTaskError("must be a mapping of keys (type, name, split, ...)", source=str(path))
@@ -564,7 +608,8 @@ def _load_path(path: Path, *, forced_type: str | None = None, source: str | None
         return p
 
     if kind == "retrieval":
-        data: Any = _read_retrieval(folder, split, columns, bool(decl.get("ignore_identical_ids", True)), files)
+        data: Any = _read_retrieval(folder, split, columns, bool(decl.get("ignore_identical_ids", True)), files,
+                                    name)
     elif kind == "sts":
         data = _read_sts(main_file(), columns)
     elif kind == "pair":

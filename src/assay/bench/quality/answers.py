@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from assay.bench.quality.patterns import bounded
+
 __all__ = ["CHOICE_INSTRUCTION", "FilterPipeline", "FilterStep", "exact_match", "choice_accuracy", "pass_at_k",
            "extract_choice", "strip_listing", "FILTER_FUNCTIONS"]
 
@@ -37,10 +39,10 @@ class FilterStep:
                              f"(supported: {', '.join(FILTER_FUNCTIONS)})")
         if self.function == "regex":
             pattern = self.options.get("regex_pattern", r"#### (\-?[0-9\.\,]+)")
-            try:
-                self._regex = re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"regex_pattern {pattern!r} does not compile: {exc}") from None
+            try:       # a task file's regex: compiled by the regex package and run with a time bound
+                self._regex = bounded(pattern)
+            except ValueError as exc:
+                raise ValueError(f"regex_pattern: {exc}") from None
             self._group = int(self.options.get("group_select", 0))
             self._fallback = str(self.options.get("fallback", "[invalid]"))
         elif self.function == "take_first_k":
@@ -150,7 +152,8 @@ def exact_match(pred: str, gold: str, *, ignore_case: bool = False, ignore_punct
     The order is HF ``evaluate``'s: every regex in ``regexes_to_ignore`` is removed from both strings first, then
     case is folded, then ASCII punctuation and then digits are deleted."""
     for rx in regexes_to_ignore or ():
-        pred, gold = re.sub(rx, "", pred), re.sub(rx, "", gold)
+        p = bounded(rx)                       # time-bounded (a task file's regex)
+        pred, gold = p.sub("", pred), p.sub("", gold)
     if ignore_case:
         pred, gold = pred.lower(), gold.lower()
     if ignore_punctuation:

@@ -24,6 +24,7 @@ import json
 import os
 import random
 import re
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import Any
 import yaml
 
 from assay.bench.quality.answers import FilterPipeline, FilterStep
+from assay.bench.quality.patterns import Pattern, PatternTimeout, bounded
 from assay.errors import InputError
 
 __all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
@@ -51,6 +53,12 @@ KNOWN_KEYS = {"task", "include", "dataset_path", "dataset_name", "dataset_kwargs
 # Keys that change nothing about the items, the prompts or the scores.
 HARMLESS_KEYS = {"tag", "group", "task_alias", "group_alias", "metadata", "should_decontaminate",
                  "doc_to_decontamination_query", "unsafe_code", "dataset_kwargs.trust_remote_code"}
+# What a task file may be: its size, how far its YAML aliases may expand, how deep it may nest.
+MAX_TASK_FILE_BYTES = 1 << 20
+MAX_ALIAS_EXPANSION = 100_000     # values that aliases may add to a file beyond those written in it
+MAX_YAML_DEPTH = 100
+# Folders (os.pathsep-separated) besides the task's own from which an include may be read.
+INCLUDE_ENV = "ASSAY_TASK_INCLUDE"
 # Fields a decorated Python task may set.
 PYTHON_FIELDS = {"output_type", "doc_to_text", "doc_to_target", "doc_to_choice", "description", "num_fewshot",
                  "target_delimiter", "fewshot_delimiter", "generation_kwargs", "filter_list", "metric_list",
@@ -72,7 +80,19 @@ class FunctionRef:
 
 
 class _Loader(yaml.SafeLoader):
-    """Safe YAML plus the harness's ``!function`` tag."""
+    """Safe YAML plus the harness's ``!function`` tag, nested at most :data:`MAX_YAML_DEPTH` deep."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(None, None, f"the YAML is nested more than {MAX_YAML_DEPTH} "
+                                                  f"levels deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _function_tag(loader: yaml.SafeLoader, node: yaml.Node) -> FunctionRef:
@@ -80,6 +100,13 @@ def _function_tag(loader: yaml.SafeLoader, node: yaml.Node) -> FunctionRef:
 
 
 _Loader.add_constructor("!function", _function_tag)
+
+
+def _label(value: Any, limit: int = 60) -> str:
+    """A name from a task file (a key, a metric, a filter) as it may be shown: printable, at most ``limit``
+    characters."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------------------------- templates
@@ -94,8 +121,17 @@ def _env():
         from jinja2.sandbox import SandboxedEnvironment
 
         _ENV = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
-        _ENV.filters["regex_replace"] = lambda s, find, repl="": re.sub(find, repl, s)
+        _ENV.filters["regex_replace"] = _regex_replace
     return _ENV
+
+
+def _regex_replace(text: str, find: str, repl: str = "") -> str:
+    """The harness's ``regex_replace`` template filter, with a time bound (a task file's regex)."""
+    try:
+        p = bounded(find, label="regex_replace")
+    except ValueError as exc:
+        raise ValueError(f"regex_replace: {exc}") from None
+    return p.sub(repl, text)
 
 
 def _render(template: str, doc: dict) -> str:
@@ -161,6 +197,8 @@ class Task:
             return doc[spec]
         try:
             out = _render(spec, doc)
+        except PatternTimeout as exc:
+            raise self._error(fieldname, f"template: {exc.detail}") from None
         except Exception as exc:   # jinja2's UndefinedError, TemplateSyntaxError, SecurityError, ...
             hint = ""
             if "process_docs" in self.origin:
@@ -293,6 +331,8 @@ class Task:
             return str(d(doc))
         try:
             return _render(d, doc)
+        except PatternTimeout as exc:
+            raise self._error("description", f"template: {exc.detail}") from None
         except Exception as exc:
             raise self._error("description", f"template failed: {type(exc).__name__}: {exc}") from None
 
@@ -329,18 +369,79 @@ class Task:
 
 
 # --------------------------------------------------------------------------------------------- YAML reading
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of the task file ``path``: a regular file (never a device or a pipe, which could be endless or
+    block) of at most :data:`MAX_TASK_FILE_BYTES`."""
+    src = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a pipe opens without waiting
+    except FileNotFoundError:
+        raise TaskError("task file not found", source=src) from None
+    except OSError as exc:
+        raise TaskError(f"cannot read the task file: {exc.strerror or exc}", source=src) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise TaskError("not a regular file (a task file is a YAML file)", source=src)
+        data = fh.read(MAX_TASK_FILE_BYTES + 1)
+    if len(data) > MAX_TASK_FILE_BYTES:
+        raise TaskError(f"larger than {MAX_TASK_FILE_BYTES} bytes, too large for a task file", source=src)
+    return data
+
+
+def _node_children(node: yaml.Node) -> list:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_aliases(root: yaml.Node, src: str) -> None:
+    """Refuse a document whose aliases make it refer to itself, or expand it (as anything that walks the loaded
+    values sees it: hashing, printing) by more than :data:`MAX_ALIAS_EXPANSION` values: a "billion laughs" of
+    nine lines is a billion strings. One walk over the distinct nodes, without recursion."""
+    size: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        key = id(node)
+        if closing:
+            open_.discard(key)
+            size[key] = min(1 + sum(size[id(c)] for c in _node_children(node)), 1 << 62)
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise TaskError("a YAML alias refers to itself (the value it names contains the alias)", source=src,
+                            line=node.start_mark.line + 1)
+        open_.add(key)
+        stack.append((node, True))
+        for child in _node_children(node):
+            if id(child) in open_:
+                raise TaskError("a YAML alias refers to itself (the value it names contains the alias)",
+                                source=src, line=child.start_mark.line + 1)
+            if id(child) not in size:
+                stack.append((child, False))
+    if size[id(root)] - len(size) > MAX_ALIAS_EXPANSION:
+        raise TaskError(f"the YAML's aliases expand it by more than {MAX_ALIAS_EXPANSION:,} values (a 'billion "
+                        f"laughs'); write the values out", source=src)
+
+
 def _read_yaml(path: Path) -> tuple[dict, dict]:
     """The mapping in ``path`` and, for each top-level key, (file, line)."""
+    raw = _read_bytes(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskError("task file not found", source=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise TaskError(f"cannot read the task file: {exc}", source=str(path)) from None
     try:
         loader = _Loader(text)
         try:
             node = loader.get_single_node()
+            if node is not None:
+                _check_aliases(node, str(path))
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -360,23 +461,56 @@ def _read_yaml(path: Path) -> tuple[dict, dict]:
     return data, origin
 
 
-def _resolve(path: Path, seen: tuple = ()) -> tuple[dict, dict]:
-    """The task's mapping with ``include`` resolved: the included file's keys, overridden by this file's."""
+def _include_roots(path: Path, include_dirs: Sequence[str | Path] = ()) -> tuple[Path, ...]:
+    """Where the includes of the task file ``path`` may be read from: its own folder, the folders named by
+    ``include_dirs`` and by ``$ASSAY_TASK_INCLUDE``; every one resolved (symbolic links followed)."""
+    named = [*include_dirs, *(p for p in os.environ.get(INCLUDE_ENV, "").split(os.pathsep) if p.strip())]
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in (path.parent, *map(Path, named))))
+
+
+def _include_target(path: Path, inc: str, line: int | None, roots: tuple[Path, ...]) -> Path:
+    """The file that ``include: inc`` in ``path`` names, once it is known to be a regular file of a sensible size
+    inside one of ``roots`` (after following every symbolic link)."""
+    shown = inc if len(inc) <= 120 else inc[:117] + "..."
+
+    def refuse(message: str) -> TaskError:
+        return TaskError(f"include {shown!r}: {message}", source=str(path), line=line, field="include")
+
+    target = Path(os.path.realpath(path.parent / Path(inc).expanduser()))
+    if not any(target == r or target.is_relative_to(r) for r in roots):
+        raise refuse(f"outside the task's folder {roots[0]}; to allow it, name its folder (load_tasks's "
+                     f"include_dirs, or ${INCLUDE_ENV})")
+    try:
+        st = target.stat()
+    except FileNotFoundError:
+        raise refuse(f"not found (looked in {path.parent})") from None
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise refuse("not a regular file")
+    if st.st_size > MAX_TASK_FILE_BYTES:
+        raise refuse(f"larger than {MAX_TASK_FILE_BYTES} bytes, too large for a task file")
+    return target
+
+
+def _resolve(path: Path, seen: tuple = (), roots: tuple[Path, ...] | None = None) -> tuple[dict, dict]:
+    """The task's mapping with ``include`` resolved: the included file's keys, overridden by this file's. An
+    include is read only from ``roots`` (default: the task file's folder; see :func:`_include_roots`)."""
     key = path.resolve()
     if key in seen:
         raise TaskError("include loop: " + " -> ".join(str(p) for p in (*seen, key)), source=str(path),
                         field="include")
+    if roots is None:
+        roots = _include_roots(path)
     data, origin = _read_yaml(path)
     inc = data.pop("include", None)
     if inc is None:
         return data, origin
+    line = origin.get("include", (None, None))[1]
     if not isinstance(inc, str):
-        raise TaskError("include must be a file name", source=str(path), line=origin["include"][1], field="include")
-    target = (path.parent / inc) if not Path(inc).is_absolute() else Path(inc)
-    if not target.exists():
-        raise TaskError(f"included file {inc} not found (looked in {path.parent})", source=str(path),
-                        line=origin["include"][1], field="include")
-    base, base_origin = _resolve(target, (*seen, key))
+        raise TaskError("include must be a file name", source=str(path), line=line, field="include")
+    target = _include_target(path, inc, line, roots)
+    base, base_origin = _resolve(target, (*seen, key), roots)
     base.update(data)
     base_origin.update(origin)
     return base, base_origin
@@ -406,6 +540,12 @@ def _sha(obj: Any) -> str:
 def _read_data_file(path: Path, split: str, fieldname: str) -> list[dict]:  # noqa: C901
     name = path.name.lower()
     src = str(path)
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        regular = True          # not found or unreadable: said below, as it was
+    if not regular:             # a device or a pipe could be endless, or block
+        raise TaskError("not a regular file", source=src, field=fieldname)
     try:
         if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
             opener = gzip.open if name.endswith(".gz") else open
@@ -573,6 +713,15 @@ class _Data:
 
 
 # --------------------------------------------------------------------------------------------- building
+def _pattern(value: Any, err: Callable, fieldname: str, label: str) -> Pattern:
+    """A regex of the task file, compiled, that names where it came from when it runs out of time."""
+    where = err(fieldname, "")
+    try:
+        return bounded(value, source=where.source, line=where.line, field=fieldname, label=label)
+    except ValueError as exc:
+        raise err(fieldname, f"{label}: {exc}") from None
+
+
 def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: list[str]) -> list[dict]:  # noqa: C901
     raw = cfg.get("metric_list")
     if raw is None:
@@ -591,10 +740,10 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
             if m.name.split(".")[-1] in ("pass_at_k", "pass_at_1"):
                 m = "pass_at_k"
             else:
-                unsupported.append(f"metric {m} (custom metric code is not run)")
+                unsupported.append(f"metric {_label(m)} (custom metric code is not run)")
                 continue
         if callable(m):
-            unsupported.append(f"metric {getattr(m, '__name__', m)} (a Python callable)")
+            unsupported.append(f"metric {_label(getattr(m, '__name__', m))} (a Python callable)")
             continue
         m = str(m)
         if m in ("pass@k", "pass_at_k") or re.fullmatch(r"pass@\d+", m):
@@ -608,12 +757,16 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
                 raise err("metric_list", "pass_at_k's k must be a positive int or a list of them")
             entry["k"] = list(k)
         if m not in SUPPORTED_METRICS:
-            unsupported.append(f"metric {m} (not computed; supported: {', '.join(SUPPORTED_METRICS)})")
+            unsupported.append(f"metric {_label(m)} (not computed; supported: {', '.join(SUPPORTED_METRICS)})")
             continue
         entry["metric"] = m
-        for opt in ("regexes_to_ignore",):
-            if opt in entry and isinstance(entry[opt], str):
-                entry[opt] = [entry[opt]]
+        if "regexes_to_ignore" in entry:
+            rxs = entry["regexes_to_ignore"]
+            rxs = [rxs] if isinstance(rxs, str) else rxs
+            if not isinstance(rxs, list):
+                raise err("metric_list", "regexes_to_ignore must be a regex or a list of them")
+            entry["regexes_to_ignore"] = [_pattern(rx, err, "metric_list", f"metric {m}: regexes_to_ignore")
+                                          for rx in rxs]
         out.append(entry)
     if not out:
         raise err("metric_list", f"none of the task's metrics can be computed (supported: "
@@ -636,14 +789,19 @@ def _filters(cfg: dict, is_code: bool, err: Callable, unsupported: list[str]) ->
         if custom:
             refs = [str(v) for s in custom for v in s.values() if isinstance(v, FunctionRef)]
             if is_code and all(r.endswith("build_predictions") for r in refs):
-                unsupported.append(f"filter {name}: {', '.join(refs)} (assay runs prompt + completion + "
-                                   f"tests itself)")
+                unsupported.append(f"filter {_label(name)}: {_label(', '.join(refs), 120)} (assay runs prompt + "
+                                   f"completion + tests itself)")
                 rest = [x for x in steps if x not in custom]
                 out.append(FilterPipeline.from_config({"name": name, "filter": rest}))
                 continue
-            unsupported.append(f"filter {name}: {', '.join(refs) or 'custom'} (custom filter code is not run; "
-                               f"the pipeline is skipped)")
+            unsupported.append(f"filter {_label(name)}: {_label(', '.join(refs) or 'custom', 120)} (custom filter "
+                               f"code is not run; the pipeline is skipped)")
             continue
+        if isinstance(steps, list):     # each regex_pattern: time-bounded, naming this file and filter
+            entry = {**entry, "filter": [
+                {**st, "regex_pattern": _pattern(st["regex_pattern"], err, "filter_list", f"filter {_label(name)}")}
+                if isinstance(st, dict) and st.get("function") == "regex" and "regex_pattern" in st else st
+                for st in steps]}
         try:
             out.append(FilterPipeline.from_config(entry))
         except ValueError as exc:
@@ -710,7 +868,7 @@ def _common(cfg: dict, *, err: Callable, unsupported: list[str], shots: int | No
         raise err("fewshot_config", f"sampler {sampler!r} is not supported (default, first_n)")
     for key in fc:
         if key not in ("sampler", "samples", "doc_to_text", "doc_to_target", "doc_to_choice"):
-            unsupported.append(f"fewshot_config.{key}")
+            unsupported.append(f"fewshot_config.{_label(key)}")
     for key in ("doc_to_text", "doc_to_target", "doc_to_choice"):
         if isinstance(cfg.get(key), FunctionRef) or isinstance(fc.get(key), FunctionRef):
             raise err(key, f"{cfg.get(key) if isinstance(cfg.get(key), FunctionRef) else fc.get(key)} "
@@ -755,8 +913,9 @@ def _check(t: Task) -> Task:
     return t
 
 
-def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int) -> Task:  # noqa: C901
-    cfg, origin = _resolve(path)
+def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int,  # noqa: C901
+                    include_dirs: Sequence[str | Path] = ()) -> Task:
+    cfg, origin = _resolve(path, roots=_include_roots(path, include_dirs))
     src = str(path)
 
     def err(fieldname: str, message: str) -> TaskError:
@@ -766,20 +925,24 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
     name = cfg.get("task")
     if not isinstance(name, str) or not name:
         raise err("task", "a task file needs 'task: NAME' (group files listing several tasks are not supported)")
+    # what is not honoured is listed by name (a key, a !function's name), never with the value it holds
     unsupported: list[str] = []
     for key, value in cfg.items():
         if key in KNOWN_KEYS or key in HARMLESS_KEYS:
             continue
-        unsupported.append(f"{key} ({value})" if isinstance(value, FunctionRef) else f"{key} (ignored)")
+        unsupported.append(f"{_label(key)} ({_label(value)})" if isinstance(value, FunctionRef)
+                           else f"{_label(key)} (ignored)")
     for key in (cfg.get("dataset_kwargs") or {}) if isinstance(cfg.get("dataset_kwargs"), dict) else ():
         if key not in ("data_files", "trust_remote_code"):
             if cfg["dataset_kwargs"].get("data_files") is not None:
-                unsupported.append(f"dataset_kwargs.{key} (ignored for local files)")
+                unsupported.append(f"dataset_kwargs.{_label(key)} (ignored for local files)")
     if "process_results" in cfg:
-        raise err("process_results", f"task {name} scores its answers with {cfg['process_results']} "
+        how = _label(cfg["process_results"]) if isinstance(cfg["process_results"], FunctionRef) else "process_results"
+        raise err("process_results", f"task {_label(name)} scores its answers with {how} "
                                      f"(Python code in the task's folder), which assay does not run")
     if "process_docs" in cfg:
-        unsupported.append(f"process_docs ({cfg['process_docs']}; docs are used as they are in the file)")
+        how = _label(cfg["process_docs"]) if isinstance(cfg["process_docs"], FunctionRef) else "not a !function"
+        unsupported.append(f"process_docs ({how}; docs are used as they are in the file)")
     common = _common(cfg, err=err, unsupported=unsupported, shots=shots)
 
     data = _Data(path, cfg, origin, name)
@@ -888,13 +1051,13 @@ def _load_python_task(spec: str, *, limit: int | None, shots: int | None, seed: 
 
 
 # --------------------------------------------------------------------------------------------- entry point
-def _is_task_file(path: Path) -> bool:
+def _is_task_file(path: Path, include_dirs: Sequence[str | Path] = ()) -> bool:
     try:
         data, _ = _read_yaml(path)
+        return isinstance(data.get("task"), str) or ("include" in data and isinstance(
+            _resolve(path, roots=_include_roots(path, include_dirs))[0].get("task"), str))
     except TaskError:
         return True     # let the real load report it
-    return isinstance(data.get("task"), str) or ("include" in data and isinstance(
-        _resolve(path)[0].get("task"), str))
 
 
 def _expand(spec: Any) -> list[str | Path]:
@@ -913,10 +1076,12 @@ def _expand(spec: Any) -> list[str | Path]:
 
 
 def load_tasks(spec: str | Path | Sequence, *, limit: int | None = None, shots: int | None = None,
-               seed: int = 1234) -> list[Task]:
+               seed: int = 1234, include_dirs: Sequence[str | Path] = ()) -> list[Task]:
     """Load tasks from a YAML file, a folder (every ``*.yaml``/``*.yml`` in it that defines a task), a
     ``python:module:function``, a comma-separated list of these, or a sequence of them. ``limit`` keeps the first
-    docs of each; ``shots`` overrides ``num_fewshot``; ``seed`` seeds the few-shot draws (the harness's 1234)."""
+    docs of each; ``shots`` overrides ``num_fewshot``; ``seed`` seeds the few-shot draws (the harness's 1234).
+    A task file's ``include`` is read only from the task file's own folder (and the folders below it), the folders
+    in ``include_dirs`` and those in ``$ASSAY_TASK_INCLUDE`` (separated by ``os.pathsep``)."""
     out: list[Task] = []
     for item in _expand(spec):
         if isinstance(item, str) and item.startswith("python:"):
@@ -925,12 +1090,13 @@ def load_tasks(spec: str | Path | Sequence, *, limit: int | None = None, shots: 
         path = Path(item).expanduser()
         if path.is_dir():
             files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
-            found = [f for f in files if _is_task_file(f)]
+            found = [f for f in files if _is_task_file(f, include_dirs)]
             if not found:
                 raise TaskError("no task YAML in this folder", source=str(path))
-            out.extend(_load_yaml_task(f, limit=limit, shots=shots, seed=seed) for f in found)
+            out.extend(_load_yaml_task(f, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs)
+                       for f in found)
         elif path.exists():
-            out.append(_load_yaml_task(path, limit=limit, shots=shots, seed=seed))
+            out.append(_load_yaml_task(path, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs))
         else:
             raise TaskError("task file not found", source=str(path))
     if not out:
