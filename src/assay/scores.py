@@ -70,12 +70,7 @@ class Score:
             else:
                 self.passed = self.score <= float(self.threshold)
         if self.result == NOT_FLAGGED:
-            # a one-sided scorer: a score on the failing side is a fail; anything else is not a pass
-            if self.passed is False:
-                self.result = "fail"
-            else:
-                self.passed = None
-            return self
+            return self._one_sided()
         if self.result == "unknown":
             if self.passed is True:
                 self.result = "pass"
@@ -83,6 +78,14 @@ class Score:
                 self.result = "fail"
             elif self.threshold is None:
                 self.result = "not_applicable"
+        return self
+
+    def _one_sided(self) -> Score:
+        # a one-sided scorer: a score on the failing side is a fail; anything else is not a pass
+        if self.passed is False:
+            self.result = "fail"
+        else:
+            self.passed = None
         return self
 
 
