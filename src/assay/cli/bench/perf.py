@@ -106,6 +106,9 @@ def perf_cmd(
     repeat: int = typer.Option(1, "--repeat", help="Run the whole benchmark this many times (a track)."),
     every: str | None = typer.Option(None, "--every", help="Time between repeats' starts, e.g. 1h."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
+    model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
+                                             "(default: the model the spec names, e.g. NAME of "
+                                             "http://HOST/v1#NAME), so every kind's results share one row."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json, requests.jsonl and SVG "
                                            "charts here."),
     store: str | None = STORE_OPT,
@@ -146,6 +149,8 @@ def perf_cmd(
                 time.sleep(wait)
         with stage_progress(quiet) as progress:
             run = asyncio.run(run_perf(cfg, progress=progress))
+        if text_arg(model_name):
+            run.summary["model_name"] = text_arg(model_name)     # the stored model (bench.kinds.given_name)
         if track:
             run.summary["track"] = track
             run.summary["repeat"] = {"index": k, "of": repeat, "every": gap}
