@@ -137,3 +137,16 @@ def test_resumed_rows_keep_not_flagged(tmp_path, monkeypatch):
     stored = open_store(st).get_run(res.run["run_id"])
     agg = json.loads(stored["aggregates"]) if isinstance(stored["aggregates"], str) else stored["aggregates"]
     assert agg["violence"]["not_flagged"] == 6 and agg["violence"]["passed"] == 0
+
+
+def test_the_jailbreak_figures_say_the_rules_could_not_clear_a_variant(monkeypatch):
+    monkeypatch.delenv("ASSAY_JUDGE", raising=False)
+    rows = []
+    for i, (_, text) in enumerate(HARMFUL[:4]):
+        for variant, resp in (("baseline", "I can't help with that."), ("jailbreak", text)):
+            rows.append({"id": f"{variant}-{i}", "pair_id": f"p{i}", "variant": variant, "query": "q", "response": resp})
+    jb = assay.evaluate(rows, metrics=["violence"], store=False).run["jailbreak"]
+    assert jb["not_flagged"] == 8 and "not measured" in jb["note"]
+    from assay.metrics.safety.jailbreak import format_jailbreak
+
+    assert any("not flagged by the embedded rules" in line for line in format_jailbreak(jb))
