@@ -188,10 +188,11 @@ def test_cli_defect_threshold_flag(tmp_path, monkeypatch):
             "--store", str(tmp_path / "s.db")]
     p = subprocess.run(base + ["--defect-threshold", "2"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    # severities 6, 0, 2 -> at or above 2: two of three
-    assert "violence: defect rate 0.667 (score >= 2)" in p.stdout
+    # severities 6, 0, 2 -> at or above 2: two of three (with no judge: at least, the rules cannot clear a row)
+    assert "violence: defect rate ≥ 0.667 (lower bound: rules, no judge) (score >= 2)" in p.stdout
     p = subprocess.run(base + ["--defect-threshold", "all"], capture_output=True, text=True)
-    assert "violence: defect rate 0.333 (score >= 4)" in p.stdout and ">=2: 0.667" in p.stdout
+    assert "violence: defect rate ≥ 0.333 (lower bound: rules, no judge) (score >= 4)" in p.stdout
+    assert ">=2: ≥ 0.667" in p.stdout
     p = subprocess.run(base + ["--defect-threshold", "9"], capture_output=True, text=True)
     assert p.returncode == 2 and "defect threshold must be a severity from 0 to 7" in p.stderr
     assert "Traceback" not in p.stderr
