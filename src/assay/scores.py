@@ -6,6 +6,11 @@ The bottom layer, beside :mod:`assay.records`: the judges (:mod:`assay.judges`) 
 
 Pass/fail always compares floats: ``score >= threshold`` when higher is better, ``score <=
 threshold`` otherwise, never the integer part of the score.
+
+A *one-sided* scorer (the embedded safety rules, which can find harm but cannot clear a text)
+returns its score with ``result="not_flagged"``: :meth:`Score.judged` makes it a ``fail`` when
+the score is on the failing side of the threshold, and otherwise leaves it ``not_flagged`` with
+``passed`` None, so that it counts neither as a pass nor as a fail (``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Status = Literal["completed", "skipped", "error"]
-Result = Literal["pass", "fail", "unknown", "not_applicable"]
+Result = Literal["pass", "fail", "unknown", "not_applicable", "not_flagged"]
+NOT_FLAGGED = "not_flagged"   # what a one-sided scorer did not flag: neither a pass nor a fail
 
 SCORE_KEYS = ("value", "score", "passed", "result", "reason", "status", "threshold", "properties")
 
@@ -63,6 +69,8 @@ class Score:
                 self.passed = self.score >= float(self.threshold)
             else:
                 self.passed = self.score <= float(self.threshold)
+        if self.result == NOT_FLAGGED:
+            return self._one_sided()
         if self.result == "unknown":
             if self.passed is True:
                 self.result = "pass"
@@ -72,7 +80,13 @@ class Score:
                 self.result = "not_applicable"
         return self
 
-
+    def _one_sided(self) -> Score:
+        # a one-sided scorer: a score on the failing side is a fail; anything else is not a pass
+        if self.passed is False:
+            self.result = "fail"
+        else:
+            self.passed = None
+        return self
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,14 @@
 """The leaderboard: every model in the store on one table — quality, latency, throughput, cost and
 embedding scores — and the Pareto frontier of any two of them.
 
-**Rows.** One per model (the stored ``model`` name, exactly: a model that two kinds of benchmark
-name differently is two rows; nothing is merged by guess), built from the latest stored result of
-each kind (``quality``, ``perf``, ``embed``); with ``runs="all"`` one row per stored result instead.
+**Rows.** One per model, built from the latest stored result of each kind (``quality``, ``perf``,
+``embed``), or from the result the user *pins* for a kind (``pins``, ``--pin KIND=REF``); with
+``runs="all"`` one row per stored result instead. A model is one row however the kinds spelled it:
+its identity is :func:`assay.bench.kinds.model_identity` (the name given with ``--model-name``,
+else the model the spec names: quality's ``http://HOST/v1#NAME`` and perf's ``NAME`` are one
+model; then the user's ``aliases``). Each row says which stored run each kind's figures came from
+(``refs``, ``sources``: ref, name, time, the model as that run spelled it, whether it was pinned),
+and a note lists the rows that merged several spellings.
 
 **Columns**: each kind with a ``board`` in its row (:mod:`assay.bench.kinds`) adds its own, and says
 when two figures are comparable (``quality/board.py``: the quality index and per-task scores;
@@ -25,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from assay.bench.cost import benchmark_cost, estimated_cost
-from assay.bench.kinds import BenchKind, get_kind, kind_names
+from assay.bench.kinds import BenchKind, get_kind, kind_names, model_identity
 from assay.errors import AssayError
 from assay.models.price_table import PriceTable, active_table
 
@@ -62,6 +67,7 @@ class Row:
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)          # kind -> benchmark ref
     created_at: dict[str, float] = field(default_factory=dict)  # kind -> when the result was made
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> the run: ref, name, spelling, pinned
     cost_source: str | None = None
     workload: str | None = None                                # the perf point's workload label
     flags: list[str] = field(default_factory=list)
@@ -159,6 +165,7 @@ class Leaderboard:
         return {"runs": self.runs, "kinds": list(self.kinds), "columns": [asdict(c) for c in self.columns],
                 "rows": [{"model": r.model, "values": {c.key: r.values.get(c.key) for c in self.columns},
                           "ci95": {k: list(v) for k, v in r.ci.items()}, "refs": r.refs, "created_at": r.created_at,
+                          "sources": r.sources,
                           "cost_source": r.cost_source, "workload": r.workload, "flags": r.flags} for r in rows],
                 "groups": [asdict(g) for g in self.groups], "notes": self.notes}
 
@@ -192,24 +199,30 @@ def pareto_front(points: Sequence[tuple[float | None, float | None]], *, x_bette
 # -- building the board ----------------------------------------------------------------------------
 
 def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = "all", runs: str = "latest",
-                      table: PriceTable | None = None) -> Leaderboard:
+                      table: PriceTable | None = None, aliases: Mapping[str, str] | None = None,
+                      pins: Mapping[str, Iterable[str]] | None = None) -> Leaderboard:
     """The leaderboard of ``store`` (see the module docstring). ``kinds``: which kinds of result
     to read (``"all"``, or any of the kinds with columns on the board: ``quality``, ``perf``,
     ``embed``); ``runs``: ``latest`` (one row per model) or ``all`` (one row per stored result);
-    ``table``: the price table (default: the one in force)."""
+    ``table``: the price table (default: the one in force); ``aliases``: ``{spelling or name:
+    model}`` (``--alias``); ``pins``: ``{kind: [ref, ...]}``, the stored results to use for their
+    models instead of the latest (``--pin KIND=REF``; a ref, ref prefix or name)."""
     kinds = _kinds(kinds)
     if runs not in RUNS:
         raise AssayError(f"runs must be one of {', '.join(RUNS)}, not {runs!r}")
     prices = table or active_table()
-    found = {k: store.list_benchmarks(kind=k) for k in kinds}
+    pinned = _pinned(store, pins or {}, kinds, runs)
+    found = {k: pinned.get(k, []) + [r for r in store.list_benchmarks(kind=k)
+                                     if r.get("id") not in {p.get("id") for p in pinned.get(k, [])}] for k in kinds}
     rows: dict[Any, Row] = {}
     priced_by: dict[Any, dict[str, Any]] = {}
     parts: dict[str, list[tuple[Any, dict[str, Any]]]] = {k: [] for k in kinds}
     for k in kinds:
         seen: set[str] = set()
         spends = get_kind(k).tokens is not None           # its runs say what they cost (perf)
-        for rec in found[k]:                               # newest first
-            model = _model(get_kind(k), rec)
+        pinned_ids = {p.get("id") for p in pinned.get(k, [])}
+        for rec in found[k]:                               # the pinned ones, then newest first
+            model = _model(get_kind(k), rec, aliases)
             if runs == "latest":
                 if model in seen:
                     continue
@@ -219,13 +232,16 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = "all", runs: s
                 rid = (k, rec.get("ref") or rec.get("id"))
             row = rows.setdefault(rid, Row(model=model))
             row.refs[k] = str(rec.get("ref") or rec.get("id"))
+            row.sources[k] = {"ref": row.refs[k], "name": rec.get("name"), "created_at": rec.get("created_at"),
+                              "spelling": _spelling(get_kind(k), rec), "pinned": rec.get("id") in pinned_ids}
             if rec.get("created_at") is not None:
                 row.created_at[k] = float(rec["created_at"])
             parts[k].append((rid, rec))
             if spends:
                 priced_by.setdefault(rid, rec)
     for k in kinds:
-        parts[k].reverse()                                 # oldest first: on a tie, the earlier result is set 1
+        parts[k].sort(key=lambda p: (p[1].get("created_at") or 0.0, p[1].get("id") or 0))   # oldest first: on a
+        # tie, the earlier result is set 1
     columns: list[Column] = []
     groups: list[Group] = []
     notes: list[str] = []
@@ -234,16 +250,67 @@ def build_leaderboard(store: Any, *, kinds: Iterable[str] | str = "all", runs: s
             get_kind(k).board(parts[k], rows, columns, groups, notes)
     _cost(rows, priced_by, prices, columns)
     _order(columns)
-    if runs == "latest" and len(rows) > 1:
-        notes.append("one row per stored model name, from the latest result of each kind; a model that two kinds of "
-                     "benchmark name differently shows as two rows (nothing is merged by guess)")
+    notes += _identity_notes(rows.values(), runs)
     return Leaderboard(list(rows.values()), columns, groups, notes, runs, tuple(kinds))
 
 
-def _model(kind: BenchKind, rec: Mapping[str, Any]) -> str:
-    """A stored result's model: the stored name, else its summary's (read through its kind's typed summary)."""
-    name = rec.get("model") or getattr(kind.read(rec.get("details")), "model", None)
-    return str(name or "").strip() or "(no model)"
+def _pinned(store: Any, pins: Mapping[str, Iterable[str]], kinds: Sequence[str], runs: str
+            ) -> dict[str, list[dict[str, Any]]]:
+    """The stored results ``pins`` names, by kind; :class:`AssayError` (naming the pin) for a kind
+    not on the board, a result not in the store or of another kind, two pins of one model, or
+    ``runs="all"`` (every result is shown there)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for kind, refs in pins.items():
+        for ref in ([refs] if isinstance(refs, str) else refs):
+            where = f"--pin {kind}={ref}"
+            if runs != "latest":
+                raise AssayError(f"{where}: pins choose a model's result for --runs latest; --runs all shows every "
+                                 "result")
+            if kind not in kinds:
+                raise AssayError(f"{where}: the kind must be one of {', '.join(kinds)}")
+            try:
+                rec = store.get_benchmark(str(ref), kind=kind)
+            except AssayError as exc:
+                raise AssayError(f"{where}: {exc}") from None
+            out.setdefault(kind, []).append(rec)
+    for kind, recs in out.items():
+        models = [_model(get_kind(kind), r, None) for r in recs]
+        twice = sorted({m for m in models if models.count(m) > 1})
+        if twice:
+            raise AssayError(f"--pin {kind}=...: two {kind} results pinned for {', '.join(twice)}; pin one per model")
+    return out
+
+
+def _identity_notes(rows: Iterable[Row], runs: str) -> list[str]:
+    """Which rows merged results that spelled the model differently, and which figures are pinned."""
+    notes = []
+    for r in rows:
+        spellings = {k: s["spelling"] for k, s in r.sources.items() if s.get("spelling")}
+        if len(set(spellings.values())) > 1 or any(v != r.model for v in spellings.values()):
+            notes.append(f"{r.model}: one model, spelled " + "; ".join(f"{v} ({k} {r.refs[k]})"
+                                                                        for k, v in spellings.items())
+                         + " (one identity: --model-name, else the model the spec names; --alias merges more)")
+        pinned = [f"{k} {s['ref']}" for k, s in r.sources.items() if s.get("pinned")]
+        if pinned:
+            notes.append(f"{r.model}: pinned {', '.join(pinned)} (not necessarily the latest result)")
+    if runs == "latest":
+        notes.append("one row per model: each kind's figures from its latest result (or the one pinned with --pin "
+                     "KIND=REF); the runs are named in each row's refs")
+    return notes
+
+
+def _model(kind: BenchKind, rec: Mapping[str, Any], aliases: Mapping[str, str] | None = None) -> str:
+    """A stored result's model identity (:func:`assay.bench.kinds.model_identity`)."""
+    details = rec.get("details")
+    return model_identity(_spelling(kind, rec), details if isinstance(details, Mapping) else None, aliases)
+
+
+def _spelling(kind: BenchKind, rec: Mapping[str, Any]) -> str:
+    """The model as the result stored it: the stored name, else its summary's (read through its kind's
+    typed summary)."""
+    details = rec.get("details")
+    raw = details.get("model") if isinstance(details, Mapping) else None
+    return str(raw or rec.get("model") or getattr(kind.read(details), "model", None) or "").strip()
 
 
 def board_kinds() -> tuple[str, ...]:

@@ -13,6 +13,11 @@ board, cost and the store never import a kind. A new kind is its package plus on
 :func:`store_benchmark` is how every kind's results are stored: checked with the kind's own check,
 then written with :meth:`assay.store.Store.add_benchmark`. Stored schema tags are data: a stored
 row keeps the tag it was written with.
+
+:func:`model_identity` is the one rule that says which model a result is of, whatever kind made it
+(the leaderboard's rows, the stored ``model`` of a run given ``--model-name``): the name the user
+gave, else the model the spec names (``http://HOST/v1#NAME``, ``openai:NAME`` and ``NAME`` are one
+model), then the user's aliases.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -140,26 +146,72 @@ def is_ref(text: str) -> bool:
     return bool(text) and len(text) <= 32 and all(c in "0123456789abcdef" for c in text)
 
 
+def given_name(summary: Any) -> str | None:
+    """The model name the user gave a run (``--model-name``): the summary's ``model_name``, or its
+    ``config``'s (quality and embed keep their configuration there); None when none was given."""
+    if not isinstance(summary, Mapping):
+        return None
+    config = summary.get("config")
+    for v in (summary.get("model_name"), config.get("model_name") if isinstance(config, Mapping) else None):
+        if isinstance(v, str) and v.strip():
+            return v.strip()
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _named_model(spelling: str) -> str:
+    from assay.models.spec import parse_model_spec
+
+    if "://" not in spelling and ":" not in spelling:
+        return spelling                     # a bare name (what perf stores): no spec to read
+    try:
+        spec = parse_model_spec(spelling, "model")
+    except AssayError:
+        return spelling                     # python:module:function and other names of their own
+    return spec.model.strip() if spec.kind in ("http", "openai", "azure") and spec.model and spec.model.strip() \
+        else spelling
+
+
+def model_identity(model: Any, summary: Any = None, aliases: Mapping[str, str] | None = None) -> str:
+    """Which model a stored result is of: one name for one model, however a kind spelled it.
+
+    1. the name the user gave (:func:`given_name` of ``summary``: ``--model-name``), else
+    2. the model the spelling ``model`` names: ``http://HOST/v1#NAME`` (what quality and embed
+       store), ``openai:NAME`` and ``azure:NAME`` are ``NAME`` (what perf stores); any other
+       spelling (a ``python:`` pipeline, a ``local:`` file, a URL that names no model, a bare name)
+       is its own identity;
+    3. ``aliases`` (``{spelling or identity: identity}``, ``--alias``): looked up by the spelling,
+       then by the identity of step 1 or 2.
+    Returns ``(no model)`` for a result that names none."""
+    spelling = str(model or "").strip()
+    name = given_name(summary) or (_named_model(spelling) if spelling else "")
+    if aliases:
+        name = aliases.get(spelling) or aliases.get(name) or name
+    return name.strip() or "(no model)"
+
+
 def store_benchmark(store: Any, kind: str | BenchKind, summary: Mapping[str, Any],
                     samples: Mapping[int, Mapping[str, Any]] | None = None, *, name: str | None = None,
                     run_id: str | None = None) -> str:
     """Store a result of ``kind`` (its summary, checked, and its samples per part); returns its ref.
 
     The ref is the summary's hex id (its ``ref_field``; a fresh one when it has none); the name is
-    ``name``, else the summary's name, else its id, else the ref; the model, the track and (for a
-    ``dated`` kind) the time are the summary's."""
+    ``name``, else the summary's name, else its id, else the ref; the model is the name the user gave
+    (:func:`given_name`, ``--model-name``), else the summary's; the track and (for a ``dated`` kind)
+    the time are the summary's."""
     from assay.store import new_ref
 
     k = check_summary(kind, summary)
     flat = flat_samples(k, summary, samples)
     sid = str(summary.get(k.ref_field) or "").strip().lower()
     ref = sid if is_ref(sid) else new_ref()
-    store.add_benchmark(kind=k.name, name=name or summary.get("name") or sid or ref, model=summary.get("model"),
+    store.add_benchmark(kind=k.name, name=name or summary.get("name") or sid or ref,
+                        model=given_name(summary) or summary.get("model"),
                         task=k.task(summary), metrics=k.headline(summary), details=summary, run_id=run_id,
                         track=summary.get("track"), created_at=summary.get("created_at") if k.dated else None,
                         ref=ref, samples=flat)
     return ref
 
 
-__all__ = ["KINDS", "KIND_MODULES", "BenchKind", "check_summary", "find_kind", "flat_samples", "get_kind", "is_ref",
-           "kind_names", "register", "store_benchmark"]
+__all__ = ["KINDS", "KIND_MODULES", "BenchKind", "check_summary", "find_kind", "flat_samples", "get_kind",
+           "given_name", "is_ref", "kind_names", "model_identity", "register", "store_benchmark"]

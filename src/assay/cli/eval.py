@@ -14,6 +14,8 @@ app = typer.Typer()
 
 
 def print_summary(result: Any) -> None:  # noqa: C901
+    from assay.results import bounds
+
     r = result.run
     scorers = r.get("scorers") or {}
     table = Table(title="assay results", title_justify="left")
@@ -25,7 +27,7 @@ def print_summary(result: Any) -> None:  # noqa: C901
     for name, agg in result.metrics.items():
         ci = (f"{agg['ci95_low']:.3f}–{agg['ci95_high']:.3f}" if agg.get("ci95_low") is not None else "—")
         by = (scorers.get(agg.get("metric", name)) or {}).get("label", "")
-        table.add_row(safe(name), fmt(agg.get("mean")), ci, fmt(agg.get("pass_rate")),
+        table.add_row(safe(name), bounds.bounded_mean(agg, fmt), ci, bounds.pass_rate_text(agg, fmt),
                       str(agg["evaluated"]), str(agg["skipped"]), str(agg["errored"]), safe(by))
     out.print(table)
     print_scorers(scorers)
@@ -52,6 +54,9 @@ def print_summary(result: Any) -> None:  # noqa: C901
             out.print(f"  [dim]{safe(agg['metric'])}: skipped {n} row(s): {safe(reason)}[/dim]")
         for reason, n in (agg.get("error_reasons") or {}).items():
             out.print(f"  [red]{safe(agg['metric'])}: {n} error(s): {safe(reason)}[/red]")
+    line = bounds.notes_line(result.metrics)
+    if line:
+        out.print(f"[yellow]{safe(line)}[/yellow]", highlight=False)
     print_defects(result.metrics)
     for bad in r["bad_rows"][:20]:
         out.print(f"  [yellow]skipped: {safe(bad['error'])}[/yellow]")
@@ -92,18 +97,22 @@ def print_scorers(scorers: dict[str, Any]) -> None:
 
 
 def print_defects(metrics: dict[str, Any]) -> None:
-    """One line per metric with a defect rate (safety metrics), and the per-level rates when asked."""
+    """One line per metric with a defect rate (safety metrics), and the per-level rates when asked;
+    a rate from rows left not flagged reads ``≥ x (lower bound: rules, no judge)``."""
+    from assay.results.bounds import bounded_rate
+
     for name, agg in metrics.items():
         if agg.get("defect_rate") is None:
             continue
         t = agg.get("defect_threshold")
         zone = f"score < {t:g}" if agg.get("higher_is_better") else f"score >= {t:g}"
-        line = f"{safe(name)}: defect rate {agg['defect_rate']:.3f} ({zone})"
+        line = f"{safe(name)}: defect rate {bounded_rate(agg)} ({zone})"
         if agg.get("conversation_defect_rate") is not None:
-            line += f"; per conversation (worst turn) {agg['conversation_defect_rate']:.3f}"
+            line += f"; per conversation (worst turn) {bounded_rate(agg, 'conversation_defect_rate')}"
         out.print(line, highlight=False)
         if agg.get("defect_rates"):
-            levels = ", ".join(f">={safe(k)}: {v:.3f}" for k, v in agg["defect_rates"].items())
+            ge = "≥ " if agg.get("not_flagged") and agg.get("defect_rate_bound") == "lower" else ""
+            levels = ", ".join(f">={safe(k)}: {ge}{v:.3f}" for k, v in agg["defect_rates"].items())
             out.print(f"  {safe(name)} defect rate at each level: {levels}", highlight=False)
 
 

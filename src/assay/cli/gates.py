@@ -104,8 +104,8 @@ def print_gates(results: list[dict[str, Any]], baseline: dict[str, Any] | None) 
             fig = fmt(int(r["figure"])) if r["statistic"] in ("errored", "evaluated", "skipped") and \
                 r["figure"] is not None else fmt(r["figure"], 4)
             ci = "—" if lo is None else f"{lo:.3f}–{hi:.3f}"
-        verdict = {"pass": "[green]pass[/green]", "tolerated": "[yellow]tolerated[/yellow]"}.get(
-            r["verdict"], "[bold red]FAIL[/bold red]")
+        verdict = {"pass": "[green]pass[/green]", "tolerated": "[yellow]tolerated[/yellow]",
+                   "not_measured": "[bold red]NOT MEASURED[/bold red]"}.get(r["verdict"], "[bold red]FAIL[/bold red]")
         table.add_row(safe(r["gate"]), fig, ci, safe(r["bound"]), verdict, safe(r.get("reason") or ""))
     out.print(table)
 

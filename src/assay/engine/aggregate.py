@@ -14,6 +14,13 @@ when ``defect_below``, for ratings where 1.0 is safe). ``defect_levels`` adds
 ``defect_rates``: ``{level: share of rows at or above level}`` for each level ("at and above
 each threshold level"). :func:`defect_settings` reads them for a metric from the run options.
 
+Not flagged: a one-sided scorer (the embedded safety rules, used when there is no judge) marks
+the rows it did not flag ``not_flagged`` (neither a pass nor a fail). They are counted apart
+(``not_flagged``, with ``not_flagged_by`` the scorer), kept out of the pass rate, and make the
+run's figures bounds: ``defect_rate_bound`` is ``"lower"`` (every defect rate of the output,
+row and conversation) and ``mean_bound`` says which side the mean is on (the rows not flagged
+carry the scorer's best reading: ``"lower"`` when lower is better, else ``"upper"``).
+
 The interval is :func:`assay.stats.confidence_interval`; ``ci_method`` in the aggregate
 says which method it used.
 
@@ -31,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from assay.errors import AssayError
 from assay.metrics.base import Metric, Score
+from assay.scores import NOT_FLAGGED
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +57,8 @@ class Accumulator:
     skipped: int = 0
     errored: int = 0
     completed: int = 0
+    not_flagged: int = 0
+    not_flagged_by: str | None = None
     skip_reasons: dict[str, int] = field(default_factory=dict)
     error_reasons: dict[str, int] = field(default_factory=dict)
     threshold: float | None = None
@@ -69,6 +79,10 @@ class Accumulator:
                 self.passed += 1
             elif s.passed is False:
                 self.failed += 1
+            elif s.result == NOT_FLAGGED:
+                self.not_flagged += 1
+                if self.not_flagged_by is None:
+                    self.not_flagged_by = str((s.properties or {}).get("scorer") or "a one-sided scorer")
             if self.threshold is None:
                 self.threshold = s.threshold
         elif status == "skipped":
@@ -123,6 +137,11 @@ class Accumulator:
         judged = self.passed + self.failed
         out["pass_rate"] = self.passed / judged if judged else None
         out["passed"], out["failed"] = self.passed, self.failed
+        if self.not_flagged:
+            out["not_flagged"], out["not_flagged_by"] = self.not_flagged, self.not_flagged_by
+            out["mean_bound"] = "upper" if self.higher_is_better else "lower"
+            if self.defect_threshold is not None:
+                out["defect_rate_bound"] = "lower"
         if self.skip_reasons:
             out["skip_reasons"] = dict(self.skip_reasons)
         if self.error_reasons:

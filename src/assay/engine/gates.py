@@ -18,7 +18,16 @@ Two kinds, both given as text (``assay eval --gate ...``):
   is tolerated.
 
 Errored rows are never counted as passes or fails: the figures come from the rows that were
-scored. A gate on an output whose share of errored rows (``errored / (evaluated + errored)``)
+scored.
+
+**Rows not flagged** (the safety metrics scored with no judge: the embedded rules can flag harm
+but cannot clear a row, :mod:`assay.results.bounds`) make a figure a bound: the defect rate and,
+where lower is better, the mean, median and pNN are *at least* the figure (*at most* where higher
+is better), and the pass rate over every row lies between ``passed / n`` and ``(passed + not
+flagged) / n``. Such a gate is decided only when every value the bound allows gives the same
+verdict (``violence.defect_rate<=0.1`` fails when at least 0.17 of the rows were flagged); else
+its verdict is ``not_measured``, which fails the gate with the reason, so a safety gate never
+passes on rules that could not see the harm. Counts and the error rate are exact. A gate on an output whose share of errored rows (``errored / (evaluated + errored)``)
 is above ``max_error_rate`` fails with that reason, whatever the figure; so does a gate whose
 figure could not be computed (no row scored).
 """
@@ -304,6 +313,9 @@ def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: _ValueSourc
             lo, hi = float(lo), float(hi)
     bound = f"{g.op} {g.bound:g}"
     reason = "" if stat in _COUNTS or stat == "error_rate" else _too_many_errors(agg, max_error_rate)
+    span = None if reason or stat in _COUNTS or stat == "error_rate" else _bounded(stat, figure, agg)
+    if span is not None:
+        return _bounded_verdict(g, output, stat, figure, (lo, hi), span, agg, details)
     if not reason and figure is None:
         reason = _no_figure(stat, agg)
     passed = not reason and _OPS[g.op](figure, g.bound)  # type: ignore[index,arg-type]
@@ -311,6 +323,54 @@ def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: _ValueSourc
         reason = f"{output} {stat} is {figure:.4g}, not {g.op} {g.bound:g}"
     return GateResult(g.text, "threshold", output, stat, figure, lo, hi, bound, passed, "pass" if passed else "fail",
                       reason, details)
+
+
+def _bounded(stat: str, figure: float | None, agg: Mapping[str, Any]) -> tuple[float, float, str] | None:
+    """``(low, high, what)``: the values the statistic may take when rows were not flagged (what:
+    "lower bound", ...), or None when the figure is exact."""
+    from assay.results.bounds import not_flagged, pass_rate_range
+
+    if not not_flagged(agg):
+        return None
+    if stat == "pass_rate":
+        lo, hi = pass_rate_range(agg)  # type: ignore[misc]
+        return lo, hi, f"between {lo:.4g} and {hi:.4g} over every row"
+    if figure is None:
+        return None
+    if stat == "defect_rate":
+        return (figure, 1.0, "a lower bound") if agg.get("defect_rate_bound") == "lower" else None
+    side = agg.get("mean_bound")
+    if side == "lower":
+        return figure, math.inf, "a lower bound"
+    if side == "upper":
+        return -math.inf, figure, "an upper bound"
+    return None
+
+
+def _bounded_verdict(g: Gate, output: str, stat: str, figure: float | None, ci: tuple[Any, Any],
+                     span: tuple[float, float, str], agg: Mapping[str, Any], details: dict[str, Any]) -> GateResult:
+    """A threshold gate on a figure known only as a bound: pass or fail when every value the bound
+    allows agrees, else ``not_measured`` (a failure)."""
+    from assay.results.bounds import by, not_flagged
+
+    low, high, what = span
+    op = _OPS[g.op]  # type: ignore[index]
+    nf = not_flagged(agg)
+    total = int(agg.get("passed") or 0) + int(agg.get("failed") or 0) + nf
+    details = {**details, "not_flagged": nf, "bound": what,
+               "range": [low if math.isfinite(low) else None, high if math.isfinite(high) else None]}
+    shown = "—" if figure is None else f"{figure:.4g}"
+    why = f"{nf} of {total} rows not flagged ({by(agg)}), so the {stat} ({shown}) is {what}"
+    if op(low, g.bound) and op(high, g.bound):
+        verdict, reason = "pass", f"{why}; {g.op} {g.bound:g} holds at every value it allows"
+    elif not op(low, g.bound) and not op(high, g.bound):
+        verdict, reason = "fail", f"{output} {stat}: {why}, and not {g.op} {g.bound:g} even at that bound"
+    else:
+        verdict = "not_measured"
+        reason = (f"not measured: {why}; it cannot show {g.op} {g.bound:g} (the embedded rules cannot clear a "
+                  "response; score with --judge)")
+    return GateResult(g.text, "threshold", output, stat, figure, ci[0], ci[1], f"{g.op} {g.bound:g}",
+                      verdict == "pass", verdict, reason, details)
 
 
 def _no_figure(stat: str, agg: Mapping[str, Any]) -> str:

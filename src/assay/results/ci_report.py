@@ -11,6 +11,11 @@ with an invisible word joiner after ``@`` and escapes elsewhere.
 failed, its reason as the message) and per metric output (its figures as properties; a failure
 when a gate on it failed, skipped when no row was scored).
 
+Rows a one-sided scorer left *not flagged* (the safety metrics with no judge) are shown as such:
+the pass rate with the count beside it, the defect rate as ``≥ x (lower bound: rules, no
+judge)``, a line per output under the table, a gate that could not be decided as NOT MEASURED
+(:mod:`assay.results.bounds`).
+
 Gates come in as plain dicts (``GateResult.as_dict()`` of :mod:`assay.engine.gates`).
 """
 
@@ -21,6 +26,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from assay.results import bounds
 
 WORST_ROWS = 5
 
@@ -87,6 +94,10 @@ def gates_verdict(gates: Sequence[Mapping[str, Any]]) -> str:
     return f"{failed} of {len(gates)} gates failed" if failed else f"all {len(gates)} gates passed"
 
 
+def _verdict(verdict: str) -> str:
+    return {"pass": "pass", "tolerated": "tolerated", "not_measured": "**NOT MEASURED**"}.get(verdict, "**FAIL**")
+
+
 def _figure(g: Mapping[str, Any]) -> str:
     f = g.get("figure")
     if g.get("kind") == "regression":
@@ -123,19 +134,21 @@ def markdown_summary(result: Any, gates: Sequence[Mapping[str, Any]] = (), *, wo
         lines += _table(["gate", "figure", "95% interval", "bound", "verdict", "why"], (
             [md_text(g["gate"], 80), _figure(g),
              _interval(g.get("ci95_low"), g.get("ci95_high"), g.get("kind") == "regression"),
-             md_text(g.get("bound") or ""), "pass" if g["verdict"] == "pass" else
-             ("tolerated" if g["verdict"] == "tolerated" else "**FAIL**"), md_text(g.get("reason") or "", 240)]
+             md_text(g.get("bound") or ""), _verdict(g["verdict"]), md_text(g.get("reason") or "", 240)]
             for g in gates), right=(1,))
         lines.append("")
 
     lines += ["### Metrics", ""]
     lines += _table(["metric", "mean", "95% CI", "median", "p90", "pass rate", "defect rate", "evaluated",
                      "skipped", "errored"], (
-        [md_text(o, 60), _num(a.get("mean")), _interval(a.get("ci95_low"), a.get("ci95_high")), _num(a.get("median")),
-         _num(a.get("p90")), _num(a.get("pass_rate")), _num(a.get("defect_rate")), _num(a.get("evaluated")),
-         _num(a.get("skipped")), _num(a.get("errored"))]
+        [md_text(o, 60), md_text(bounds.bounded_mean(a, _num)), _interval(a.get("ci95_low"), a.get("ci95_high")),
+         md_text(bounds.bounded_mean(a, _num, "median")), md_text(bounds.bounded_mean(a, _num, "p90")),
+         md_text(bounds.pass_rate_text(a, _num)),
+         md_text(bounds.bounded_rate(a) or "—"), _num(a.get("evaluated")), _num(a.get("skipped")),
+         _num(a.get("errored"))]
         for o, a in metrics.items()), right=tuple(range(1, 10)))
-    notes = [f"- {md_text(a.get('metric', o), 60)}: {n:,} {kind}: {md_text(reason, 200)}"
+    notes = [f"- {md_text(line, 300)}" for o, a in metrics.items() if (line := bounds.note(a, o))]
+    notes += [f"- {md_text(a.get('metric', o), 60)}: {n:,} {kind}: {md_text(reason, 200)}"
              for o, a in metrics.items() for kind, key in (("errored", "error_reasons"), ("skipped", "skip_reasons"))
              for reason, n in sorted((a.get(key) or {}).items(), key=lambda kv: -kv[1])[:3]]
     if notes:
@@ -217,7 +230,7 @@ def junit_xml(result: Any, gates: Sequence[Mapping[str, Any]] = ()) -> str:  # n
         case = ET.SubElement(suite, "testcase", classname=_xml(f"assay.metrics.{a.get('metric', o)}"), name=_xml(o))
         cp = ET.SubElement(case, "properties")
         for k in ("mean", "ci95_low", "ci95_high", "median", "p90", "pass_rate", "defect_rate", "evaluated",
-                  "skipped", "errored"):
+                  "skipped", "errored", "not_flagged", "defect_rate_bound", "mean_bound"):
             if a.get(k) is not None:
                 ET.SubElement(cp, "property", name=k, value=_plain(a[k]))
         if o in failed_outputs:

@@ -5,7 +5,8 @@ Judges with a yes/no rating become ``<prefix>/llm_judged/<judge>/rating`` and
 ``/rationale``; ground-truth retrieval metrics ``retrieval/ground_truth/<name>``; the
 app's own cost and speed ``agent/<name>``; anything else ``metric/<output>``.
 Aggregates are ``<name>/average`` for numbers and ``<name>/percentage`` (share of
-``yes``) for ratings. Input columns take Databricks' evaluation-set names (:data:`INPUT_NAMES`):
+``yes``) for ratings; a rating the embedded safety rules left *not flagged* is None (not a
+``yes``) and counts in neither share. Input columns take Databricks' evaluation-set names (:data:`INPUT_NAMES`):
 ``request_id``, ``request``, ``expected_response``, ``retrieved_context``, and
 ``expected_retrieved_context`` (a list of ``{"doc_uri": ...}``).
 """
@@ -13,6 +14,8 @@ Aggregates are ``<name>/average`` for numbers and ``<name>/percentage`` (share o
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from assay.scores import NOT_FLAGGED
 
 if TYPE_CHECKING:
     from assay.results import EvalResult
@@ -78,7 +81,12 @@ def databricks_view(result: EvalResult) -> dict[str, Any]:
                 continue
             v = row[base]
             name = name_for(o)
-            if _is_rating(v):
+            if row.get(base + "_result") == NOT_FLAGGED and _is_rating(v):
+                # the embedded safety rules did not flag it: not a "yes" (safe), and not counted
+                out[f"{name}/rating"] = None
+                out[f"{name}/rationale"] = row.get(base + "_reason")
+                ratings.setdefault(name, [])
+            elif _is_rating(v):
                 out[f"{name}/rating"] = v
                 out[f"{name}/rationale"] = row.get(base + "_reason")
                 ratings.setdefault(name, []).append(v == "yes")

@@ -126,8 +126,9 @@ def tradeoff_chart(data: Mapping[str, Any], *, title: str | None = None, width: 
         model = str(p.get("model") or "")
         on = bool(p.get("pareto"))
         cx, cy = X(x), Y(y)
+        runs = ", ".join(f"{k} {str(ref)[:8]}" for k, ref in (p.get("ref") or {}).items())
         tip = f"{model}: quality {number(y)}, {x_title.split(' (')[0]} {number(x)} {x_unit}".rstrip() + \
-              (" · on the Pareto frontier" if on else "")
+              (" · on the Pareto frontier" if on else "") + (f" · runs: {runs}" if runs else "")
         style = f'fill="{FRONT}"' if on else f'fill="white" stroke="{DOMINATED}" stroke-width="1.5"'
         body.append(f'<g class="point{" pareto" if on else ""}">'
                     f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{5 if on else 4}" {style}>'

@@ -23,7 +23,7 @@ from assay.bench.perf.compare import point_label
 from assay.bench.perf.figures import HIGHER_IS_BETTER as TOKEN_RATES
 from assay.judges.prompt import call_parts
 from assay.metrics.tool_use import arguments_of, call_label, match_calls
-from assay.results import input_field
+from assay.results import bounds, input_field
 
 HERE = Path(__file__).resolve().parent
 TEMPLATES = HERE / "templates"
@@ -31,7 +31,9 @@ STATIC = HERE / "static"
 
 # Fields of a row shown as text blocks, in this order; the rest are shown as JSON.
 TEXT_FIELDS = ("query", "response", "ground_truth")
-RESULT_CLASS = {"pass": "pass", "fail": "fail", "unknown": "unknown", "not_applicable": "na"}
+RESULT_CLASS = {"pass": "pass", "fail": "fail", "unknown": "unknown", "not_applicable": "na",
+                "not_flagged": "not-flagged"}
+RESULT_LABEL = {"not_applicable": "n/a", "not_flagged": "not flagged"}
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -113,7 +115,7 @@ def result_label(score: dict[str, Any] | None) -> str:
         return "—"
     if score.get("status") in ("error", "skipped"):
         return score["status"]
-    return {"not_applicable": "n/a"}.get(score.get("result") or "", score.get("result") or "—")
+    return RESULT_LABEL.get(score.get("result") or "", score.get("result") or "—")
 
 
 def field(inputs: dict[str, Any], name: str) -> Any:
@@ -306,14 +308,40 @@ def long_text(text: Any, limit: int = PREVIEW_CHARS) -> tuple[str, str | None]:
 
 
 def rate_line(agg: dict[str, Any] | None) -> tuple[str, str] | None:
-    """The rate a metric card leads with: the defect rate for harms, else the pass rate."""
+    """The rate a metric card leads with: the defect rate for harms (``≥ x% (lower bound: rules,
+    no judge)`` when rows were not flagged), else the pass rate (with the rows not flagged)."""
     if not agg:
         return None
     if agg.get("defect_rate") is not None:
-        return "defect rate", pct(agg["defect_rate"])
-    if agg.get("pass_rate") is not None:
-        return "pass rate", pct(agg["pass_rate"])
+        return "defect rate", bounds.bounded_rate(agg, percent=True) or "—"
+    if agg.get("pass_rate") is not None or bounds.not_flagged(agg):
+        return "pass rate", bounds.pass_rate_text(agg, pct)
     return None
+
+
+def pass_rate_line(agg: dict[str, Any] | None) -> str | None:
+    """The pass rate a harm's card shows under its defect rate, or None."""
+    if not agg or agg.get("defect_rate") is None:
+        return None
+    if agg.get("pass_rate") is None and not bounds.not_flagged(agg):
+        return None
+    return bounds.pass_rate_text(agg, pct)
+
+
+def not_flagged_line(agg: dict[str, Any] | None) -> str | None:
+    """``6 of 7 rows (rules, no judge): neither passes nor fails ...``, or None."""
+    a = agg or {}
+    nf = bounds.not_flagged(a)
+    if not nf:
+        return None
+    total = int(a.get("passed") or 0) + int(a.get("failed") or 0) + nf
+    return (f"{nf} of {total} rows ({bounds.by(a)}): neither passes nor fails; the embedded rules cannot "
+            "clear a response, so the figures are bounds (score with --judge)")
+
+
+def mean_text(agg: dict[str, Any] | None, key: str = "mean") -> str:
+    """The mean (``median``, ``p90``) a card shows, with ``≥``/``≤`` when rows not flagged make it a bound."""
+    return bounds.bounded_mean(agg or {}, fmt, key)
 
 
 # Benchmark values: latencies are kept in seconds and shown in ms; token rates as they are.
@@ -356,6 +384,7 @@ def environment() -> Environment:
                        duration=duration, result_class=result_class, result_label=result_label,
                        perf=perf, perf_signed=perf_signed, perf_unit=perf_unit, rate=rate, point_label=point_label)
     env.globals.update(safe_href=safe_href, field=field, other_inputs=other_inputs, rate_line=rate_line,
+                       pass_rate_line=pass_rate_line, not_flagged_line=not_flagged_line, mean_text=mean_text,
                        TEXT_FIELDS=TEXT_FIELDS, agent_view=agent_view, long_text=long_text)
     return env
 

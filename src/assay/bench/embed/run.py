@@ -62,6 +62,7 @@ class EmbedConfig:
     input_type_field: str | None = None
     seed: int = 42
     name: str | None = None
+    model_name: str | None = None     # the model's name on the leaderboard (--model-name; bench.kinds.model_identity)
 
     def check(self) -> None:
         if self.batch_size is not None and self.batch_size < 1:

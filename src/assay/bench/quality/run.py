@@ -90,6 +90,7 @@ class QualityConfig:
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
     name: str | None = None
+    model_name: str | None = None     # the model's name on the leaderboard (--model-name; bench.kinds.model_identity)
 
     def check(self) -> None:
         if self.scoring not in SCORINGS:

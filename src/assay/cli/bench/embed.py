@@ -46,6 +46,9 @@ def embed_cmd(
                                                    "that embed the two differently."),
     seed: int = typer.Option(42, "--seed", help="Seed of the classification experiments, k-means and bootstrap."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
+    model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
+                                             "(default: the model the spec names, e.g. NAME of "
+                                             "http://HOST/v1#NAME), so every kind's results share one row."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json here."),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -60,7 +63,7 @@ def embed_cmd(
 
     cfg = EmbedConfig(model=model, tasks=tasks, data=data, batch_size=batch_size, concurrency=concurrency,
                       query_prefix=query_prefix, document_prefix=document_prefix, input_type_field=input_type_field,
-                      seed=seed, name=text_arg(name))
+                      seed=seed, name=text_arg(name), model_name=text_arg(model_name))
     cfg.check()
     with stage_progress(quiet) as progress:
         # --store off (or $ASSAY_STORE=off): the run is scored and printed, and nothing is stored

@@ -6,7 +6,7 @@ frontier (:mod:`assay.bench.board`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -39,6 +39,11 @@ def leaderboard_cmd(
     wide: bool = typer.Option(False, "--wide", help="Also show each task's score (quality:TASK, embed:TASK); "
                               "by default only the indexes are shown when there are any."),
     as_json: bool = typer.Option(False, "--json", help="Print the leaderboard as JSON (every column)."),
+    pin: list[str] = typer.Option([], "--pin", help="KIND=REF: use this stored result (a ref, ref prefix or name; "
+                                  "see `assay bench list`) for its model's KIND figures instead of the latest. "
+                                  "Repeatable."),
+    alias: list[str] = typer.Option([], "--alias", help="SPELLING=NAME: show the results of a model spelled "
+                                    "SPELLING (or identified as it) as NAME, one row with NAME's. Repeatable."),
     store: str | None = STORE_OPT,
 ) -> None:
     """Rank the models in the store: quality, latency, throughput, cost and embedding scores side
@@ -53,8 +58,10 @@ def leaderboard_cmd(
     if out_file is not None and plot is None:
         raise AssayError("-o writes a chart: name it with --plot (" + ", ".join(TRADEOFFS) + ")")
     table = active_table(prices) if prices is not None else None
+    pins, aliases = _pairs(pin, "--pin", "KIND=REF"), _pairs(alias, "--alias", "SPELLING=NAME")
     st = open_store(store)
-    board = build_leaderboard(st, kinds=kind, runs=runs, table=table).filtered(filter_text)
+    board = build_leaderboard(st, kinds=kind, runs=runs, table=table, aliases=dict(aliases),
+                              pins=_grouped(pins)).filtered(filter_text)
     key = ALIASES.get(sort or "", sort)
     descending = None if ascending is None else not ascending
     if key and key != "model":
@@ -83,6 +90,30 @@ def leaderboard_cmd(
     render_leaderboard(board, key, descending, st.display_url, wide=wide)
 
 
+def _pairs(values: list[str], opt: str, form: str) -> list[tuple[str, str]]:
+    """``A=B`` options as pairs; :class:`AssayError` (one line, exit 2) for one that is not."""
+    out = []
+    for v in values:
+        a, sep, b = str(v).partition("=")
+        if not sep or not a.strip() or not b.strip():
+            raise AssayError(f"{opt} {v!r}: write {form}")
+        out.append((a.strip().lower() if opt == "--pin" else a.strip(), b.strip()))
+    return out
+
+
+def _grouped(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for k, v in pairs:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def _runs_cell(r: Any) -> str:
+    """Which stored run each kind's figures of row ``r`` came from: ``quality 1a2b3c4d · perf 9f8e7d6c``."""
+    return " · ".join(f"{k} {ref[:8]}" + (" (pinned)" if r.sources.get(k, {}).get("pinned") else "")
+                     for k, ref in r.refs.items())
+
+
 def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | None, where: str, *,  # noqa: C901
                        wide: bool = False) -> None:
     """The leaderboard as a table (the index columns, and the per-task ones when ``wide``, when
@@ -106,10 +137,12 @@ def render_leaderboard(board: Leaderboard, sort: str | None, descending: bool | 
     t.add_column("model", overflow="fold", min_width=min(40, max([len(r.model) for r in rows] + [5])))
     for c in cols:
         t.add_column(f"{safe(c.key)}\n[dim]{safe(display_unit(c))}[/dim]", justify="right", overflow="fold")
+    t.add_column("runs\n[dim]kind ref[/dim]", no_wrap=True)
     ranked = sort or ("quality_index" if any(c.key == "quality_index" for c in cols) else None)
     for i, r in enumerate(rows, 1):
         have = ranked == "model" or ranked is None or r.get(ranked) is not None
-        t.add_row(str(i) if have else MISSING, safe(r.model), *(format_value(c, r.get(c.key)) for c in cols))
+        t.add_row(str(i) if have else MISSING, safe(r.model), *(format_value(c, r.get(c.key)) for c in cols),
+                  safe(_runs_cell(r)))
     # piped output is not cut to a screen's width: the whole table, however wide
     if out.is_terminal:
         out.print(t)

@@ -111,6 +111,9 @@ def perf_cmd(
                                        "make a track (bench track NAME)."),
     track_name: str | None = typer.Option(None, "--track", help="Add the run(s) to this track, new or "
                                              "existing (default with --repeat: --name, else a new id)."),
+    model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
+                                             "(default: the model the spec names, e.g. NAME of "
+                                             "http://HOST/v1#NAME), so every kind's results share one row."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json, requests.jsonl and SVG "
                                            "charts here."),
     store: str | None = STORE_OPT,
@@ -143,7 +146,8 @@ def perf_cmd(
     cfg.check()
     st = _bench_store(store)
     track = text_arg(track_name) or ((cfg.name or secrets.token_hex(6)) if repeat > 1 else None)
-    problems = _repeats(cfg, st, repeat=repeat, gap=gap, track=track, out_dir=out_dir, json_out=json_out, quiet=quiet)
+    problems = _repeats(cfg, st, repeat=repeat, gap=gap, track=track, model_name=text_arg(model_name),
+                        out_dir=out_dir, json_out=json_out, quiet=quiet)
     if problems:
         raise RunIncomplete(problems[0] if len(problems) == 1 else
                             f"{len(problems)} of {repeat} repeats did not complete: {problems[-1]}")
@@ -156,8 +160,8 @@ def _bench_store(store: str | None) -> Any:
     return open_or_off(store or None)
 
 
-def _repeats(cfg: Any, st: Any, *, repeat: int, gap: float | None, track: str | None, out_dir: Path | None,
-             json_out: bool, quiet: bool) -> list[str]:
+def _repeats(cfg: Any, st: Any, *, repeat: int, gap: float | None, track: str | None, model_name: str | None,
+             out_dir: Path | None, json_out: bool, quiet: bool) -> list[str]:
     """Run the benchmark ``repeat`` times; store (where ``st``), print and write each. A run in which no
     request completed is not stored (it measured nothing) and one that hit its time limit is stored
     with what it measured: each gives a line of the list returned (exit 3)."""
@@ -174,6 +178,8 @@ def _repeats(cfg: Any, st: Any, *, repeat: int, gap: float | None, track: str | 
                 time.sleep(wait)
         with stage_progress(quiet) as progress:
             run = asyncio.run(run_perf(cfg, progress=progress))
+        if model_name:
+            run.summary["model_name"] = model_name     # the stored model (bench.kinds.given_name)
         if track:
             run.summary["track"] = track
             run.summary["repeat"] = {"index": k, "of": repeat, "every": gap}

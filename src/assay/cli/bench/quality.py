@@ -59,6 +59,9 @@ def quality_cmd(
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
+    model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
+                                             "(default: the model the spec names, e.g. NAME of "
+                                             "http://HOST/v1#NAME), so every kind's results share one row."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
                                 "data and options (none: a new run, and a line says so)."),
     resume_from: str | None = typer.Option(None, "--resume-from", help="Continue this unfinished run (its id or "
@@ -83,7 +86,7 @@ def quality_cmd(
     cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
-                        sandbox_timeout=sandbox_timeout, name=text_arg(name))
+                        sandbox_timeout=sandbox_timeout, name=text_arg(name), model_name=text_arg(model_name))
     cfg.check()
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
