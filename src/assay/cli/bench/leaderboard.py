@@ -46,8 +46,10 @@ def leaderboard_cmd(
                                     "SPELLING (or identified as it) as NAME, one row with NAME's. Repeatable."),
     store: str | None = STORE_OPT,
 ) -> None:
-    """Rank the models in the store: quality, latency, throughput, cost and embedding scores side
-    by side; results that are not comparable are shown apart, with the reason."""
+    """Rank the models in the store on quality, speed, cost and embedding scores side by side.
+
+    Quality, latency, throughput, cost and embedding scores, one row a model; results that are not
+    comparable are shown apart, with the reason."""
     from assay.bench.board import TRADEOFFS, build_leaderboard
     from assay.models.price_table import active_table
 
