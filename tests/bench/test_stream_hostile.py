@@ -22,7 +22,8 @@ REQUEST = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: appl
            b"Content-Length: 2\r\n\r\n{}")
 
 
-async def exchange(script: list, *, kernel: bool = True, **kw) -> tuple[Exchange, HostileServer, list]:
+async def exchange(script: list, *, kernel: bool = True, request: bytes = REQUEST,
+                   **kw) -> tuple[Exchange, HostileServer, list]:
     """One exchange against ``script``; also the exceptions the event loop saw (none expected)."""
     loop = asyncio.get_running_loop()
     seen: list = []
@@ -30,7 +31,7 @@ async def exchange(script: list, *, kernel: bool = True, **kw) -> tuple[Exchange
     with HostileServer(script) as srv:
         client = StreamClient(srv.url, timeout=kw.pop("timeout", 2.0), stall_timeout=kw.pop("stall_timeout", 2.0),
                               kernel_stamps=kernel, **kw)
-        task = asyncio.ensure_future(client.request(REQUEST))
+        task = asyncio.ensure_future(client.request(request))
         try:
             with hang_guard(GUARD + 5):
                 done, _ = await asyncio.wait({task}, timeout=GUARD)
@@ -114,6 +115,14 @@ async def test_headers_that_never_end_are_cut_at_the_head_cap(kernel):
 async def test_headers_dripping_slowly_end_at_the_timeout():
     ex, _, _ = await exchange([OK_HEAD, ("drip", b"X-A: b\r\n", 0.05)], timeout=1.0, stall_timeout=0.5)
     assert ex.error == "timeout" and "1 s" in ex.detail
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "loop"])
+async def test_a_server_that_never_reads_the_request_ends_at_the_timeout(kernel):
+    body = b"x" * (48 << 20)             # more than the socket buffers hold
+    big = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    ex, _, _ = await exchange(["deaf"], kernel=kernel, request=big, timeout=1.0, stall_timeout=0.5)
+    assert ex.error in ("timeout", "stall") and one_line(ex.detail)
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "loop"])

@@ -2,7 +2,8 @@
 
 :class:`HostileServer` listens on 127.0.0.1 (a thread per connection, blocking sockets, so it
 works under any event loop and never waits on the client's). Each connection reads one request
-(its head and ``Content-Length`` body), then plays the script: a list of steps
+(its head and ``Content-Length`` body; not when the script starts with ``"deaf"``: then it
+reads nothing at all), then plays the script: a list of steps
 
 * ``b"..."``: send these bytes;
 * ``("repeat", piece)``: send ``piece`` again and again until the client goes away (or
@@ -137,6 +138,9 @@ class HostileServer:
 
     def _serve(self, conn: socket.socket) -> None:
         try:
+            if self.script[:1] == ["deaf"]:
+                self._stop.wait(REPEAT_SECONDS)      # never reads: the client's sends fill up
+                return
             if not self._read_request(conn):
                 return
             for step in self.script:

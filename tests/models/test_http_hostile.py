@@ -108,6 +108,26 @@ async def test_a_server_that_accepts_and_never_answers_ends_at_the_timeout():
     assert srv.requests == 1
 
 
+async def test_a_server_that_never_reads_the_request_ends_at_the_timeout():
+    with HostileServer(["deaf"]) as srv:
+        http = client(srv.url, timeout=1.0)
+        with pytest.raises(TimeoutError):
+            await bounded(http.request(http.head("POST", "/", {}), b"x" * (48 << 20)))
+        http.abandon()
+
+
+async def test_the_sdk_transport_is_bounded_as_a_whole():
+    """The SDK's own timeout is per read: a server that sends a header line now and then never
+    trips it. The call as a whole is bounded by the model's timeout."""
+    with HostileServer([OK_HEAD, ("drip", b"X-A: b\r\n", 0.2)]) as srv:
+        m = OpenAICompat.endpoint(f"{srv.url}/v1", "m", transport="sdk", timeout=1.0)
+        t0 = time.monotonic()
+        with pytest.raises(ModelCallError) as ei:
+            await bounded(m.generate([{"role": "user", "content": "hi"}]))
+        await m.aclose()
+    assert ei.value.kind == "timeout" and time.monotonic() - t0 < GUARD
+
+
 async def test_the_default_timeout_bounds_every_request():
     http = LeanHTTP("http://127.0.0.1:9")
     assert 0 < http.timeout <= 600 and http.max_body == MAX_BODY == 16 << 20

@@ -545,7 +545,7 @@ class OpenAICompat:
                     resp = await asyncio.wait_for(http.request(head), min(30.0, self.timeout))
                     data = orjson.loads(resp.body)
                 else:
-                    page = await self._sdk_client().models.list()
+                    page = await asyncio.wait_for(self._sdk_client().models.list(), min(30.0, self.timeout))
                     data = {"data": [{"id": m.id} for m in page.data]}
                 self.model = data["data"][0]["id"]
             except Exception as exc:
@@ -582,17 +582,20 @@ class OpenAICompat:
         try:
             if api == "chat":
                 rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
-                resp = await client.chat.completions.with_raw_response.create(
+                call = client.chat.completions.with_raw_response.create(
                     model=body["model"], messages=body["messages"], extra_body=rest)
             elif api == "embeddings":
                 rest = {k: v for k, v in body.items() if k not in ("model", "input", "encoding_format")}
-                resp = await client.embeddings.with_raw_response.create(
+                call = client.embeddings.with_raw_response.create(
                     model=body["model"], input=body["input"],
                     encoding_format=body.get("encoding_format", "float"), extra_body=rest)
             else:
                 rest = {k: v for k, v in body.items() if k not in ("model", "prompt")}
-                resp = await client.completions.with_raw_response.create(
+                call = client.completions.with_raw_response.create(
                     model=body["model"], prompt=body["prompt"], extra_body=rest)
+            # the SDK's timeout is per read (a server sending a byte now and then never trips
+            # it): the whole call is bounded here
+            resp = await asyncio.wait_for(call, self.timeout)
             raw = resp.http_response.content
         except openai.APIStatusError as exc:
             r = exc.response
@@ -601,7 +604,7 @@ class OpenAICompat:
             except Exception:
                 data = None
             raise http_error(self.name, exc.status_code, data, r.text, r.headers, self._key.scrub) from None
-        except openai.APITimeoutError:
+        except (openai.APITimeoutError, asyncio.TimeoutError):
             raise ModelCallError(f"{self.name}: no answer within {self.timeout:g} s", kind="timeout",
                                  retryable=True) from None
         except openai.APIConnectionError as exc:

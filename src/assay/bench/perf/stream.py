@@ -53,6 +53,8 @@ _TS = struct.Struct("qq")
 _READ = 1 << 18
 #: bytes kept for one exchange (head and body): past it the exchange ends as ``too large``
 MAX_ANSWER = MAX_BODY
+#: seconds to connect (name lookup included)
+CONNECT_TIMEOUT = 30.0
 
 
 def realtime_offset_ns() -> int:
@@ -366,6 +368,7 @@ class StreamClient:
         self.loop_lag: list[float] = []
         self._idle: list[Any] = []
         self._inflight: dict[int, tuple[Exchange, asyncio.Future, Any]] = {}
+        self._senders: dict[int, asyncio.Task] = {}   # requests too large for one send()
         self._watch: asyncio.Task | None = None
         self._ssl: ssl.SSLContext | None = None
         self._seq = 0
@@ -378,7 +381,12 @@ class StreamClient:
     async def _connect(self) -> Any:
         loop = asyncio.get_running_loop()
         if self.kernel:
-            infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            deadline = loop.time() + CONNECT_TIMEOUT     # name lookup and every address, together
+            try:
+                infos = await asyncio.wait_for(loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM),
+                                               CONNECT_TIMEOUT)
+            except (OSError, asyncio.TimeoutError) as exc:
+                raise ConnectionError(f"cannot resolve {self.host}: {exc or 'no answer in 30 s'}") from None
             last: Exception | None = None
             for family, type_, proto, _, addr in infos:
                 sock = socket.socket(family, type_, proto)
@@ -386,17 +394,18 @@ class StreamClient:
                 try:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                    await asyncio.wait_for(loop.sock_connect(sock, addr), 30.0)
+                    await asyncio.wait_for(loop.sock_connect(sock, addr), max(0.0, deadline - loop.time()))
                     return sock
                 except (OSError, asyncio.TimeoutError) as exc:
                     sock.close()
                     last = exc
-            raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {last}")
+            raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {last or 'no answer in 30 s'}")
         if self.scheme == "https" and self._ssl is None:
             self._ssl = default_ssl_context()
         try:
             transport, proto = await asyncio.wait_for(loop.create_connection(
-                _Proto, self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None), 30.0)
+                _Proto, self.host, self.port, ssl=self._ssl, server_hostname=self.host if self._ssl else None),
+                CONNECT_TIMEOUT)
         except (OSError, asyncio.TimeoutError) as exc:
             raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         return proto
@@ -405,7 +414,9 @@ class StreamClient:
         try:
             if isinstance(conn, socket.socket):
                 try:
-                    asyncio.get_running_loop().remove_reader(conn.fileno())
+                    loop = asyncio.get_running_loop()
+                    loop.remove_reader(conn.fileno())
+                    loop.remove_writer(conn.fileno())   # a send cut short: its fd may be reused
                 except (ValueError, RuntimeError):
                     pass
                 conn.close()
@@ -457,8 +468,8 @@ class StreamClient:
                         n = conn.send(payload)
                     except BlockingIOError:
                         n = 0
-                    if n < len(payload):
-                        await loop.sock_sendall(conn, payload[n:])
+                    if n < len(payload):    # the rest as the server reads it, under the watchdog
+                        self._senders[key] = loop.create_task(self._send_rest(key, conn, payload[n:], reused))
                 else:
                     conn.bind(self, key, ex)
                     ex.sent = ex.last = time.monotonic()
@@ -472,6 +483,15 @@ class StreamClient:
                 ex.error = "connection closed"
             return ex
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send_rest(self, key: int, sock: socket.socket, data: bytes, reused: bool) -> None:
+        try:
+            await asyncio.get_running_loop().sock_sendall(sock, data)
+        except OSError as exc:
+            self._senders.pop(key, None)
+            self._finish(key, "stale" if reused else "connect error", str(exc))
+        else:
+            self._senders.pop(key, None)
 
     def _readable(self, key: int, sock: socket.socket, ex: Exchange) -> None:
         offset = self.offset_ns
@@ -525,6 +545,10 @@ class StreamClient:
         if got is None:
             return
         ex, fut, conn = got
+        sender = self._senders.pop(key, None)
+        if sender is not None and not sender.done():
+            sender.cancel()                   # ended (a timeout, a stall, an early answer) mid-send:
+            ex.keep_alive = False             # the connection is not reusable
         if error == "stream cut" and ex._framing == "close":
             error = None                      # read-until-close bodies end this way
             ex.keep_alive = False
