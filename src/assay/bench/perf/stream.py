@@ -53,6 +53,7 @@ _TS = struct.Struct("qq")
 _READ = 1 << 18
 #: bytes kept for one exchange (head and body): past it the exchange ends as ``too large``
 MAX_ANSWER = MAX_BODY
+_HEX_DIGITS = b"0123456789abcdefABCDEF"     # a size line of only these needs no other check
 #: seconds to connect (name lookup included)
 CONNECT_TIMEOUT = 30.0
 
@@ -195,7 +196,8 @@ def _chunked(ex: Exchange, data: bytes, cap: int) -> bool:
                 return True
             pos = eol + 2
             continue
-        size = chunk_size(data[pos:eol])
+        line = data[pos:eol]
+        size = int(line, 16) if line and not line.translate(None, _HEX_DIGITS) else chunk_size(line)
         if size > cap:
             raise AnswerTooLarge(f"a chunk of {size:,} bytes is over the {size_text(cap)} answer cap")
         pos = eol + 2
