@@ -97,7 +97,7 @@ class Exchange:
 def _head_end(buf: bytearray, scan: int, head_bytes: int) -> int:
     """Where the head at the start of ``buf`` ends (-1: not yet); ProtocolError past ``MAX_HEAD``."""
     end = buf.find(b"\r\n\r\n", max(0, scan - 3))
-    if (end < 0 and head_bytes + len(buf) > MAX_HEAD) or head_bytes + end + 4 > MAX_HEAD:
+    if head_bytes + (len(buf) if end < 0 else end + 4) > MAX_HEAD:
         raise ProtocolError(f"the answer's head is over {size_text(MAX_HEAD)}")
     return end
 
@@ -335,11 +335,13 @@ class _Decoder:
             self.work += len(piece)
         self.cr = False
         lines = piece.splitlines(keepends=True)
-        self.work += len(piece)
+        # splitting scans and copies each byte once; then a line's slice, its data's slice and
+        # strip, the event's join: at most six passes over each byte in all
+        self.work += 6 * len(piece)
         partial = lines.pop() if lines and not lines[-1].endswith((b"\n", b"\r")) else b""
         if self.line and lines:
             lines[0] = bytes(self.line) + lines[0]
-            self.work += len(lines[0])
+            self.work += 2 * len(lines[0])
             self.line.clear()
         for ln in lines:
             ln = ln[:-2] if ln.endswith(b"\r\n") else ln[:-1]
