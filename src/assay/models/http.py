@@ -447,7 +447,7 @@ class LeanHTTP:
             else:  # pragma: no cover
                 _, conn = await asyncio.wait_for(coro, max(0.0, bound))
         except (TimeoutError, asyncio.TimeoutError):
-            raise TimeoutError(f"no connection to {self.host}:{self.port} in {bound:g} s") from None
+            raise TimeoutError(f"no connection to {self.host}:{self.port} in {max(0.0, bound):g} s") from None
         return conn, False
 
     @staticmethod
