@@ -15,6 +15,13 @@ the system store via ``truststore``, else ``certifi``, else Python's defaults). 
 that fails on a reused connection before any byte of answer (the server closed it while it
 sat idle) is sent once more on a fresh connection. Proxies are not handled here: the
 backend uses the ``openai`` SDK's client when the environment names a proxy.
+
+Bounds, whatever the server sends: ``connect_timeout`` to connect, ``timeout`` for the whole
+request (a :class:`TimeoutError`); a head of at most ``MAX_HEAD`` (64 KiB) after at most
+``MAX_INTERIM`` informational (1xx) heads; a body of at most ``max_body`` (``MAX_BODY``, 16 MiB,
+per client or per request), decompressed included (:class:`AnswerTooLarge`); chunk sizes and
+``Content-Length`` only as plain numbers (:class:`ProtocolError`). Bodies are parsed as they
+arrive, each byte once; bytes a server sends while nobody asked close the connection.
 """
 
 from __future__ import annotations
