@@ -11,9 +11,12 @@ start and checked at the end (a clock step between the two is reported). Over TL
 kernel gives no stamp, the read time is used (``clock = "user"``) and the run says so.
 
 The hot path does as little as possible: one ``recvmsg`` per readable event, the stamp and
-the bytes appended to a list, a look at the tail for the end of the chunked body. HTTP
-framing and SSE events are decoded after the exchange ends (:func:`decode`), each event
-carrying the stamp of the read that completed it.
+the bytes appended to a list, their count held against ``max_answer`` (16 MiB: past it the
+exchange ends as ``too large``), a look at the tail for the end of the chunked body. HTTP
+framing and SSE events are decoded after the exchange ends (:func:`decode`, one pass, linear
+in the answer), each event carrying the stamp of the read that completed it. A head over 64
+KiB, more than 8 informational heads, a chunk size or ``Content-Length`` that is not a plain
+number end the exchange as ``bad answer``.
 
 A watchdog task wakes every ``tick`` seconds: it ends exchanges that ran past the timeout or
 stalled (no byte for ``stall_timeout``), and records how late it woke — the event loop's lag,
