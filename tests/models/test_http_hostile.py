@@ -222,3 +222,21 @@ async def test_an_answer_over_the_cap_is_a_model_error_not_retried():
         await m.aclose()
     assert ei.value.kind == "bad_response" and not ei.value.retryable
     assert "1 MiB" in str(ei.value)
+
+
+async def test_an_embeddings_answer_may_pass_the_default_cap_with_many_texts():
+    """An embeddings answer holds up to 256 KiB per text (120 texts: 30 MiB), so big vectors in
+    float JSON are not cut at the 16 MiB default."""
+    import orjson
+
+    dims, n = 8192, 120
+    row = [0.12345678901234567] * dims
+    body = orjson.dumps({"data": [{"index": i, "embedding": row} for i in range(n)], "model": "e",
+                         "usage": {"prompt_tokens": n}})
+    assert MAX_BODY < len(body) < n * (256 << 10)
+    with HostileServer([OK_HEAD + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                        + body]) as srv:
+        m = OpenAICompat.endpoint(f"{srv.url}/v1", "e", transport="lean", timeout=10)
+        vectors = await bounded(m.embed([f"text {i}" for i in range(n)]))
+        await m.aclose()
+    assert vectors.shape == (n, dims)
