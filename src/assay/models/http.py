@@ -15,6 +15,13 @@ the system store via ``truststore``, else ``certifi``, else Python's defaults). 
 that fails on a reused connection before any byte of answer (the server closed it while it
 sat idle) is sent once more on a fresh connection. Proxies are not handled here: the
 backend uses the ``openai`` SDK's client when the environment names a proxy.
+
+Bounds, whatever the server sends: ``connect_timeout`` to connect, ``timeout`` for the whole
+request (a :class:`TimeoutError`); a head of at most ``MAX_HEAD`` (64 KiB) after at most
+``MAX_INTERIM`` informational (1xx) heads; a body of at most ``max_body`` (``MAX_BODY``, 16 MiB,
+per client or per request), decompressed included (:class:`AnswerTooLarge`); chunk sizes and
+``Content-Length`` only as plain numbers (:class:`ProtocolError`). Bodies are parsed as they
+arrive, each byte once; bytes a server sends while nobody asked close the connection.
 """
 
 from __future__ import annotations
@@ -34,6 +41,16 @@ else:  # pragma: no cover
     _timeout = None
 
 
+#: bytes kept for one answer's body, after decompression too (``max_body=`` changes it)
+MAX_BODY = 16 << 20
+#: bytes of an answer's head, informational (1xx) heads and chunked trailers included
+MAX_HEAD = 64 << 10
+#: informational (1xx) heads read past before the answer's own
+MAX_INTERIM = 8
+#: the longest chunk-size line (hex digits and extensions)
+MAX_CHUNK_LINE = 4096
+
+
 class HTTPResponse(NamedTuple):
     status: int
     headers: dict[str, str]   # lower-case names
@@ -44,16 +61,78 @@ class ProtocolError(ConnectionError):
     """The server's answer is not HTTP/1.x we can read."""
 
 
+class AnswerTooLarge(ProtocolError):
+    """The answer is larger than the client keeps (its body, decompressed or not, over the cap)."""
+
+
 class _Stale(ConnectionError):
     """A reused connection failed before any byte of the answer."""
 
 
 _CRLF2 = b"\r\n\r\n"
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def size_text(n: int) -> str:
+    """``n`` bytes as people say it: ``16 MiB``, ``64 KiB``, ``1,500 bytes``."""
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n >= 1 << 10 and n % (1 << 10) == 0:
+        return f"{n >> 10} KiB"
+    return f"{n:,} bytes"
+
+
+def content_length(value: str) -> int:
+    """A ``Content-Length`` value (repeated equal values are one); ProtocolError for anything else."""
+    values = {v.strip() for v in value.split(",")}
+    if len(values) != 1:
+        raise ProtocolError(f"bad Content-Length {value[:40]!r}: several values")
+    v = values.pop()
+    if not (v.isascii() and v.isdigit()):
+        raise ProtocolError(f"bad Content-Length {value[:40]!r}: not a number of bytes")
+    return int(v)
+
+
+def chunk_size(line: bytes | bytearray) -> int:
+    """The size on a chunk-size line (hex digits, then any ``;extensions``); ProtocolError otherwise."""
+    digits = bytes(line).split(b";", 1)[0].strip(b" \t")
+    if not digits or not _HEX.issuperset(digits):
+        raise ProtocolError(f"bad chunk size {bytes(line[:20])!r}")
+    return int(digits, 16)
+
+
+def inflate(body: bytes, encoding: str, cap: int) -> bytes:
+    """``body`` decoded from its ``Content-Encoding``, never keeping more than ``cap`` bytes of it."""
+    if encoding in ("", "identity"):
+        return body
+    if encoding in ("gzip", "x-gzip"):
+        tries = (16 + zlib.MAX_WBITS,)
+    elif encoding == "deflate":
+        tries = (zlib.MAX_WBITS, -zlib.MAX_WBITS)   # zlib-wrapped as the RFC says, or raw as some send
+    else:
+        raise ProtocolError(f"unsupported Content-Encoding {encoding!r}")
+    for i, wbits in enumerate(tries):
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(body, cap + 1)
+        except zlib.error as exc:
+            if i + 1 < len(tries):
+                continue
+            raise ProtocolError(f"cannot decompress the {encoding} body: {exc}") from None
+        if len(out) > cap:
+            raise AnswerTooLarge(f"the {encoding} body decompressed is over the {size_text(cap)} cap "
+                                 f"({size_text(len(body))} compressed)")
+        if not d.eof:
+            raise ProtocolError(f"cannot decompress the {encoding} body: it is cut short")
+        return out
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class _Conn(asyncio.Protocol):
+    """One connection and the answer it is reading, parsed as bytes arrive (each byte once)."""
+
     __slots__ = ("transport", "buf", "waiter", "closed", "idle_since", "received", "_head", "_framing",
-                 "_length", "_keep")
+                 "_length", "_keep", "_cap", "_scan", "_head_bytes", "_interim", "_body", "_chunk", "_state")
 
     def __init__(self) -> None:
         self.transport: Any = None
@@ -62,21 +141,39 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self.received = False
+        self._keep = True
+        self.start(None, MAX_BODY)
+
+    def start(self, waiter: asyncio.Future[HTTPResponse] | None, cap: int) -> None:
+        """Wait for a new answer (``cap``: the most body bytes kept)."""
+        self.waiter = waiter
+        self.received = False
+        self._cap = cap
         self._head: tuple[int, dict[str, str]] | None = None
         self._framing = ""
         self._length = 0
-        self._keep = True
+        self._scan = 0            # where the search for the head's end resumes
+        self._head_bytes = 0      # head bytes read for this answer (1xx heads and trailers too)
+        self._interim = 0
+        self._body = bytearray()  # chunked: the data so far
+        self._chunk = 0           # chunked: data bytes left in the current chunk
+        self._state = "size"      # chunked: size | crlf (after a chunk's data) | trailer
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        self.received = True
         w = self.waiter
         if w is None or w.done():
+            # nobody asked: bytes from a server that talks out of turn are not kept
+            self._keep = False
+            self.closed = True
+            self.buf.clear()
+            self.transport.abort()
             return
+        self.buf += data
+        self.received = True
         try:
             resp = self._parse(eof=False)
         except Exception as exc:  # never let a parse error escape into the event loop
@@ -112,50 +209,11 @@ class _Conn(asyncio.Protocol):
             w.set_exception(ConnectionError(f"connection closed mid-answer{f': {exc}' if exc else ''}"))
 
     # -- parsing ------------------------------------------------------------------------------------
-    def _parse(self, eof: bool) -> HTTPResponse | None:  # noqa: C901
-        buf = self.buf
+    def _parse(self, eof: bool) -> HTTPResponse | None:
         while self._head is None:
-            end = buf.find(_CRLF2)
-            if end < 0:
-                if len(buf) > 65536:
-                    raise ProtocolError("response headers too long")
+            if not self._read_head():
                 return None
-            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-            del buf[:end + 4]
-            status_line = lines[0].split(" ", 2)
-            if len(status_line) < 2 or not status_line[0].startswith("HTTP/"):
-                raise ProtocolError(f"not an HTTP response: {lines[0][:80]!r}")
-            try:
-                status = int(status_line[1])
-            except ValueError:
-                raise ProtocolError(f"bad status line: {lines[0][:80]!r}") from None
-            headers: dict[str, str] = {}
-            for ln in lines[1:]:
-                k, sep, v = ln.partition(":")
-                if not sep:
-                    continue
-                k = k.strip().lower()
-                v = v.strip()
-                headers[k] = f"{headers[k]}, {v}" if k in headers else v
-            if 100 <= status < 200:
-                continue  # 100 Continue and friends: the real answer follows
-            self._head = (status, headers)
-            if status_line[0] == "HTTP/1.0" or "close" in headers.get("connection", "").lower():
-                self._keep = False
-            if "chunked" in headers.get("transfer-encoding", "").lower():
-                self._framing = "chunked"
-            elif "content-length" in headers:
-                try:
-                    self._length = int(headers["content-length"])
-                except ValueError:
-                    raise ProtocolError("bad Content-Length") from None
-                self._framing = "length"
-            elif status in (204, 304):
-                self._framing, self._length = "length", 0
-            else:
-                self._framing = "close"
-                self._keep = False
-        status, headers = self._head
+        buf = self.buf
         if self._framing == "length":
             if len(buf) < self._length:
                 if eof:
@@ -164,61 +222,126 @@ class _Conn(asyncio.Protocol):
             body = bytes(buf[:self._length])
             del buf[:self._length]
         elif self._framing == "chunked":
-            got = _dechunk(buf)
-            if got is None:
+            if not self._dechunk():
                 if eof:
                     raise ProtocolError("connection closed mid-body")
                 return None
-            body, used = got
-            del buf[:used]
+            body = bytes(self._body)
         else:
+            if len(buf) > self._cap:
+                raise AnswerTooLarge(f"the body is over the {size_text(self._cap)} cap (read until close)")
             if not eof:
                 return None
             body = bytes(buf)
             buf.clear()
+        status, headers = self._head
         self._head = None
-        enc = headers.get("content-encoding", "").lower()
-        try:
-            if enc in ("gzip", "x-gzip"):
-                body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
-            elif enc == "deflate":
-                try:
-                    body = zlib.decompress(body)
-                except zlib.error:
-                    body = zlib.decompress(body, -zlib.MAX_WBITS)
-            elif enc not in ("", "identity"):
-                raise ProtocolError(f"unsupported Content-Encoding {enc!r}")
-        except zlib.error as exc:
-            raise ProtocolError(f"cannot decompress the {enc} body: {exc}") from None
-        return HTTPResponse(status, headers, body)
+        return HTTPResponse(status, headers, inflate(body, headers.get("content-encoding", "").lower(), self._cap))
 
-
-def _dechunk(buf: bytearray) -> tuple[bytes, int] | None:
-    """The body of a complete chunked message at the start of ``buf`` and the bytes it used."""
-    pos, out = 0, []
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        size_s = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+    def _read_head(self) -> bool:
+        """Read one head off the buffer: True when one was read (maybe a 1xx one), False for more bytes."""
+        buf = self.buf
+        end = buf.find(_CRLF2, max(0, self._scan - 3))
+        if end < 0:
+            self._scan = len(buf)
+            if self._head_bytes + len(buf) > MAX_HEAD:
+                raise ProtocolError(f"the answer's head is over {size_text(MAX_HEAD)}")
+            return False
+        self._head_bytes += end + 4
+        if self._head_bytes > MAX_HEAD:
+            raise ProtocolError(f"the answer's head is over {size_text(MAX_HEAD)}")
+        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+        del buf[:end + 4]
+        self._scan = 0
+        status_line = lines[0].split(" ", 2)
+        if len(status_line) < 2 or not status_line[0].startswith("HTTP/"):
+            raise ProtocolError(f"not an HTTP response: {lines[0][:80]!r}")
         try:
-            size = int(size_s, 16)
+            status = int(status_line[1])
         except ValueError:
-            raise ProtocolError(f"bad chunk size {size_s[:20]!r}") from None
-        pos = eol + 2
-        if size == 0:
-            # trailers, then an empty line
-            while True:
+            raise ProtocolError(f"bad status line: {lines[0][:80]!r}") from None
+        headers: dict[str, str] = {}
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(":")
+            if not sep:
+                continue
+            k = k.strip().lower()
+            v = v.strip()
+            headers[k] = f"{headers[k]}, {v}" if k in headers else v
+        if 100 <= status < 200:   # 100 Continue and friends: the real answer follows
+            self._interim += 1
+            if self._interim > MAX_INTERIM:
+                raise ProtocolError(f"more than {MAX_INTERIM} informational (1xx) heads before the answer")
+            return True
+        self._head = (status, headers)
+        self._set_framing(status_line[0], status, headers)
+        return True
+
+    def _set_framing(self, version: str, status: int, headers: dict[str, str]) -> None:
+        if version == "HTTP/1.0" or "close" in headers.get("connection", "").lower():
+            self._keep = False
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._framing = "chunked"
+        elif "content-length" in headers:
+            self._length = content_length(headers["content-length"])
+            if self._length > self._cap:
+                raise AnswerTooLarge(f"the body is over the {size_text(self._cap)} cap "
+                                     f"(Content-Length {self._length:,})")
+            self._framing = "length"
+        elif status in (204, 304):
+            self._framing, self._length = "length", 0
+        else:
+            self._framing = "close"
+            self._keep = False
+
+    def _dechunk(self) -> bool:  # noqa: C901
+        """Move what has arrived of a chunked body into ``_body``; True when its end (and any
+        trailers) arrived. Each byte is looked at once; the cap holds chunk by chunk."""
+        buf, body = self.buf, self._body
+        pos, n = 0, len(buf)
+        try:
+            while pos < n:
+                if self._chunk:
+                    take = min(self._chunk, n - pos)
+                    body += buf[pos:pos + take]
+                    pos += take
+                    self._chunk -= take
+                    if not self._chunk:
+                        self._state = "crlf"
+                    continue
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
-                    return None
-                if eol == pos:
-                    return b"".join(out), eol + 2
-                pos = eol + 2
-        if len(buf) < pos + size + 2:
-            return None
-        out.append(bytes(buf[pos:pos + size]))
-        pos += size + 2
+                    if n - pos > MAX_CHUNK_LINE:
+                        raise ProtocolError(f"a chunk-size line is over {size_text(MAX_CHUNK_LINE)}")
+                    return False
+                line_start, pos = pos, eol + 2
+                if self._state == "crlf":
+                    if eol != line_start:
+                        raise ProtocolError("a chunk's data runs past its size")
+                    self._state = "size"
+                elif self._state == "trailer":
+                    if eol == line_start:
+                        return True
+                    self._head_bytes += eol + 2 - line_start
+                    if self._head_bytes > MAX_HEAD:
+                        raise ProtocolError(f"the answer's head and trailers are over {size_text(MAX_HEAD)}")
+                else:
+                    size = chunk_size(buf[line_start:eol])
+                    if len(body) + size > self._cap:
+                        raise AnswerTooLarge(f"the chunked body is over the {size_text(self._cap)} cap "
+                                             f"(a chunk of {size:,} bytes after {len(body):,})")
+                    if size:
+                        self._chunk = size
+                    else:
+                        self._state = "trailer"
+            return False
+        finally:
+            del buf[:pos]
+
+
+def _expire(fut: asyncio.Future[HTTPResponse], timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"no complete answer in {timeout:g} s"))
 
 
 def default_ssl_context() -> ssl.SSLContext:
@@ -247,16 +370,22 @@ def split_origin(url: str) -> tuple[str, str, int]:
 
 
 class LeanHTTP:
-    """Keep-alive HTTP/1.1 to one origin (``scheme://host:port``); see the module doc."""
+    """Keep-alive HTTP/1.1 to one origin (``scheme://host:port``); see the module doc.
+
+    Every request is bounded: ``connect_timeout`` for the connection, ``timeout`` for the whole
+    request (connecting, the head, the whole body: a :class:`TimeoutError` naming it), ``max_body``
+    bytes for the answer's body (:class:`AnswerTooLarge`), ``MAX_HEAD`` for its head."""
 
     def __init__(self, url: str, *, keepalive_expiry: float = 4.0, connect_timeout: float = 30.0,
-                 ssl_context: ssl.SSLContext | None = None):
+                 timeout: float = 600.0, max_body: int = MAX_BODY, ssl_context: ssl.SSLContext | None = None):
         self.scheme, self.host, self.port = split_origin(url)
         default_port = self.port == (443 if self.scheme == "https" else 80)
         h = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = h if default_port else f"{h}:{self.port}"
         self.keepalive_expiry = keepalive_expiry
         self.connect_timeout = connect_timeout
+        self.timeout = timeout
+        self.max_body = max_body
         self._ssl = ssl_context if ssl_context is not None or self.scheme == "http" else None
         self._idle: list[_Conn] = []
         self._loop: Any = None
@@ -267,17 +396,21 @@ class LeanHTTP:
         lines += [f"{k}: {v}" for k, v in headers.items()]
         return ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
 
-    async def request(self, head: bytes, body: bytes = b"") -> HTTPResponse:
-        """Send ``head`` (from :meth:`head`) + body; raises ConnectionError subclasses, OSError."""
+    async def request(self, head: bytes, body: bytes = b"", *, max_body: int | None = None) -> HTTPResponse:
+        """Send ``head`` (from :meth:`head`) + body; raises ConnectionError subclasses (ProtocolError,
+        AnswerTooLarge), OSError, TimeoutError (past ``timeout``). ``max_body``: this answer's cap."""
         payload = head + str(len(body)).encode() + _CRLF2 + body
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self.abandon()
             self._loop = loop
+        deadline = loop.time() + self.timeout
+        cap = self.max_body if max_body is None else max_body
         for _ in range(2):
-            conn, reused = await self._get(loop)
-            conn.waiter = fut = loop.create_future()
-            conn.received = False
+            conn, reused = await self._get(loop, deadline)
+            fut: asyncio.Future[HTTPResponse] = loop.create_future()
+            conn.start(fut, cap)
+            timer = loop.call_at(deadline, _expire, fut, self.timeout)
             try:
                 conn.transport.write(payload)
                 resp = await fut
@@ -286,9 +419,11 @@ class LeanHTTP:
                 if reused:
                     continue
                 raise ConnectionError("the server closed the connection before answering") from None
-            except BaseException:  # cancelled (timeout), protocol error: the connection is spent
+            except BaseException:  # cancelled, timed out, protocol error: the connection is spent
                 self._drop(conn)
                 raise
+            finally:
+                timer.cancel()
             conn.waiter = None
             if conn._keep and not conn.closed:
                 conn.idle_since = time.monotonic()
@@ -298,7 +433,7 @@ class LeanHTTP:
             return resp
         raise ConnectionError("the server closed the connection before answering")  # pragma: no cover
 
-    async def _get(self, loop: asyncio.AbstractEventLoop) -> tuple[_Conn, bool]:
+    async def _get(self, loop: asyncio.AbstractEventLoop, deadline: float) -> tuple[_Conn, bool]:
         idle = self._idle
         if idle:
             now = time.monotonic()
@@ -309,13 +444,17 @@ class LeanHTTP:
                 self._drop(conn)
         if self.scheme == "https" and self._ssl is None:
             self._ssl = default_ssl_context()
+        bound = min(self.connect_timeout, deadline - loop.time())
         coro = loop.create_connection(_Conn, self.host, self.port, ssl=self._ssl if self.scheme == "https" else None,
                                       server_hostname=self.host if self.scheme == "https" else None)
-        if _timeout is not None:
-            async with _timeout(self.connect_timeout):
-                _, conn = await coro
-        else:  # pragma: no cover
-            _, conn = await asyncio.wait_for(coro, self.connect_timeout)
+        try:
+            if _timeout is not None:
+                async with _timeout(max(0.0, bound)):
+                    _, conn = await coro
+            else:  # pragma: no cover
+                _, conn = await asyncio.wait_for(coro, max(0.0, bound))
+        except (TimeoutError, asyncio.TimeoutError):
+            raise TimeoutError(f"no connection to {self.host}:{self.port} in {max(0.0, bound):g} s") from None
         return conn, False
 
     @staticmethod

@@ -64,7 +64,7 @@ from assay.models.base import (
     check_texts,
     loglik_generation,
 )
-from assay.models.http import LeanHTTP
+from assay.models.http import MAX_BODY, AnswerTooLarge, LeanHTTP
 from assay.models.openai_wire import (
     NoPromptLogprobs,
     chat_body,
@@ -93,6 +93,9 @@ DEFAULT_CONCURRENCY = {"openai": 32, "azure": 16, "compatible": 8}
 # Texts per embeddings request: OpenAI takes up to 2,048 inputs and 300,000 tokens a request;
 # 64 keeps a request's body small and lets the limiter keep several requests in flight.
 EMBED_BATCH_SIZE = 64
+# The most an embeddings answer may hold per text (the lean transport's cap is at least its
+# MAX_BODY, 16 MiB): a 8,192-dimension vector printed as JSON floats is about 180 KB.
+EMBED_ANSWER_PER_TEXT = 256 << 10
 
 
 class _Secret:
@@ -464,10 +467,13 @@ class OpenAICompat:
             return EmbeddingBatch(np.zeros((0, 0), dtype=np.float32), model=self.model or "")
         if not self.model and self.provider == "compatible":
             await self._resolve_model()
-        data, latency = await self._post(self.embeddings_body(items, input_type=input_type), "embeddings")
+        cap = max(MAX_BODY, len(items) * EMBED_ANSWER_PER_TEXT)
+        data, latency = await self._post(self.embeddings_body(items, input_type=input_type), "embeddings",
+                                         max_body=cap)
         return read_embedding_batch(self.name, data, len(items), latency, self.model)
 
-    async def _post(self, body: dict[str, Any], api: str = "chat") -> tuple[Any, float]:
+    async def _post(self, body: dict[str, Any], api: str = "chat", *,
+                    max_body: int | None = None) -> tuple[Any, float]:
         if self.transport == "lean":
             head = None
             if api != "chat":
@@ -475,20 +481,21 @@ class OpenAICompat:
                 if head is None:
                     url, headers = self.route(api)
                     head = self._heads[api] = self._lean().head("POST", self._target(url), headers)
-            return await self._post_lean(body, head)
+            return await self._post_lean(body, head, max_body=max_body)
         return await self._post_sdk(body, api)
 
     # -- lean transport -------------------------------------------------------------------------
     def _lean(self) -> LeanHTTP:
         if self._http is None:
-            self._http = LeanHTTP(self._url, connect_timeout=min(30.0, self.timeout))
+            self._http = LeanHTTP(self._url, connect_timeout=min(30.0, self.timeout), timeout=self.timeout)
         return self._http
 
     def _target(self, url: str) -> str:
         parts = urllib.parse.urlsplit(url)
         return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
-    async def _post_lean(self, body: dict[str, Any], head: bytes | None = None) -> tuple[Any, float]:
+    async def _post_lean(self, body: dict[str, Any], head: bytes | None = None, *,
+                         max_body: int | None = None) -> tuple[Any, float]:
         http = self._http or self._lean()
         if head is None:
             if not self._head:
@@ -499,9 +506,11 @@ class OpenAICompat:
         try:
             if _timeout is not None:
                 async with _timeout(self.timeout):
-                    resp = await http.request(head, payload)
+                    resp = await http.request(head, payload, max_body=max_body)
             else:  # pragma: no cover - Python 3.10
-                resp = await asyncio.wait_for(http.request(head, payload), self.timeout)
+                resp = await asyncio.wait_for(http.request(head, payload, max_body=max_body), self.timeout)
+        except AnswerTooLarge as exc:   # the same request would get the same answer: not retried
+            raise ModelCallError(f"{self.name}: {exc}", kind="bad_response", retryable=False) from None
         except (TimeoutError, asyncio.TimeoutError):
             raise ModelCallError(f"{self.name}: no answer within {self.timeout:g} s", kind="timeout",
                                  retryable=True) from None
@@ -536,12 +545,14 @@ class OpenAICompat:
                     resp = await asyncio.wait_for(http.request(head), min(30.0, self.timeout))
                     data = orjson.loads(resp.body)
                 else:
-                    page = await self._sdk_client().models.list()
+                    page = await asyncio.wait_for(self._sdk_client().models.list(), min(30.0, self.timeout))
                     data = {"data": [{"id": m.id} for m in page.data]}
                 self.model = data["data"][0]["id"]
             except Exception as exc:
+                why = " ".join(self._key.scrub(str(exc)).split())[:200] if isinstance(exc, OSError) else ""
+                why = f"{type(exc).__name__}: {why}" if why else type(exc).__name__
                 raise AssayError(f"{public_url(self.base_url)}: no model named and GET /models did not name one "
-                                 f"({type(exc).__name__}); name the model: {public_url(self.base_url)}#MODEL") from None
+                                 f"({why}); name the model: {public_url(self.base_url)}#MODEL") from None
             self._url, self._headers = self._endpoint()
             self._head = b""
             self._heads.clear()
@@ -571,17 +582,20 @@ class OpenAICompat:
         try:
             if api == "chat":
                 rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
-                resp = await client.chat.completions.with_raw_response.create(
+                call = client.chat.completions.with_raw_response.create(
                     model=body["model"], messages=body["messages"], extra_body=rest)
             elif api == "embeddings":
                 rest = {k: v for k, v in body.items() if k not in ("model", "input", "encoding_format")}
-                resp = await client.embeddings.with_raw_response.create(
+                call = client.embeddings.with_raw_response.create(
                     model=body["model"], input=body["input"],
                     encoding_format=body.get("encoding_format", "float"), extra_body=rest)
             else:
                 rest = {k: v for k, v in body.items() if k not in ("model", "prompt")}
-                resp = await client.completions.with_raw_response.create(
+                call = client.completions.with_raw_response.create(
                     model=body["model"], prompt=body["prompt"], extra_body=rest)
+            # the SDK's timeout is per read (a server sending a byte now and then never trips
+            # it): the whole call is bounded here
+            resp = await asyncio.wait_for(call, self.timeout)
             raw = resp.http_response.content
         except openai.APIStatusError as exc:
             r = exc.response
@@ -590,7 +604,7 @@ class OpenAICompat:
             except Exception:
                 data = None
             raise http_error(self.name, exc.status_code, data, r.text, r.headers, self._key.scrub) from None
-        except openai.APITimeoutError:
+        except (openai.APITimeoutError, asyncio.TimeoutError):
             raise ModelCallError(f"{self.name}: no answer within {self.timeout:g} s", kind="timeout",
                                  retryable=True) from None
         except openai.APIConnectionError as exc:
