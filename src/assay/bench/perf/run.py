@@ -138,7 +138,7 @@ class _Target:
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.headers = headers
-        self.http = LeanHTTP(self.origin)
+        self.http = LeanHTTP(self.origin, timeout=self.cfg.timeout)   # every request here within --timeout
         base_path = urlsplit(self.backend.base_url).path.rstrip("/")
         self.root = base_path[:-3] if base_path.endswith("/v1") else base_path
         self._head = self.http.head("POST", self.path, {**headers, "Accept": "text/event-stream"
