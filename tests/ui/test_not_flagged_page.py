@@ -44,3 +44,37 @@ def test_report_card_too(stored):
     st, run_id = stored
     c = card(render_report(st, run_id))
     assert "<dt>not flagged</dt><dd>6 of 7 rows" in c and "lower bound: rules, no judge" in c
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    st = Store(str(tmp_path_factory.mktemp("nf2") / "s.db"))
+    rows = harmful_rows()[:6] + [{"id": "t", "query": "q", "response": FLAGGED_THREAT}]
+    a = assay.evaluate(rows, metrics=["violence"], store=st, workers=1, name="no judge")
+    b = assay.evaluate(rows, metrics=["violence"], store=st, workers=1, name="no judge")
+    yield st, a.run["run_id"], b.run["run_id"]
+    st.close()
+
+
+def test_compare_and_trend_pages_mark_the_bounds(two_runs):
+    """The compare and trend pages show the rule-scored defect rate as a lower bound with the rows
+    not flagged, as the run page does (before: a bare "defects 14.3%")."""
+    st, a, b = two_runs
+    c = TestClient(create_app(st), base_url="http://127.0.0.1")
+    html = c.get("/compare", params=[("runs", a), ("runs", b)]).text
+    assert html.count("≥ 14.3% (lower bound: rules, no judge)") == 2, html
+    assert "6 not flagged" in html
+    trend = c.get("/trend", params={"output": "violence"}).text
+    assert trend.count("≥ 14.3% (lower bound: rules, no judge)") == 2
+    assert trend.count("6 not flagged") == 2
+
+
+def test_the_cli_compare_marks_the_bounds(two_runs):
+    from typer.testing import CliRunner
+
+    from assay.cli.main import app
+
+    st, a, b = two_runs
+    res = CliRunner().invoke(app, ["compare", a, b, "--store", st.url, "--worst", "0"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "not flagged" in res.output and "lower bound" in res.output

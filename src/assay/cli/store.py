@@ -10,11 +10,11 @@ import typer
 from rich.table import Table
 
 from assay.cli.bench.quality import render_quality
-from assay.cli.common import STORE_OPT, fmt, open_store, out, plain, print_json, safe, text_arg, when
+from assay.cli.common import STORE_OPT, err, fmt, open_store, out, plain, print_json, safe, text_arg, when
 from assay.cli.eval import print_summary
 from assay.cli.judge import print_run_check
 from assay.errors import AssayError
-from assay.results import LAYOUTS
+from assay.results import LAYOUTS, bounds
 
 app = typer.Typer()
 
@@ -165,7 +165,7 @@ def compare_cmd(  # noqa: C901
     for r in rs[1:]:
         table.add_column(f"Δ {safe(r['name'] or r['id'])} [95% CI]", justify="right")
     for m in cmp["metrics"]:
-        cells = [fmt(x["mean"]) if x else "—" for x in m["runs"]]
+        cells = [bounds.bounded_mean(x, fmt) if x else "—" for x in m["runs"]]
         for d in m["deltas"][1:]:
             if not d or d["delta"] is None:
                 cells.append("—")
@@ -177,6 +177,10 @@ def compare_cmd(  # noqa: C901
         arrow = "↑" if m["higher_is_better"] else "↓"
         table.add_row(f"{safe(m['output'])} {arrow}", *cells)
     out.print(table)
+    for r, line in ((r, bounds.notes_line({m["output"]: m["runs"][i] or {} for m in cmp["metrics"]}))
+                    for i, r in enumerate(rs)):
+        if line:
+            err.print(f"{safe(r['name'] or r['id'])}: {safe(line)}", highlight=False)
     if worst <= 0:
         return
     for other in rs[1:]:

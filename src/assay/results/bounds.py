@@ -121,3 +121,14 @@ def notes_line(metrics: Mapping[str, Mapping[str, Any]]) -> str | None:
 
 __all__ = ["NO_JUDGE", "bounded_mean", "bounded_rate", "by", "not_flagged", "note", "notes_line", "pass_rate_range",
            "pass_rate_text"]
+
+
+# The aggregate keys the bound wording reads: a view that copies part of an aggregate (a compare
+# cell, a trend point) copies these too, so it can show the same words.
+BOUND_KEYS = ("not_flagged", "not_flagged_by", "mean_bound", "defect_rate_bound", "passed", "failed")
+
+
+def bound_fields(agg: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``agg`` that say how its figures are bounds (empty when no row was not flagged)."""
+    return {k: agg.get(k) for k in BOUND_KEYS} if not_flagged(agg) else {}
+

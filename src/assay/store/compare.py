@@ -21,6 +21,7 @@ import orjson
 from sqlalchemy import select
 
 from assay.errors import AssayError
+from assay.results.bounds import bound_fields
 from assay.stats import confidence_interval
 from assay.store import schema as S
 from assay.store.store import Store
@@ -126,7 +127,7 @@ def compare_runs(store: Store, refs: Sequence[str]) -> dict[str, Any]:
             entry["runs"].append(None if a is None else {
                 "mean": a.get("mean"), "n": a.get("evaluated"), "pass_rate": a.get("pass_rate"),
                 "defect_rate": a.get("defect_rate"), "ci95_low": a.get("ci95_low"), "ci95_high": a.get("ci95_high"),
-                "errored": a.get("errored"), "skipped": a.get("skipped")})
+                "errored": a.get("errored"), "skipped": a.get("skipped"), **bound_fields(a)})
         a_idx, a_val = data[0].scores(output)
         for r, d_other in zip(others, data[1:]):
             if output not in (r.get("aggregates") or {}):

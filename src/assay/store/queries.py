@@ -35,6 +35,7 @@ import orjson
 from sqlalchemy import and_, func, or_, select
 
 from assay.errors import AssayError
+from assay.results.bounds import bound_fields
 from assay.store import schema as S
 from assay.store import search as T
 from assay.store.sessions import shown_status
@@ -590,7 +591,8 @@ def trend(store: Store, output: str, *, name: str | None = None, limit: int = 50
             points.append({"id": r.id, "name": r.name, "created_at": r.created_at, "mean": agg.get("mean"),
                            "ci95_low": agg.get("ci95_low"), "ci95_high": agg.get("ci95_high"),
                            "pass_rate": agg.get("pass_rate"), "defect_rate": agg.get("defect_rate"),
-                           "evaluated": agg.get("evaluated"), "higher_is_better": agg.get("higher_is_better", True)})
+                           "evaluated": agg.get("evaluated"), "higher_is_better": agg.get("higher_is_better", True),
+                           **bound_fields(agg)})
     points.reverse()
     return points
 

@@ -328,6 +328,16 @@ def pass_rate_line(agg: dict[str, Any] | None) -> str | None:
     return bounds.pass_rate_text(agg, pct)
 
 
+def pass_rate_text(agg: dict[str, Any] | None) -> str:
+    """A pass rate cell: ``62.5%``, ``— (6 not flagged)``, ``0.0% (1 judged; 6 not flagged)``."""
+    return bounds.pass_rate_text(agg or {}, pct)
+
+
+def defect_rate_text(agg: dict[str, Any] | None) -> str:
+    """A defect rate cell: ``14.3%``, or ``≥ 14.3% (lower bound: rules, no judge)``; ``—`` without one."""
+    return bounds.bounded_rate(agg or {}, percent=True) or "—"
+
+
 def not_flagged_line(agg: dict[str, Any] | None) -> str | None:
     """``6 of 7 rows (rules, no judge): neither passes nor fails ...``, or None."""
     a = agg or {}
@@ -385,6 +395,7 @@ def environment() -> Environment:
                        perf=perf, perf_signed=perf_signed, perf_unit=perf_unit, rate=rate, point_label=point_label)
     env.globals.update(safe_href=safe_href, field=field, other_inputs=other_inputs, rate_line=rate_line,
                        pass_rate_line=pass_rate_line, not_flagged_line=not_flagged_line, mean_text=mean_text,
+                       pass_rate_text=pass_rate_text, defect_rate_text=defect_rate_text,
                        TEXT_FIELDS=TEXT_FIELDS, agent_view=agent_view, long_text=long_text)
     return env
 
