@@ -240,3 +240,17 @@ def test_postgresql_store(postgres_url):
 @pytest.fixture(autouse=True)
 def _no_store_env(monkeypatch):
     monkeypatch.setenv("ASSAY_STORE", "off")
+
+
+def test_a_port_in_use_ends_with_one_line_and_exit_3(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        cmd = [sys.executable, "-m", "assay.cli", "monitor", "serve", "--port", str(port),
+               "--store", str(tmp_path / "m.db")]
+        r = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "port is in use" in r.stderr and "assay monitor serve" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and r.stdout == ""
