@@ -47,6 +47,9 @@ class _Batch:
     def __init__(self, rows: Sequence[dict[str, Any]]):
         self.rows = rows
         self.future: Future[int] = Future()
+        # running: a caller that gives up (a client gone) cannot cancel it, so the writer's
+        # answer always lands
+        self.future.set_running_or_notify_cancel()
 
 
 class Ingest:
