@@ -17,10 +17,10 @@ from tests.helpers.otlp import Recorder
 def log(request, tmp_path):
     url = str(tmp_path / "s.db") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
     st = Store(url)
-    yield SpanLog(st)
-    with st.engine.begin() as conn:      # the PostgreSQL server is shared by the session
+    with st.engine.begin() as conn:      # the PostgreSQL server is shared by the session's tests
         conn.exec_driver_sql("DELETE FROM spans")
         conn.exec_driver_sql("DELETE FROM traces")
+    yield SpanLog(st)
     st.close()
 
 
