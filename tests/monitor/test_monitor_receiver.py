@@ -254,3 +254,24 @@ def test_a_port_in_use_ends_with_one_line_and_exit_3(tmp_path):
         r = subprocess.run(cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 3 and "port is in use" in r.stderr and "assay monitor serve" in r.stderr
     assert r.stderr.strip().count("\n") == 0 and r.stdout == ""
+
+
+def test_a_store_that_fails_answers_503_with_retry_after_and_acknowledges_nothing(tmp_path):
+    from assay.store import schema as S
+
+    store = str(tmp_path / "m.db")
+    rec = Recorder()
+    _chat(rec, 2)
+    body = rec.request().SerializeToString()
+    with Receiver(store) as rx:
+        st = Store(store)
+        with st.engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE spans")      # every write now fails
+        code, headers, said = post(rx.url, body)
+        assert code == 503 and headers["retry-after"] == "1" and b"send them again" in said
+        S.spans.create(st.engine)                          # the store is back: the exporter's retry is taken
+        assert post(rx.url, body)[0] == 200
+        st.close()
+        rx.stop()
+        assert "could not store 4 spans" in rx.output()
+    assert _status(store)["spans"] == 4
