@@ -223,12 +223,15 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
         CREATE INDEX ix_scores_run_output_score ON scores (run_id, output, score);
         CREATE INDEX ix_scores_run_output_result ON scores (run_id, output, result);
         DROP TABLE run_columns; DROP TABLE run_column_parts; DROP TABLE run_sessions;
+        DROP TABLE spans; DROP TABLE traces;
         ALTER TABLE runs DROP COLUMN owner; ALTER TABLE runs DROP COLUMN owner_pid;
         ALTER TABLE runs DROP COLUMN owner_host; ALTER TABLE runs DROP COLUMN heartbeat_at;
         UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""" + BEFORE_V6)
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 6
+    assert st.schema_version() == S.SCHEMA_VERSION == 7
+    assert {"spans", "traces"} <= set(sa_inspect(st.engine).get_table_names())    # version 7: the monitor's
+    assert {ix["name"] for ix in sa_inspect(st.engine).get_indexes("traces")} >= {"ix_traces_start", "ix_traces_open"}
     names = {ix["name"] for ix in sa_inspect(st.engine).get_indexes("scores")}
     assert {"ix_scores_run_output_score_idx", "ix_scores_run_output_result_idx"} <= names
     assert "ix_scores_run_output_score" not in names

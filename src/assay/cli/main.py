@@ -41,8 +41,10 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "assay.cli.bench",
      "Benchmark models: serving performance, cost, quality on tasks, embedding models."),
     ("judge", "assay.cli.judge", "Measure a judge before trusting it; list and show the checks kept."),
+    ("monitor", "assay.cli.monitor",
+     "Watch a live app: receive its OpenTelemetry traces and keep them in the store."),
 )
-GROUPS = frozenset({"simulate", "bench", "judge"})
+GROUPS = frozenset({"simulate", "bench", "judge", "monitor"})
 
 
 def load_command(name: str) -> Any:

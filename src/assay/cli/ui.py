@@ -7,27 +7,17 @@
 from __future__ import annotations
 
 import errno
-import ipaddress
 import secrets
 import socket
 from pathlib import Path
 
 import typer
 
+from assay.access import is_loopback
 from assay.cli.common import STORE_OPT, err, open_store, out, safe, text_arg
 from assay.errors import AssayError, RunIncomplete
 
 app = typer.Typer()
-
-
-def is_loopback(host: str) -> bool:
-    h = host.strip().strip("[]").lower()
-    if h == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
 
 
 def _need_ui_extra() -> None:
@@ -40,19 +30,20 @@ def _need_ui_extra() -> None:
         raise AssayError(f"the dashboard needs the ui extra ({exc.name} is missing): pip install 'assay[ui]'") from None
 
 
-def check_bind(host: str, token: str | None) -> str | None:
-    """The token to use: ``auto`` makes one; a host other than loopback needs one."""
+def check_bind(host: str, token: str | None, what: str = "the dashboard", env: str = "ASSAY_UI_TOKEN") -> str | None:
+    """The token to use: ``auto`` makes one; a host other than loopback needs one (``what``: the
+    server, ``env``: the variable that gives its token, for the message)."""
     if token is not None and token.strip().lower() == "auto":
         return secrets.token_urlsafe(24)
     if token is not None and not token.strip():
         raise AssayError("--token is empty")
     if token is None and not is_loopback(host):
-        raise AssayError(f"binding {host} makes the dashboard reachable from other machines, so it needs a token: "
-                         "add --token auto (or --token YOUR_SECRET, or set ASSAY_UI_TOKEN)")
+        raise AssayError(f"binding {host} makes {what} reachable from other machines, so it needs a token: "
+                         f"add --token auto (or --token YOUR_SECRET, or set {env})")
     return token.strip() if token else None
 
 
-def listen_on(host: str, port: int) -> socket.socket:
+def listen_on(host: str, port: int, other: str = "another `assay ui`") -> socket.socket:
     """A socket listening on ``host:port`` (uvicorn serves it), made before the address is
     announced, so the address accepts connections once printed: a port in use ends the command
     with one line and exit 3."""
@@ -69,7 +60,7 @@ def listen_on(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise RunIncomplete(f"cannot listen on {host}:{port}: the port is in use (another `assay ui`?); "
+            raise RunIncomplete(f"cannot listen on {host}:{port}: the port is in use ({other}?); "
                                 "stop that program or pick another port with --port") from None
         raise RunIncomplete(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
                             "pick another address with --host or port with --port") from None

@@ -30,6 +30,15 @@ so they read the same on both and ``LIKE`` searches work on both.
   hex ``ref`` that users type (``assay bench show 3f9a``), the ``track`` of scheduled repeats.
 - ``benchmark_samples``: a benchmark's raw measurements as float64 blobs, named
   ``"<point index>/<metric>"`` (``"0/ttft"``), so two perf runs can be compared by bootstrap.
+- ``spans`` (since version 7): the OpenTelemetry spans ``assay monitor serve`` received, one per
+  (trace id, span id) (a span sent twice is kept once): parent, name, kind, service, scope, start
+  and end (ns since the epoch), status, attributes / events / resource as JSON, and when it was
+  received. Written by :mod:`assay.store.spans`.
+- ``traces`` (since version 7): one per trace of those spans: its root span (once received), its
+  first start and last end, how many spans it has, when its spans were first and last received,
+  and when it was complete (``completion``: ``root``, its root span received, or ``quiet``, no
+  span for the quiet period). Indexed by start time (traces in a time window) and by open traces'
+  last reception (the quiet-period scan).
 - ``assay_meta``: ``schema_version``.
 
 Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
@@ -42,6 +51,7 @@ import uuid
 from collections.abc import Callable
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Connection,
@@ -60,7 +70,7 @@ from sqlalchemy import (
     update,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = MetaData()
 
@@ -196,6 +206,46 @@ benchmark_samples = Table(
     PrimaryKeyConstraint("benchmark_id", "name"),
 )
 
+# Since version 7: what ``assay monitor serve`` receives (see :mod:`assay.store.spans`).
+spans = Table(
+    "spans", metadata,
+    Column("trace_id", String(32), nullable=False),    # lowercase hex
+    Column("span_id", String(16), nullable=False),
+    Column("parent_id", String(16)),
+    Column("name", Text, nullable=False),
+    Column("kind", String(16)),
+    Column("service", Text),                           # the resource's service.name
+    Column("scope", Text),
+    Column("start_ns", BigInteger),
+    Column("end_ns", BigInteger),
+    Column("status", String(8), nullable=False),       # UNSET | OK | ERROR
+    Column("status_message", Text),
+    Column("attributes", Text),                        # JSON
+    Column("events", Text),                            # JSON list of {name, time, attributes}
+    Column("resource", Text),                          # JSON
+    Column("received_at", Float, nullable=False),
+    PrimaryKeyConstraint("trace_id", "span_id"),
+    Index("ix_spans_received", "received_at"),
+)
+
+traces = Table(
+    "traces", metadata,
+    Column("trace_id", String(32), primary_key=True),
+    Column("service", Text),
+    Column("root_span_id", String(16)),
+    Column("root_name", Text),
+    Column("start_ns", BigInteger),
+    Column("end_ns", BigInteger),
+    Column("spans", Integer, nullable=False),
+    Column("first_received", Float, nullable=False),
+    Column("last_received", Float, nullable=False),
+    Column("completed_at", Float),
+    Column("completion", String(8)),                   # root | quiet
+    Index("ix_traces_start", "start_ns"),
+    Index("ix_traces_open", "completed_at", "last_received"),
+)
+
+
 def _v2(conn: Connection) -> None:
     """Version 2: the score and result indexes also carry the row position, so a sorted or
     filtered page, and an output's scores, are read from the index alone."""
@@ -268,6 +318,12 @@ def _v6(conn: Connection) -> None:
     index_old_rows(conn)
 
 
+def _v7(conn: Connection) -> None:
+    """Version 7: the spans and traces ``assay monitor serve`` receives."""
+    spans.create(conn, checkfirst=True)
+    traces.create(conn, checkfirst=True)
+
+
 def create_text_index(conn: Connection) -> None:
     """The full-text index of rows: FTS5 on SQLite, ``tsvector`` + GIN on PostgreSQL; nothing
     on another database or a SQLite built without FTS5 (searches then scan, as before)."""
@@ -295,4 +351,4 @@ def new_ref() -> str:
 
 
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7}

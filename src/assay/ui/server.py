@@ -21,7 +21,6 @@ and a Content-Security-Policy that allows no script at all is sent with every pa
 
 from __future__ import annotations
 
-import hmac
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +30,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from assay.access import LOOPBACK_HOSTS, given_token, host_name, token_matches
 from assay.engine import judge_check as JC
 from assay.errors import AssayError
 from assay.store import Store
@@ -39,7 +39,6 @@ from assay.ui import charts
 from assay.ui.render import render, stylesheet
 
 COOKIE = "assay_token"
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 STATUSES = ("completed", "running", "stale", "interrupted", "failed")   # stale: its process is gone
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
        "base-uri 'none'; frame-ancestors 'none'")
@@ -54,13 +53,6 @@ class NotFound(AssayError):
     pass
 
 
-def _host_name(host_header: str) -> str:
-    h = host_header.strip().lower()
-    if h.startswith("["):
-        return h[: h.find("]") + 1] if "]" in h else h
-    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
-
-
 def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterable[str] | None = None) -> FastAPI:  # noqa: C901
     """The dashboard over ``store``. ``token``: required on every request when set.
     ``allowed_hosts``: host names accepted without a token (default: the loopback names)."""
@@ -69,17 +61,14 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     store_label = store.display_url
 
     def token_ok(request: Request) -> bool:
-        given = (request.cookies.get(COOKIE) or request.headers.get("x-assay-token")
-                 or request.query_params.get("token") or "")
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        return bool(given) and hmac.compare_digest(given.encode(), token.encode())  # type: ignore[union-attr]
+        given = given_token(request.headers, request.cookies.get(COOKIE), request.headers.get("x-assay-token"),
+                            request.query_params.get("token"))
+        return token_matches(given, token)  # type: ignore[arg-type]
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Response:
         if token is None:
-            if _host_name(request.headers.get("host", "")) not in hosts:
+            if host_name(request.headers.get("host", "")) not in hosts:
                 return _plain(400, "this dashboard answers only on a loopback address "
                                    "(start it with --token to serve other hosts)")
         else:

@@ -1,0 +1,153 @@
+"""The spans a live app sends to ``assay monitor serve``, kept in the store, and their traces.
+
+:class:`SpanLog` writes batches of spans (:meth:`SpanLog.write`: several batches in one
+transaction; a span already stored, same trace and span id, is kept once, the first time), keeps
+one ``traces`` row per trace up to date in the same transaction (its span count, first start, last
+end, root span, first and last reception), and records when a trace is complete: when its root
+span (the span without a parent) is received, or, by :meth:`SpanLog.complete_quiet`, when no span
+of it came for a quiet period. It reads back what the monitor's status shows
+(:meth:`SpanLog.status`), the traces in a time window (:meth:`SpanLog.traces`) and a trace's
+spans (:meth:`SpanLog.spans`).
+
+A span here is a dict of the ``spans`` table's columns (:mod:`assay.store.schema`) without
+``received_at``, which :meth:`SpanLog.write` sets; ``attributes``, ``events`` and ``resource`` are
+JSON text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import func, insert, select, update
+
+from assay.store import schema as S
+from assay.store.store import Store
+
+IN_CHUNK = 500        # trace ids per ``IN (...)`` list
+SPAN_COLUMNS = tuple(c.name for c in S.spans.columns if c.name != "received_at")
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), IN_CHUNK):
+        yield items[i:i + IN_CHUNK]
+
+
+class SpanLog:
+    """The spans and traces of a :class:`~assay.store.Store`."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.engine = store.engine
+
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, spans: Sequence[Mapping[str, Any]], now: float) -> int:
+        """Store ``spans`` (received at ``now``, seconds since the epoch) in one transaction with
+        their traces' rows; returns how many were new (a span already stored, or given twice,
+        is kept once). Nothing is written when it raises."""
+        fresh: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for s in spans:
+            fresh.setdefault((s["trace_id"], s["span_id"]), s)
+        if not fresh:
+            return 0
+        tids = sorted({t for t, _ in fresh})
+        t = S.spans
+        with self.engine.begin() as conn:
+            for part in _chunks(tids):
+                for tid, sid in conn.execute(select(t.c.trace_id, t.c.span_id).where(t.c.trace_id.in_(part))):
+                    fresh.pop((tid, sid), None)
+            if not fresh:
+                return 0
+            new = [{**{k: s.get(k) for k in SPAN_COLUMNS}, "received_at": now} for s in fresh.values()]
+            conn.execute(insert(t), new)
+            _update_traces(conn, new, now)
+        return len(new)
+
+    def complete_quiet(self, quiet_s: float, now: float) -> int:
+        """Mark complete (``quiet``) the open traces that received no span for ``quiet_s``
+        seconds before ``now``; returns how many."""
+        tr = S.traces
+        with self.engine.begin() as conn:
+            res = conn.execute(update(tr).where(tr.c.completed_at.is_(None), tr.c.last_received <= now - quiet_s)
+                               .values(completed_at=now, completion="quiet"))
+            return int(res.rowcount or 0)
+
+    # -- reading ---------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """Counts of spans, traces and complete traces, and when the last span was received
+        (None before any)."""
+        tr = S.traces
+        with self.engine.connect() as conn:
+            n_spans = conn.execute(select(func.count()).select_from(S.spans)).scalar_one()
+            n_traces = conn.execute(select(func.count()).select_from(tr)).scalar_one()
+            complete = conn.execute(select(func.count()).select_from(tr)
+                                    .where(tr.c.completed_at.is_not(None))).scalar_one()
+            last = conn.execute(select(func.max(S.spans.c.received_at))).scalar_one()
+        return {"spans": int(n_spans), "traces": int(n_traces), "complete_traces": int(complete),
+                "last_received": last, "store": self.store.display_url}
+
+    def traces(self, *, since_ns: int | None = None, until_ns: int | None = None, complete: bool | None = None,
+               limit: int = 1000) -> list[dict[str, Any]]:
+        """The traces that started in ``[since_ns, until_ns)`` (ns since the epoch; either end
+        open when None), earliest first; ``complete`` keeps only complete (True) or open (False) ones."""
+        tr = S.traces
+        q = select(tr).order_by(tr.c.start_ns, tr.c.trace_id).limit(limit)
+        if since_ns is not None:
+            q = q.where(tr.c.start_ns >= since_ns)
+        if until_ns is not None:
+            q = q.where(tr.c.start_ns < until_ns)
+        if complete is not None:
+            q = q.where(tr.c.completed_at.is_not(None) if complete else tr.c.completed_at.is_(None))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    def spans(self, trace_id: str) -> list[dict[str, Any]]:
+        """A trace's spans, earliest start first, their JSON columns read."""
+        t = S.spans
+        with self.engine.connect() as conn:
+            got = conn.execute(select(t).where(t.c.trace_id == trace_id).order_by(t.c.start_ns, t.c.span_id))
+            out = [dict(r) for r in got.mappings()]
+        for d in out:
+            for k in ("attributes", "events", "resource"):
+                d[k] = None if d[k] is None else orjson.loads(d[k])
+        return out
+
+
+def _update_traces(conn: Any, new: list[dict[str, Any]], now: float) -> None:
+    """The ``traces`` rows of the traces that got the ``new`` spans: inserted or brought up to date."""
+    t, tr = S.spans, S.traces
+    first: dict[str, dict[str, Any]] = {}
+    roots: dict[str, dict[str, Any]] = {}
+    for s in new:
+        first.setdefault(s["trace_id"], s)
+        if s["parent_id"] is None:
+            roots.setdefault(s["trace_id"], s)
+    tids = sorted(first)
+    agg: dict[str, tuple[int, Any, Any]] = {}
+    old: dict[str, Any] = {}
+    for part in _chunks(tids):
+        q = (select(t.c.trace_id, func.count(), func.min(t.c.start_ns), func.max(t.c.end_ns))
+             .where(t.c.trace_id.in_(part)).group_by(t.c.trace_id))
+        agg.update({tid: (n, lo, hi) for tid, n, lo, hi in conn.execute(q)})
+        old.update({r.trace_id: r for r in conn.execute(
+            select(tr.c.trace_id, tr.c.root_span_id, tr.c.completed_at).where(tr.c.trace_id.in_(part)))})
+    added = []
+    for tid in tids:
+        n, lo, hi = agg[tid]
+        root = roots.get(tid)
+        was = old.get(tid)
+        if was is None:
+            added.append({"trace_id": tid, "service": (root or first[tid])["service"],
+                          "root_span_id": root and root["span_id"], "root_name": root and root["name"],
+                          "start_ns": lo, "end_ns": hi, "spans": n, "first_received": now, "last_received": now,
+                          "completed_at": now if root else None, "completion": "root" if root else None})
+            continue
+        values: dict[str, Any] = {"start_ns": lo, "end_ns": hi, "spans": n, "last_received": now}
+        if root is not None and was.root_span_id is None:
+            values.update(root_span_id=root["span_id"], root_name=root["name"], service=root["service"])
+            if was.completed_at is None:
+                values.update(completed_at=now, completion="root")
+        conn.execute(update(tr).where(tr.c.trace_id == tid).values(**values))
+    if added:
+        conn.execute(insert(tr), added)

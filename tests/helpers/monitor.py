@@ -1,0 +1,100 @@
+"""``assay monitor serve`` as a real subprocess for the tests, and a plain OTLP/HTTP client.
+
+:class:`Receiver` starts the command on a free loopback port (``--port 0``) over a store and
+reads the address it prints once it accepts connections; :func:`post` sends one body to it
+with ``urllib`` and returns the status, the headers and the body, whatever the status.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+ADDRESS = re.compile(r"at (http://\S+/v1/traces)")
+
+
+def env() -> dict[str, str]:
+    """The environment of a child process: this tree's ``src`` and the repository root on the path."""
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "ASSAY_STORE": "off"}
+
+
+class Receiver:
+    """``assay monitor serve --store STORE --port 0 *args``; ``url`` is its ``/v1/traces`` address."""
+
+    def __init__(self, store: str, *args: str, log: Path | None = None):
+        self.cmd = [sys.executable, "-m", "assay.cli", "monitor", "serve", "--port", "0", "--store", store, *args]
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env())
+        self.said = b""
+        deadline = time.monotonic() + 60
+        while b"\n" not in self.said:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                self.said += chunk
+            if time.monotonic() > deadline:
+                break
+        found = ADDRESS.search(self.said.decode(errors="replace"))
+        if found is None:
+            self.kill()
+            raise AssertionError(f"assay monitor serve did not start: {self.said.decode(errors='replace')}")
+        self.url = found.group(1)
+
+    def output(self) -> str:
+        """What the server printed (read to the end: only once it has stopped)."""
+        rest = self.proc.stdout.read() if self.proc.stdout else b""
+        return (self.said + rest).decode(errors="replace")
+
+    def stop(self) -> int:
+        """SIGTERM, as a service manager stops it; its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``): no chance to finish anything."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def post(url: str, body: bytes, content_type: str = "application/x-protobuf", *, gzipped: bool = False,
+         headers: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, dict[str, str], bytes]:
+    """POST ``body`` (gzip-compressed first when ``gzipped``); (status, headers, body)."""
+    h = {"Content-Type": content_type, **(headers or {})}
+    if gzipped:
+        body = gzip.compress(body)
+        h["Content-Encoding"] = "gzip"
+    req = urllib.request.Request(url, data=body, headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.postgres_server import PostgresServer, pg_bin
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server (as tests/store's fixture); skipped where it is not installed."""
+    if pg_bin() is None:
+        pytest.skip("PostgreSQL is not installed: run `make test` (it installs Debian's postgresql)")
+    server = PostgresServer().start()
+    yield server.url
+    server.stop()
