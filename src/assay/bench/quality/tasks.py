@@ -293,11 +293,12 @@ class Task:
         return one(t)
 
     def continuations(self, doc: dict) -> list[str]:
-        """What log-likelihood scoring measures after ``context``: each choice (multiple_choice) or the target
-        (loglikelihood), preceded by ``target_delimiter``, as the harness sends them."""
+        """What log-likelihood scoring measures after ``context``, as lm-evaluation-harness 0.4.x sends it:
+        for multiple_choice, ``target_delimiter`` + each choice; for loglikelihood, the target exactly as
+        ``doc_to_target`` gives it, with no delimiter added (lambada's target carries its own leading space)."""
         if self.output_type == "multiple_choice":
             return [self.target_delimiter + c for c in self.doc_to_choice(doc)]
-        return [self.target_delimiter + self.target_text(doc)]
+        return [self.target_text(doc)]
 
     def program(self, i: int, completion: str) -> str:
         """For code tasks: the program the sandbox runs — prompt, the model's completion, then the tests."""
