@@ -53,7 +53,8 @@ def _gold(context: str) -> str | None:
 
 def _run(path: Path, model: ScriptedLM, **kw) -> dict:
     cfg = QualityConfig(model=model, tasks=str(path), **kw)
-    return asyncio.run(run_quality(cfg, subject=Subject(model, cache=None))).summary
+    store = str(path.parent / f"store-{len(model.requests)}-{len(model.prompts)}.db")
+    return asyncio.run(run_quality(cfg, subject=Subject(model, cache=None), store=store)).summary
 
 
 def test_loglikelihood_sends_the_target_as_it_is_without_a_second_delimiter(tmp_path: Path) -> None:

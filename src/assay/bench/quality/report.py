@@ -49,6 +49,11 @@ SCORES = "quality"              # the one metric of a stored item's scores, each
 
 def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
     """The score names a task's items get, in a fixed order."""
+    if getattr(task, "process_results", None) is not None:     # the task's own scoring names its values
+        names = [str(m.get("metric")) for m in task.metrics if m.get("hook")]
+        if task.output_type == "generate_until":
+            return [f"{n},{f.name}" for f in task.filters for n in names]
+        return names
     if task.output_type == "multiple_choice":
         named = [str(m.get("metric")) for m in task.metrics or []]
         outs = [o for o in ("acc", "acc_norm") if not named or o in named]
@@ -60,8 +65,8 @@ def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
     outs: list[str] = []
     for m in task.metrics:   # never empty: the loader gives the defaults
         name = str(m.get("metric"))
-        if name == "exact_match":
-            outs += [f"exact_match,{f.name}" for f in task.filters]
+        if name == "exact_match" or m.get("fn") is not None:     # built in, or the task's own metric function
+            outs += [f"{name},{f.name}" for f in task.filters]
         elif name in JUDGE_SCALES:
             outs.append(name)
     return outs

@@ -58,6 +58,11 @@ def quality_cmd(
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
+    trust_task_code: bool = typer.Option(False, "--trust-task-code", help="Import and run the tasks' own Python "
+                                         "code (!function hooks: process_docs, process_results, doc_to_*, "
+                                         "filters, metrics, few-shot samples) from the task folders, as "
+                                         "lm-evaluation-harness does; the summary records each file's sha256. "
+                                         "Off: such a task stops with one line naming the file."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
                                 "data and options (none: a new run, and a line says so)."),
@@ -83,7 +88,7 @@ def quality_cmd(
     cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
-                        sandbox_timeout=sandbox_timeout, name=text_arg(name))
+                        sandbox_timeout=sandbox_timeout, name=text_arg(name), trust_task_code=trust_task_code)
     cfg.check()
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
@@ -191,6 +196,10 @@ def _task_notes(s: QualitySummary) -> None:
     for tname, tk in s.tasks.items():
         for note in tk.notes:
             out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
+        if tk.code_files:
+            files = ", ".join(f"{Path(f).name} (sha256 {h[:12]})" for f, h in tk.code_files.items())
+            out.print(f"  {safe(tname)}: ran the task's own code (--trust-task-code): {safe(files)}",
+                      highlight=False, soft_wrap=True)
         if tk.unsupported:
             out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk.unsupported))}",
                       highlight=False, soft_wrap=True)
