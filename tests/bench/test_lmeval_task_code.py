@@ -283,3 +283,29 @@ def test_a_hook_is_imported_from_beside_the_yaml_that_writes_it(tmp_path: Path) 
     (t,) = load_tasks(str(local / "mass_local.yaml"), trust_code=True, include_dirs=[tmp_path])
     assert list(t.code_files) == [str(base / "scoring_demo.py")]
     assert t.process_results(CLAIMS[0], [(-1.0, True)] * 3) == {"mass": 0.25}
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tasks" / "trusted"
+
+
+def _example_answer(prompt: str) -> str:
+    word = prompt.split("'", 2)[1]
+    rules = prompt.rsplit("rules: ", 1)[1].split(".\n", 1)[0].split(", ")
+    out = word[::-1] if "reverse" in rules else word
+    out = out.upper() if "upper" in rules else out
+    return f" '{out}{'!' if 'exclaim' in rules else ''}' "
+
+
+def test_the_shipped_trusted_example_scores_an_oracle_one_and_a_wrong_model_zero(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="--trust-task-code"):
+        load_tasks(str(EXAMPLE))
+    cfg = QualityConfig(model="x", tasks=str(EXAMPLE), trust_task_code=True)
+    right = asyncio.run(run_quality(cfg, subject=Subject(ScriptedLM(lambda c: None, _example_answer), cache=None),
+                                    store=str(tmp_path / "a.db"))).summary["tasks"]["word_rules"]
+    assert right["metrics"]["all_rules_followed,trimmed"]["mean"] == 1.0
+    assert right["metrics"]["rule_followed,trimmed"]["mean"] == 1.0
+    assert list(right["code_files"]) == [str(EXAMPLE / "rules.py")]
+    wrong = asyncio.run(run_quality(cfg, subject=Subject(ScriptedLM(lambda c: None, lambda p: "no idea"), cache=None),
+                                    store=str(tmp_path / "b.db"))).summary["tasks"]["word_rules"]
+    assert wrong["metrics"]["all_rules_followed,trimmed"]["mean"] == 0.0
+    assert wrong["metrics"]["rule_followed,trimmed"]["mean"] == 0.0
