@@ -657,6 +657,26 @@ def _aggregated(task: str, output: str, agg: Any, vals: list[Any]) -> dict[str, 
             "ci_method": "none (the task's own aggregation)", "stderr": None, "aggregation": label}
 
 
+SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+def syntax_errors(plans: list[_Plan], rows: list[StoredRow], summary: dict[str, Any]) -> None:
+    """A code task whose every judged sample failed as a SyntaxError scores 0 for how its programs are built, not
+    for its answers: its note says so, with the assembly used and the first error."""
+    for p in plans:
+        t = p.task
+        entry = summary["tasks"].get(t.name)
+        if entry is None or not t.is_code:
+            continue
+        judged = [e for r in rows if r.inputs.get("task") == t.name for e in (r.inputs.get("sandbox") or [])
+                  if e.get("status") in VERDICTS]
+        if judged and all(str(e.get("reason") or "").startswith(SYNTAX_ERRORS) for e in judged):
+            entry["notes"] = [*entry.get("notes", []), f"every sample ({len(judged)}) was a SyntaxError (first: "
+                              f"{judged[0].get('reason')}): the program run is {t.program_assembly}; if the prompt "
+                              f"is prose (as MBPP's), the task should score with lm-eval's code_eval metric "
+                              f"(!function utils.pass_at_1), which runs answer + tests"]
+
+
 def killed_samples(rows: list[StoredRow], summary: dict[str, Any]) -> None:
     """Puts in the summary what pass@k left out: per task, the samples killed twice (a count, after the
     errors, and a note)."""
@@ -754,6 +774,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    trust_task_code=cfg.trust_task_code)
     aggregate_hooks(plans, rows, summary)
     killed_samples(rows, summary)
+    syntax_errors(plans, rows, summary)
     items = [stored_item(r) for r in rows]
     return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
 

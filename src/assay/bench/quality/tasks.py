@@ -170,6 +170,7 @@ class Task:
     origin: dict = field(default_factory=dict, repr=False)     # field -> (file, line) for error messages
     process_results: Any = None           # the task's own scoring (a trusted !function): (doc, results) -> dict
     code_files: dict = field(default_factory=dict)     # the task's code files imported: path -> sha256
+    program_with_prompt: bool = True      # code: the program is prompt + answer + tests (else answer + tests)
     _contexts: list[str] | None = field(default=None, repr=False)
 
     # ---- errors
@@ -298,8 +299,16 @@ class Task:
         return [self.target_text(doc)]
 
     def program(self, i: int, completion: str) -> str:
-        """For code tasks: the program the sandbox runs — prompt, the model's completion, then the tests."""
-        return self.context(i) + completion + "\n" + self.target_text(self.docs[i])
+        """For code tasks: the program the sandbox runs, as lm-evaluation-harness's ``code_eval`` builds it
+        (prediction + newline + the target's tests). The prediction is the prompt and the completion for a
+        HumanEval-style task (its ``build_predictions`` filter prepends the prompt, and assay's own code tasks work
+        so), the completion alone for an MBPP-style one (a prose prompt, a ``pass_at_1`` metric function)."""
+        head = self.context(i) + completion if self.program_with_prompt else completion
+        return head + "\n" + self.target_text(self.docs[i])
+
+    @property
+    def program_assembly(self) -> str:
+        return "prompt + answer + tests" if self.program_with_prompt else "answer + tests"
 
     @property
     def is_code(self) -> bool:
@@ -1082,13 +1091,34 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
                                                            f"examples from the split {fs_split!r}: add "
                                                            f"'{fs_split}: FILE' under dataset_kwargs.data_files")
                 fewshot_docs = processed(data.split(str(fs_split)), str(fs_split))
+    # code: the program is prompt + answer + tests only where the task puts the prompt in front (lm-eval's
+    # build_predictions filter) or uses assay's own pass_at_k; lm-eval's code_eval metric alone runs answer + tests
     # the task's code is part of its definition: the hash of every code file imported goes into the task hash
     task_hash = _sha({"task": written, "code": code.files}) if code.files else _sha(written)
     t = Task(name=name, docs=docs, fewshot_docs=fewshot_docs, source=src, task_hash=task_hash,
              process_results=cfg.get("process_results"), code_files=dict(code.files),
+             program_with_prompt=_program_with_prompt(written),
              data_hash=data.file_hash.hexdigest(), data_files=list(dict.fromkeys(data.files)),
              unsupported=unsupported, seed=seed, fewshot_same_split=same, origin=origin, **common)
     return _check(t)
+
+
+def _program_with_prompt(cfg: dict) -> bool:
+    """Whether a code task's program starts with its prompt (see :meth:`Task.program`): yes with HumanEval's
+    ``build_predictions`` filter, no with lm-eval's ``code_eval`` metric function and no such filter (MBPP), yes
+    for assay's own ``pass_at_k`` metric."""
+    def refs(value: Any) -> list[FunctionRef]:
+        if isinstance(value, FunctionRef):
+            return [value]
+        if isinstance(value, dict):
+            return [r for v in value.values() for r in refs(v)]
+        if isinstance(value, list):
+            return [r for v in value for r in refs(v)]
+        return []
+
+    if any(r.function_name.startswith("build_predictions") for r in refs(cfg.get("filter_list"))):
+        return True
+    return not any(r.function_name in ("pass_at_k", "pass_at_1") for r in refs(cfg.get("metric_list")))
 
 
 def _call_samples(fn: Callable, ref: Any, err: Callable) -> list[dict]:
