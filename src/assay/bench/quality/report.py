@@ -72,6 +72,21 @@ def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
     return outs
 
 
+def lm_eval_name(task: Any, output: str) -> str | None:
+    """The name lm-evaluation-harness gives the score ``output`` in its results: ``metric,filter`` (``acc,none``,
+    ``exact_match,strict-match``, ``pass@1,create_test``; ``pass_at_1,none`` for MBPP's metric function). None for
+    assay's judge metrics, which the harness does not have."""
+    if output in JUDGE_SCALES:
+        return None
+    if "," in output:               # exact_match and the task's own metrics already carry their filter
+        return output
+    if output.startswith("pass@"):
+        filt = task.filters[0].name if getattr(task, "filters", None) else "none"
+        fn = next((m.get("fn_name") for m in task.metrics if m.get("metric") == "pass_at_k"), None)
+        return f"pass_at_1,{filt}" if fn == "pass_at_1" and output == "pass@1" else f"{output},{filt}"
+    return f"{output},none"
+
+
 def primary_output(task: Any, pass_at: Sequence[int] = ()) -> str:
     """The score a task contributes to the quality index."""
     if task.is_code:

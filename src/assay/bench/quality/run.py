@@ -42,7 +42,7 @@ import orjson
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality.report import primary_output, summarize, task_outputs
+from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
 from assay.bench.quality.summary import QualitySummary
@@ -657,6 +657,17 @@ def _aggregated(task: str, output: str, agg: Any, vals: list[Any]) -> dict[str, 
             "ci_method": "none (the task's own aggregation)", "stderr": None, "aggregation": label}
 
 
+def name_lm_eval(plans: list[_Plan], summary: dict[str, Any]) -> None:
+    """Each score's lm-evaluation-harness name (``acc,none``) beside assay's own, for readers of the harness's
+    results (:func:`assay.bench.quality.report.lm_eval_name`)."""
+    for p in plans:
+        entry = summary["tasks"].get(p.task.name)
+        for o, stat in (entry or {}).get("metrics", {}).items():
+            name = lm_eval_name(p.task, o)
+            if name is not None:
+                stat["lm_eval"] = name
+
+
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 
 
@@ -773,6 +784,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    engine="local" if make_scorer is None else str(engine).strip().lower(),
                    trust_task_code=cfg.trust_task_code)
     aggregate_hooks(plans, rows, summary)
+    name_lm_eval(plans, summary)
     killed_samples(rows, summary)
     syntax_errors(plans, rows, summary)
     items = [stored_item(r) for r in rows]

@@ -31,6 +31,7 @@ class ScoreStat(SummaryModel):
     ci_method: str | None = None
     stderr: Num | None = None
     aggregation: str | None = None      # how the items' values were aggregated, when not a plain mean
+    lm_eval: str | None = None          # lm-evaluation-harness's name for this score ("acc,none")
 
 
 class QualityTask(SummaryModel):

@@ -760,6 +760,7 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
         entry = dict(entry)
         if isinstance(m, FunctionRef):
             if m.function_name in ("pass_at_k", "pass_at_1"):
+                entry["fn_name"] = m.function_name      # lm-eval names pass_at_1's value "pass_at_1"
                 m = "pass_at_k"
             else:
                 unsupported.append(f"metric {_label(m)} (custom metric code is not run)")
