@@ -309,3 +309,20 @@ def test_the_shipped_trusted_example_scores_an_oracle_one_and_a_wrong_model_zero
                                     store=str(tmp_path / "b.db"))).summary["tasks"]["word_rules"]
     assert wrong["metrics"]["all_rules_followed,trimmed"]["mean"] == 0.0
     assert wrong["metrics"]["rule_followed,trimmed"]["mean"] == 0.0
+
+
+def test_the_stored_run_aggregates_give_the_tasks_own_aggregation(tmp_path: Path) -> None:
+    from assay.store import open_store
+
+    path = _rules_task(tmp_path)
+    # river: upper+bang followed, stone: upper followed, cloud: bang missed -> rules 3 of 4, prompts 2 of 3
+    answers = {"river": "RIVER!", "stone": "STONE", "cloud": "cloud"}
+    model = ScriptedLM(lambda c: None, lambda p: answers[p.rsplit("Write: ", 1)[1].split(" ", 1)[0]])
+    cfg = QualityConfig(model=model, tasks=str(path), trust_task_code=True)
+    run = asyncio.run(run_quality(cfg, subject=Subject(model, cache=None), store=str(tmp_path / "s.db")))
+    metrics = run.summary["tasks"]["rules_demo"]["metrics"]
+    assert metrics["rule_ok,trimmed"]["mean"] == pytest.approx(0.75)
+    assert metrics["prompt_ok,trimmed"]["mean"] == pytest.approx(2 / 3)
+    stored = open_store(str(tmp_path / "s.db")).get_run(run.run_id)["aggregates"]
+    assert stored["rule_ok,trimmed"]["mean"] == pytest.approx(0.75)
+    assert stored["prompt_ok,trimmed"]["mean"] == pytest.approx(2 / 3)

@@ -918,7 +918,10 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
     agg = {k: a.result() for k, a in accs.items()}
     for tname, t in s.tasks.items():     # the intervals the summary gives (Wilson, "too few"), not a bootstrap's
         for o, st in t.metrics.items():
-            a = agg.get(f"{o}:{tname}" if several else o)
+            key = f"{o}:{tname}" if several else o
+            a = agg.get(key)
+            if st.aggregation and st.mean is not None:     # the task's own aggregation, not the items' mean
+                a = agg[key] = {**(a or {}), "mean": st.mean, "evaluated": st.evaluated, "aggregation": st.aggregation}
             if a is not None and st.ci_method:
                 a.update(ci95_low=st.ci95_low, ci95_high=st.ci95_high, ci_method=st.ci_method, stderr=st.stderr)
     idx = s.index
