@@ -87,11 +87,11 @@ class QualityConfig:
     scoring: str = "auto"             # multiple choice: auto | loglik | generate
     api: str = "auto"                 # auto | chat | completions
     judge: str | None = None          # for judge metrics on generation tasks
+    trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
     concurrency: int = 4
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
     name: str | None = None
-    trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
 
     def check(self) -> None:
         if self.scoring not in SCORINGS:

@@ -55,14 +55,14 @@ def quality_cmd(
     api: str = typer.Option("auto", "--api", help="auto, chat or completions (raw prompts, as lm-eval's "
                             "local-completions). auto: chat for openai/azure, completions otherwise."),
     judge: str | None = typer.Option(None, "--judge", help="Judge model for judged metrics (similarity ...)."),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
-                                    "on each worker; the model's calls in flight stay under it cluster-wide)."),
-    sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     trust_task_code: bool = typer.Option(False, "--trust-task-code", help="Import and run the tasks' own Python "
                                          "code (!function hooks: process_docs, process_results, doc_to_*, "
                                          "filters, metrics, few-shot samples) from the task folders, as "
                                          "lm-evaluation-harness does; the summary records each file's sha256. "
                                          "Off: such a task stops with one line naming the file."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
+                                    "on each worker; the model's calls in flight stay under it cluster-wide)."),
+    sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished run with the same tasks, "
                                 "data and options (none: a new run, and a line says so)."),
@@ -85,10 +85,11 @@ def quality_cmd(
     sandbox, and the quality index, each with its interval."""
     from assay.bench.quality.run import QualityConfig, run_quality
 
-    cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
+    cfg = QualityConfig(model=model, tasks=tasks, trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
+                        samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
-                        sandbox_timeout=sandbox_timeout, name=text_arg(name), trust_task_code=trust_task_code)
+                        sandbox_timeout=sandbox_timeout, name=text_arg(name))
     cfg.check()
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
