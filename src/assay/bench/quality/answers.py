@@ -23,7 +23,7 @@ __all__ = ["CHOICE_INSTRUCTION", "FilterPipeline", "FilterStep", "exact_match", 
 
 # The filter functions a pipeline understands, by lm-evaluation-harness's names.
 FILTER_FUNCTIONS = ("regex", "take_first", "take_first_k", "majority_vote", "lowercase", "uppercase",
-                    "remove_whitespace", "strip", "map")
+                    "remove_whitespace", "strip", "map", "custom")
 
 
 @dataclass
@@ -50,27 +50,20 @@ class FilterStep:
         elif self.function == "map":
             self._mapping = dict(self.options.get("mapping_dict") or {})
             self._default = self.options.get("default_value")
+        elif self.function == "custom" and not callable(self.options.get("filter_fn")):
+            raise ValueError("a custom filter needs filter_fn: !function module.name (run with --trust-task-code)")
 
     @property
     def per_text(self) -> bool:
         """True for steps that transform each answer; False for those that select among a doc's answers."""
         return self.function not in ("take_first", "take_first_k", "majority_vote")
 
-    def apply(self, text: str) -> str:
+    def apply(self, text: str, doc: dict | None = None) -> str:
         f = self.function
+        if f == "custom":
+            return self._custom(text, doc)
         if f == "regex":
-            found = self._regex.findall(text)
-            if not found:
-                return self._fallback
-            try:
-                match = found[self._group]
-            except IndexError:
-                return self._fallback
-            if isinstance(match, tuple):      # several groups: the first that matched something
-                match = next((m for m in match if m), None)
-                if match is None:
-                    return self._fallback
-            return match.strip()
+            return self._regex_apply(text)
         if f == "lowercase":
             return text.lower()
         if f == "uppercase":
@@ -84,6 +77,26 @@ class FilterStep:
                 return str(self._mapping[text])
             return text if self._default is None else str(self._default)
         return text
+
+    def _regex_apply(self, text: str) -> str:
+        found = self._regex.findall(text)
+        if not found:
+            return self._fallback
+        try:
+            match = found[self._group]
+        except IndexError:
+            return self._fallback
+        if isinstance(match, tuple):      # several groups: the first that matched something
+            match = next((m for m in match if m), None)
+            if match is None:
+                return self._fallback
+        return match.strip()
+
+    def _custom(self, text: str, doc: dict | None) -> str:
+        """The task's ``filter_fn(resps, docs)`` (lm-evaluation-harness's custom filter) on one doc's one answer."""
+        got = self.options["filter_fn"]([[text]], [doc])
+        one = list(got)[0]
+        return str(one[0] if isinstance(one, (list, tuple)) else one)
 
     def select(self, texts: list[str]) -> list[str]:
         f = self.function
@@ -132,10 +145,11 @@ class FilterPipeline:
         """True when the pipeline keeps only a doc's first sample."""
         return any(s.function == "take_first" for s in self.steps)
 
-    def apply(self, text: str) -> str:
+    def apply(self, text: str, doc: dict | None = None) -> str:
+        """The per-answer steps on one answer; ``doc`` is what a custom filter function is given with it."""
         for step in self.steps:
             if step.per_text:
-                text = step.apply(text)
+                text = step.apply(text, doc)
         return text
 
     def apply_all(self, texts: Sequence[str]) -> list[str]:

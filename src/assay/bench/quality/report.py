@@ -49,6 +49,11 @@ SCORES = "quality"              # the one metric of a stored item's scores, each
 
 def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
     """The score names a task's items get, in a fixed order."""
+    if getattr(task, "process_results", None) is not None:     # the task's own scoring names its values
+        names = [str(m.get("metric")) for m in task.metrics if m.get("hook")]
+        if task.output_type == "generate_until":
+            return [f"{n},{f.name}" for f in task.filters for n in names]
+        return names
     if task.output_type == "multiple_choice":
         named = [str(m.get("metric")) for m in task.metrics or []]
         outs = [o for o in ("acc", "acc_norm") if not named or o in named]
@@ -60,11 +65,26 @@ def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
     outs: list[str] = []
     for m in task.metrics:   # never empty: the loader gives the defaults
         name = str(m.get("metric"))
-        if name == "exact_match":
-            outs += [f"exact_match,{f.name}" for f in task.filters]
+        if name == "exact_match" or m.get("fn") is not None:     # built in, or the task's own metric function
+            outs += [f"{name},{f.name}" for f in task.filters]
         elif name in JUDGE_SCALES:
             outs.append(name)
     return outs
+
+
+def lm_eval_name(task: Any, output: str) -> str | None:
+    """The name lm-evaluation-harness gives the score ``output`` in its results: ``metric,filter`` (``acc,none``,
+    ``exact_match,strict-match``, ``pass@1,create_test``; ``pass_at_1,none`` for MBPP's metric function). None for
+    assay's judge metrics, which the harness does not have."""
+    if output in JUDGE_SCALES:
+        return None
+    if "," in output:               # exact_match and the task's own metrics already carry their filter
+        return output
+    if output.startswith("pass@"):
+        filt = task.filters[0].name if getattr(task, "filters", None) else "none"
+        fn = next((m.get("fn_name") for m in task.metrics if m.get("metric") == "pass_at_k"), None)
+        return f"pass_at_1,{filt}" if fn == "pass_at_1" and output == "pass@1" else f"{output},{filt}"
+    return f"{output},none"
 
 
 def primary_output(task: Any, pass_at: Sequence[int] = ()) -> str:

@@ -36,12 +36,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
-from assay.bench.quality.report import primary_output, summarize, task_outputs
+from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
 from assay.bench.quality.summary import QualitySummary
@@ -86,6 +87,7 @@ class QualityConfig:
     scoring: str = "auto"             # multiple choice: auto | loglik | generate
     api: str = "auto"                 # auto | chat | completions
     judge: str | None = None          # for judge metrics on generation tasks
+    trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
     concurrency: int = 4
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
@@ -296,7 +298,9 @@ class QualityRunner:
         sent = self.subject.track_requests()     # the HTTP requests this item's calls send
         try:
             item["target"] = t.target_text(doc)
-            if t.output_type == "multiple_choice":
+            if t.process_results is not None:
+                scores = await self._hooked(p, i, item)
+            elif t.output_type == "multiple_choice":
                 scores = await self._multiple_choice(p, i, item)
             elif t.output_type == "loglikelihood":
                 scores = await self._loglikelihood(p, i, item)
@@ -367,6 +371,44 @@ class QualityRunner:
                                f"log-likelihood {lls[0]:.3f}; the target is {'' if greedy[0] else 'not '}the greedy "
                                "continuation")}
 
+    async def _hooked(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        """A task that scores with its own ``process_results(doc, results)`` (trusted code), given what
+        lm-evaluation-harness gives it: ``(loglik, is_greedy)`` per continuation for multiple_choice and
+        loglikelihood, and for generate_until the answer through each filter (one call per filter, its values
+        named ``metric,filter``)."""
+        t = p.task
+        doc = t.docs[i]
+        names = [str(m["metric"]) for m in t.metrics if m.get("hook")]
+        if t.output_type in ("multiple_choice", "loglikelihood"):
+            if t.output_type == "multiple_choice":
+                item["choices"] = [str(c) for c in t.doc_to_choice(doc)]
+            got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
+            if got is None:
+                raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
+                                 f"{self.subject.loglik_note}")
+            lls, greedy = got
+            item["logliks"], item["mode"] = lls, "loglik"
+            per = {"": _call_hook(t, doc, [(ll, g) for ll, g in zip(lls, greedy)])}
+        else:
+            answer = await self.subject.generate(p.contexts[i], until=p.until, max_tokens=p.max_tokens,
+                                                 temperature=p.temperature)
+            item["answer"], item["mode"] = answer, "generate"
+            extracted = {f.name: f.apply(answer, doc) for f in t.filters}
+            item["extracted"] = extracted
+            per = {f",{name}": _call_hook(t, doc, [got]) for name, got in extracted.items()}
+        scores: dict[str, Score] = {}
+        values: dict[str, Any] = {}
+        for suffix, res in per.items():
+            for n in names:
+                out = f"{n}{suffix}"
+                if n not in res:
+                    scores[out] = Score.error(f"process_results gave no {n!r} (it gave {sorted(res)[:8]})")
+                    continue
+                values[out] = _jsonable(res[n])
+                scores[out] = _value_score(res[n], f"{n} from the task's process_results")
+        item["hook_values"] = values
+        return scores
+
     async def _generation(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
         t = p.task
         answer = await self.subject.generate(p.contexts[i], until=p.until, max_tokens=p.max_tokens,
@@ -382,10 +424,20 @@ class QualityRunner:
                 opts = {k: m[k] for k in ("ignore_case", "ignore_punctuation", "regexes_to_ignore", "ignore_numbers")
                         if k in m}
                 for f in t.filters:
-                    got = f.apply(answer)
+                    got = f.apply(answer, t.docs[i])
                     extracted[f.name] = got
                     v = max(exact_match(got, g, **opts) for g in golds)   # several targets: the best
                     scores[f"exact_match,{f.name}"] = _binary(v, f"extracted {got!r} by {f.name}; target {gold!r}")
+            elif m.get("fn") is not None:     # the task's own metric function, as the harness calls it
+                for f in t.filters:
+                    got = extracted[f.name] = f.apply(answer, t.docs[i])
+                    try:
+                        v = m["fn"](references=[gold], predictions=[got])
+                    except Exception as exc:
+                        raise AssayError(f"task {t.name}: metric {name} failed: {type(exc).__name__}: {exc}") from None
+                    v = v.get(name) if isinstance(v, dict) else v
+                    item.setdefault("hook_values", {})[f"{name},{f.name}"] = _jsonable(v)
+                    scores[f"{name},{f.name}"] = _value_score(v, f"{name} (the task's metric) on {got!r}")
             elif name in JUDGED and self.judge is not None:
                 metric = get_metric(name)
                 rec = Record(query=t.doc_to_text(t.docs[i]), response=answer, ground_truth=gold)
@@ -497,6 +549,47 @@ def item_scorer(engine: str | None, *, address: str | None = None,
     return getattr(importlib.import_module(module), fn)(address=address, actors=actors)
 
 
+def _call_hook(t: Task, doc: dict, results: list) -> dict[str, Any]:
+    """The task's ``process_results(doc, results)``, which must give a mapping of metric -> value."""
+    try:
+        got = t.process_results(doc, results)
+    except Exception as exc:
+        raise AssayError(f"task {t.name}: process_results failed: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(got, dict):
+        raise AssayError(f"task {t.name}: process_results must return a dict of metric -> value, "
+                         f"got {type(got).__name__}")
+    return got
+
+
+def _jsonable(v: Any) -> Any:
+    """A value from the task's code as an item can keep it (numpy scalars and tuples made plain)."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if hasattr(v, "item") and callable(v.item):
+        try:
+            return v.item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+def _value_score(v: Any, reason: str) -> Score:
+    """One value of a task's own metric: a number is a score (right/wrong where it is 0 or 1); anything else
+    (a list, as ifeval's per-instruction results) is kept on the item for the task's aggregation."""
+    v = _jsonable(v)
+    if isinstance(v, (bool, int, float)):
+        f = float(v)
+        if f in (0.0, 1.0):
+            return _binary(f, reason)
+        return Score(value=f, score=f, result="not_applicable", reason=reason)
+    return Score.skipped(f"{reason}: not a number; aggregated by the task's aggregation")
+
+
 def _binary(v: float, reason: str) -> Score:
     v = float(v)
     return Score(value=v, score=v, passed=v == 1.0, result="pass" if v == 1.0 else "fail", reason=reason)
@@ -531,6 +624,69 @@ def sandbox_entry(r: SandboxResult) -> dict[str, Any]:
     if r.attempts > 1:
         entry.update(attempts=r.attempts, retried=r.retried)
     return entry
+
+
+def aggregate_hooks(plans: list[_Plan], rows: list[StoredRow], summary: dict[str, Any]) -> None:
+    """The task's own aggregations (a ``!function`` or ``median`` in ``metric_list``) over the values its code
+    gave each item, in place of the mean; lm-evaluation-harness gives these no standard error, and neither does
+    this. A plain mean keeps the summary's mean, interval and standard error."""
+    for p in plans:
+        t = p.task
+        entry = summary["tasks"].get(t.name)
+        if entry is None:
+            continue
+        for m in t.metrics:
+            agg = m.get("aggregation", "mean")
+            if agg == "mean" or not (m.get("hook") or m.get("fn") is not None):
+                continue
+            for o in [o for o in p.outputs if o == m["metric"] or o.startswith(f"{m['metric']},")]:
+                vals = [r.inputs["hook_values"][o] for r in rows if r.inputs.get("task") == t.name
+                        and o in (r.inputs.get("hook_values") or {})]
+                entry["metrics"][o] = _aggregated(t.name, o, agg, vals)
+                if o == entry.get("primary"):
+                    entry["primary_value"] = entry["metrics"][o]["mean"]
+
+
+def _aggregated(task: str, output: str, agg: Any, vals: list[Any]) -> dict[str, Any]:
+    label = "median" if agg == "median" else f"{getattr(agg, '__module__', '')}.{getattr(agg, '__name__', 'agg')}"
+    try:
+        value = float(np.median([float(v) for v in vals])) if agg == "median" else float(agg(vals))
+    except Exception as exc:
+        raise AssayError(f"task {task}: the aggregation {label} of {output} failed: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]}") from None
+    return {"mean": value if vals else None, "ci95_low": None, "ci95_high": None, "evaluated": len(vals),
+            "ci_method": "none (the task's own aggregation)", "stderr": None, "aggregation": label}
+
+
+def name_lm_eval(plans: list[_Plan], summary: dict[str, Any]) -> None:
+    """Each score's lm-evaluation-harness name (``acc,none``) beside assay's own, for readers of the harness's
+    results (:func:`assay.bench.quality.report.lm_eval_name`)."""
+    for p in plans:
+        entry = summary["tasks"].get(p.task.name)
+        for o, stat in (entry or {}).get("metrics", {}).items():
+            name = lm_eval_name(p.task, o)
+            if name is not None:
+                stat["lm_eval"] = name
+
+
+SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+
+
+def syntax_errors(plans: list[_Plan], rows: list[StoredRow], summary: dict[str, Any]) -> None:
+    """A code task whose every judged sample failed as a SyntaxError scores 0 for how its programs are built, not
+    for its answers: its note says so, with the assembly used and the first error."""
+    for p in plans:
+        t = p.task
+        entry = summary["tasks"].get(t.name)
+        if entry is None or not t.is_code:
+            continue
+        judged = [e for r in rows if r.inputs.get("task") == t.name for e in (r.inputs.get("sandbox") or [])
+                  if e.get("status") in VERDICTS]
+        if judged and all(str(e.get("reason") or "").startswith(SYNTAX_ERRORS) for e in judged):
+            entry["notes"] = [*entry.get("notes", []), f"every sample ({len(judged)}) was a SyntaxError (first: "
+                              f"{judged[0].get('reason')}): the program run is {t.program_assembly}; if the prompt "
+                              f"is prose (as MBPP's), the task should score with lm-eval's code_eval metric "
+                              f"(!function utils.pass_at_1), which runs answer + tests"]
 
 
 def killed_samples(rows: list[StoredRow], summary: dict[str, Any]) -> None:
@@ -576,7 +732,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if make_scorer is not None and subject is not None:
         raise AssayError("engine 'ray' resolves the model on every worker from its spec: pass the spec "
                          "(QualityConfig.model), not a Subject")
-    tasks = load_tasks(cfg.tasks, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed)
+    tasks = load_tasks(cfg.tasks, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed, trust_code=cfg.trust_task_code)
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
     plans = plan_tasks(cfg, tasks)
@@ -626,8 +782,12 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    duration_s=time.time() - started, resumed=saved.resumed, resumed_at_item=saved.done,
                    isolation=f"{sandbox.isolation}; memory limit: {sandbox.limit} ({sandbox.limit_detail})"
                    if sandbox else None, memory_limit=sandbox.limit if sandbox else None, calls=_calls(subject),
-                   engine="local" if make_scorer is None else str(engine).strip().lower())
+                   engine="local" if make_scorer is None else str(engine).strip().lower(),
+                   trust_task_code=cfg.trust_task_code)
+    aggregate_hooks(plans, rows, summary)
+    name_lm_eval(plans, summary)
     killed_samples(rows, summary)
+    syntax_errors(plans, rows, summary)
     items = [stored_item(r) for r in rows]
     return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
 
@@ -682,7 +842,8 @@ def quality_config(cfg: QualityConfig, subject: Subject, plans: list[_Plan], jud
                        "samples": p.samples, "pass_at": p.pass_at, "temperature": p.temperature,
                        "max_tokens": p.max_tokens} for p in plans],
             "limit": cfg.limit, "shots": cfg.shots, "seed": cfg.seed, "scoring": cfg.scoring,
-            "judge": getattr(judge, "name", None), "metrics": outputs, "layout": layout}
+            "judge": getattr(judge, "name", None), "metrics": outputs, "layout": layout,
+            **({"trust_task_code": True} if cfg.trust_task_code else {})}
 
 
 def judged_scorers(plans: list[_Plan], judge: Any) -> dict[str, Any]:
@@ -713,7 +874,7 @@ def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> l
                      "num_fewshot": t.num_fewshot, "samples": p.samples, "pass_at": p.pass_at,
                      "temperature": p.temperature, "source": t.source, "task_hash": t.task_hash,
                      "data_hash": t.data_hash, "data_files": list(t.data_files), "unsupported": list(t.unsupported),
-                     "notes": notes})
+                     "notes": notes, **({"code_files": dict(t.code_files)} if t.code_files else {})})
     return meta
 
 
@@ -758,7 +919,10 @@ def run_aggregates(rows: list[StoredRow], summary: dict[str, Any]) -> dict[str, 
     agg = {k: a.result() for k, a in accs.items()}
     for tname, t in s.tasks.items():     # the intervals the summary gives (Wilson, "too few"), not a bootstrap's
         for o, st in t.metrics.items():
-            a = agg.get(f"{o}:{tname}" if several else o)
+            key = f"{o}:{tname}" if several else o
+            a = agg.get(key)
+            if st.aggregation and st.mean is not None:     # the task's own aggregation, not the items' mean
+                a = agg[key] = {**(a or {}), "mean": st.mean, "evaluated": st.evaluated, "aggregation": st.aggregation}
             if a is not None and st.ci_method:
                 a.update(ci95_low=st.ci95_low, ci95_high=st.ci95_high, ci_method=st.ci_method, stderr=st.stderr)
     idx = s.index

@@ -30,6 +30,8 @@ class ScoreStat(SummaryModel):
     evaluated: int | None = None
     ci_method: str | None = None
     stderr: Num | None = None
+    aggregation: str | None = None      # how the items' values were aggregated, when not a plain mean
+    lm_eval: str | None = None          # lm-evaluation-harness's name for this score ("acc,none")
 
 
 class QualityTask(SummaryModel):
@@ -60,6 +62,7 @@ class QualityTask(SummaryModel):
     metrics: dict[str, ScoreStat] = {}
     primary_value: Num | None = None
     primary_scale: str | None = None
+    code_files: dict[str, str] = {}     # the task's own code imported (--trust-task-code): path -> sha256
 
 
 class QualityIndex(SummaryModel):
@@ -100,6 +103,7 @@ class QualitySummary(Summary):
     memory_limit: str | None = None     # what bounded a code sample's memory: "cgroup" (all its processes) or "rlimit"
     calls: dict[str, Any] | None = None
     engine: str | None = None
+    trust_task_code: bool | None = None     # the tasks' !function hooks were imported and run
     cost: dict[str, Any] | None = None
     ref: str | None = None
 

@@ -6,8 +6,10 @@ name of a field of the doc, an int or a list; ``include`` merges another file un
 ``dataset_kwargs.data_files`` names local files per split. Prompts are built the way the harness builds them — the
 description, then few-shot examples ("text + target_delimiter + target + fewshot_delimiter") drawn by one
 ``random.Random(seed)`` per task, in doc order, then the doc's own text — so a model sees the same prompt here as
-there. What is present but not honoured (``!function`` hooks, unknown keys) is listed in ``Task.unsupported``;
-where a task cannot be run correctly without it, loading stops with a ``TaskError`` that says so.
+there. ``!function`` hooks run only when the load is trusted (``--trust-task-code``,
+:mod:`assay.bench.quality.taskcode`); what is present but not honoured (unknown keys, an untrusted
+``process_docs``) is listed in ``Task.unsupported``; where a task cannot be run correctly without it, loading stops
+with a ``TaskError`` that says so.
 
 Templates run in Jinja's sandbox, and values from the data are only ever passed to templates as variables, never
 compiled as templates themselves.
@@ -35,6 +37,7 @@ import yaml
 
 from assay.bench.quality.answers import FilterPipeline, FilterStep
 from assay.bench.quality.patterns import Pattern, PatternTimeout, bounded
+from assay.bench.quality.taskcode import TRUST_FLAG, FunctionRef, TaskCode, process_docs
 from assay.errors import InputError
 
 __all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
@@ -69,16 +72,6 @@ class TaskError(InputError):
     """A task that cannot be loaded: one line naming the file, the line where known, and the field."""
 
 
-@dataclass(frozen=True)
-class FunctionRef:
-    """A ``!function module.name`` tag from a task YAML: recorded, never imported or run."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return f"!function {self.name}"
-
-
 class _Loader(yaml.SafeLoader):
     """Safe YAML plus the harness's ``!function`` tag, nested at most :data:`MAX_YAML_DEPTH` deep."""
 
@@ -96,7 +89,9 @@ class _Loader(yaml.SafeLoader):
 
 
 def _function_tag(loader: yaml.SafeLoader, node: yaml.Node) -> FunctionRef:
-    return FunctionRef(str(loader.construct_scalar(node)))
+    # where the tag is written: lm-eval imports its module from beside that YAML file
+    return FunctionRef(str(loader.construct_scalar(node)), getattr(loader, "yaml_file", ""),
+                       node.start_mark.line + 1)
 
 
 _Loader.add_constructor("!function", _function_tag)
@@ -173,6 +168,9 @@ class Task:
     fewshot_target_spec: Any = None
     fewshot_choice_spec: Any = None
     origin: dict = field(default_factory=dict, repr=False)     # field -> (file, line) for error messages
+    process_results: Any = None           # the task's own scoring (a trusted !function): (doc, results) -> dict
+    code_files: dict = field(default_factory=dict)     # the task's code files imported: path -> sha256
+    program_with_prompt: bool = True      # code: the program is prompt + answer + tests (else answer + tests)
     _contexts: list[str] | None = field(default=None, repr=False)
 
     # ---- errors
@@ -202,8 +200,8 @@ class Task:
         except Exception as exc:   # jinja2's UndefinedError, TemplateSyntaxError, SecurityError, ...
             hint = ""
             if "process_docs" in self.origin:
-                hint = " (the task pre-processes its docs with a !function process_docs, which assay does not run; " \
-                       "write the processed docs to the data file instead)"
+                hint = f" (the task pre-processes its docs with a !function process_docs, run only with {TRUST_FLAG}; " \
+                       "or write the processed docs to the data file)"
             raise self._error(fieldname, f"template failed on a doc with keys {sorted(doc)[:12]}: "
                                          f"{type(exc).__name__}: {exc}{hint}") from None
         if fieldname.endswith("doc_to_choice"):
@@ -293,15 +291,24 @@ class Task:
         return one(t)
 
     def continuations(self, doc: dict) -> list[str]:
-        """What log-likelihood scoring measures after ``context``: each choice (multiple_choice) or the target
-        (loglikelihood), preceded by ``target_delimiter``, as the harness sends them."""
+        """What log-likelihood scoring measures after ``context``, as lm-evaluation-harness 0.4.x sends it:
+        for multiple_choice, ``target_delimiter`` + each choice; for loglikelihood, the target exactly as
+        ``doc_to_target`` gives it, with no delimiter added (lambada's target carries its own leading space)."""
         if self.output_type == "multiple_choice":
             return [self.target_delimiter + c for c in self.doc_to_choice(doc)]
-        return [self.target_delimiter + self.target_text(doc)]
+        return [self.target_text(doc)]
 
     def program(self, i: int, completion: str) -> str:
-        """For code tasks: the program the sandbox runs — prompt, the model's completion, then the tests."""
-        return self.context(i) + completion + "\n" + self.target_text(self.docs[i])
+        """For code tasks: the program the sandbox runs, as lm-evaluation-harness's ``code_eval`` builds it
+        (prediction + newline + the target's tests). The prediction is the prompt and the completion for a
+        HumanEval-style task (its ``build_predictions`` filter prepends the prompt, and assay's own code tasks work
+        so), the completion alone for an MBPP-style one (a prose prompt, a ``pass_at_1`` metric function)."""
+        head = self.context(i) + completion if self.program_with_prompt else completion
+        return head + "\n" + self.target_text(self.docs[i])
+
+    @property
+    def program_assembly(self) -> str:
+        return "prompt + answer + tests" if self.program_with_prompt else "answer + tests"
 
     @property
     def is_code(self) -> bool:
@@ -438,6 +445,7 @@ def _read_yaml(path: Path) -> tuple[dict, dict]:
         raise TaskError(f"cannot read the task file: {exc}", source=str(path)) from None
     try:
         loader = _Loader(text)
+        loader.yaml_file = str(path)
         try:
             node = loader.get_single_node()
             if node is not None:
@@ -722,10 +730,24 @@ def _pattern(value: Any, err: Callable, fieldname: str, label: str) -> Pattern:
         raise err(fieldname, f"{label}: {exc}") from None
 
 
+AGGREGATIONS = ("mean", "median")
+
+
+def _aggregation(entry: dict, m: str, err: Callable) -> None:
+    """A hook or custom metric's ``aggregation``: mean (the default), median, or the task's own function."""
+    agg = entry.get("aggregation", "mean")
+    if callable(agg):
+        return
+    if agg not in AGGREGATIONS:
+        raise err("metric_list", f"metric {_label(m)}: aggregation {_label(agg)!r} is not supported "
+                                 f"({', '.join(AGGREGATIONS)}, or a !function with {TRUST_FLAG})")
+
+
 def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: list[str]) -> list[dict]:  # noqa: C901
     raw = cfg.get("metric_list")
+    hooked = callable(cfg.get("process_results"))
     if raw is None:
-        return [{"metric": m} for m in DEFAULT_METRICS[output_type]]
+        return [{"metric": m, **({"hook": True} if hooked else {})} for m in DEFAULT_METRICS[output_type]]
     if not isinstance(raw, list):
         raise err("metric_list", "must be a list of {metric: NAME, ...}")
     out = []
@@ -737,15 +759,25 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
         m = entry["metric"]
         entry = dict(entry)
         if isinstance(m, FunctionRef):
-            if m.name.split(".")[-1] in ("pass_at_k", "pass_at_1"):
+            if m.function_name in ("pass_at_k", "pass_at_1"):
+                entry["fn_name"] = m.function_name      # lm-eval names pass_at_1's value "pass_at_1"
                 m = "pass_at_k"
             else:
                 unsupported.append(f"metric {_label(m)} (custom metric code is not run)")
                 continue
-        if callable(m):
-            unsupported.append(f"metric {_label(getattr(m, '__name__', m))} (a Python callable)")
+        if callable(m):    # the task's own metric (trusted code): fn(references=[...], predictions=[...])
+            if output_type != "generate_until" or hooked:
+                raise err("metric_list", f"metric {_label(getattr(m, '__name__', m))}: a metric function scores "
+                                         f"generate_until answers (use process_results otherwise)")
+            name = str(getattr(m, "__name__", "metric"))
+            _aggregation(entry, name, err)
+            out.append({**entry, "metric": name, "fn": m})
             continue
         m = str(m)
+        if hooked:         # process_results gives the values; the list names them and their aggregation
+            _aggregation(entry, m, err)
+            out.append({**entry, "metric": m, "hook": True})
+            continue
         if m in ("pass@k", "pass_at_k") or re.fullmatch(r"pass@\d+", m):
             if m.startswith("pass@") and m != "pass@k" and "k" not in entry:
                 entry["k"] = [int(m[5:])]
@@ -784,6 +816,13 @@ def _filters(cfg: dict, is_code: bool, err: Callable, unsupported: list[str]) ->
     for entry in raw:
         steps = entry.get("filter") if isinstance(entry, dict) else None
         name = str(entry.get("name", "none")) if isinstance(entry, dict) else "?"
+        if isinstance(steps, list) and any(isinstance(st, dict) and callable(st.get("filter_fn")) for st in steps):
+            # the task's own filter function (trusted code): a step of the pipeline like the others
+            try:
+                out.append(FilterPipeline.from_config(entry))
+            except ValueError as exc:
+                raise err("filter_list", str(exc)) from None
+            continue
         custom = [s for s in (steps or []) if isinstance(s, dict) and
                   (s.get("function") == "custom" or any(isinstance(v, FunctionRef) for v in s.values()))]
         if custom:
@@ -871,9 +910,9 @@ def _common(cfg: dict, *, err: Callable, unsupported: list[str], shots: int | No
             unsupported.append(f"fewshot_config.{_label(key)}")
     for key in ("doc_to_text", "doc_to_target", "doc_to_choice"):
         if isinstance(cfg.get(key), FunctionRef) or isinstance(fc.get(key), FunctionRef):
-            raise err(key, f"{cfg.get(key) if isinstance(cfg.get(key), FunctionRef) else fc.get(key)} "
-                           f"is Python code in the task's utils.py, which assay does not run; write it as a "
-                           f"Jinja template")
+            ref = cfg.get(key) if isinstance(cfg.get(key), FunctionRef) else fc.get(key)
+            raise err(key, f"{ref} is Python code in {ref.module_file.name} beside the task file; assay runs a "
+                           f"task's code only with {TRUST_FLAG}")
     if output_type == "multiple_choice" and cfg.get("doc_to_choice") is None:
         raise err("doc_to_choice", "multiple_choice needs doc_to_choice")
     for key in ("doc_to_text", "doc_to_target"):
@@ -913,18 +952,90 @@ def _check(t: Task) -> Task:
     return t
 
 
+HOOK_WHAT = {"process_results": "the task's own scoring", "doc_to_text": "the task's prompt",
+             "doc_to_target": "the task's target", "doc_to_choice": "the task's choices",
+             "fewshot_config.samples": "the task's few-shot examples"}
+
+
+def _resolve_code(cfg: dict, code: TaskCode, unsupported: list[str]) -> dict:  # noqa: C901
+    """``cfg`` with its ``!function`` hooks replaced by the functions they name (imported only when ``code`` is
+    trusted; otherwise the first hook that changes prompts or scores is refused, naming the file and the flag).
+    ``process_docs`` untrusted is listed instead (the docs are then used as they are in the data file), and
+    HumanEval's ``build_predictions`` filter and ``pass_at_k`` metric are left to assay's own code runner."""
+    cfg = dict(cfg)
+    if isinstance(cfg.get("process_results"), FunctionRef):
+        cfg["process_results"] = code.resolve(cfg["process_results"], "process_results", HOOK_WHAT["process_results"])
+    fc = cfg.get("fewshot_config")
+    fc = dict(fc) if isinstance(fc, dict) else fc
+    for key in ("doc_to_text", "doc_to_target", "doc_to_choice"):
+        if isinstance(cfg.get(key), FunctionRef):
+            cfg[key] = code.resolve(cfg[key], key, HOOK_WHAT[key])
+        if isinstance(fc, dict) and isinstance(fc.get(key), FunctionRef):
+            fc[key] = code.resolve(fc[key], f"fewshot_config.{key}", HOOK_WHAT[key])
+    if isinstance(fc, dict) and isinstance(fc.get("samples"), FunctionRef):
+        fc["samples"] = code.resolve(fc["samples"], "fewshot_config.samples", HOOK_WHAT["fewshot_config.samples"])
+    if fc is not None:
+        cfg["fewshot_config"] = fc
+    if isinstance(cfg.get("filter_list"), list):
+        cfg["filter_list"] = [_resolve_filter(e, code) for e in cfg["filter_list"]]
+    if isinstance(cfg.get("metric_list"), list):
+        cfg["metric_list"] = [_resolve_metric(e, code) for e in cfg["metric_list"]]
+    ref = cfg.get("process_docs")
+    if isinstance(ref, FunctionRef):
+        if code.trusted:
+            cfg["process_docs"] = code.resolve(ref, "process_docs")
+        else:
+            unsupported.append(f"process_docs ({_label(ref)}; not run without {TRUST_FLAG}, so the docs are used "
+                               f"as they are in the file)")
+    elif "process_docs" in cfg:
+        unsupported.append("process_docs (not a !function; docs are used as they are in the file)")
+    return cfg
+
+
+def _resolve_filter(entry: Any, code: TaskCode) -> Any:
+    if not isinstance(entry, dict) or not isinstance(entry.get("filter"), list):
+        return entry
+    steps = []
+    for st in entry["filter"]:
+        ref = st.get("filter_fn") if isinstance(st, dict) else None
+        if isinstance(ref, FunctionRef) and not ref.name.endswith("build_predictions"):
+            st = {**st, "filter_fn": code.resolve(ref, "filter_list", f"the filter {_label(entry.get('name'))}")}
+        steps.append(st)
+    return {**entry, "filter": steps}
+
+
+def _resolve_metric(entry: Any, code: TaskCode) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    entry = dict(entry)
+    m = entry.get("metric")
+    if isinstance(m, FunctionRef) and m.function_name not in ("pass_at_k", "pass_at_1"):
+        entry["metric"] = code.resolve(m, "metric_list", "a metric")
+    if isinstance(entry.get("aggregation"), FunctionRef):
+        entry["aggregation"] = code.resolve(entry["aggregation"], "metric_list", "an aggregation")
+    return entry
+
+
 def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int,  # noqa: C901
-                    include_dirs: Sequence[str | Path] = ()) -> Task:
-    cfg, origin = _resolve(path, roots=_include_roots(path, include_dirs))
+                    include_dirs: Sequence[str | Path] = (), trust_code: bool = False) -> Task:
+    written, origin = _resolve(path, roots=_include_roots(path, include_dirs))
     src = str(path)
 
     def err(fieldname: str, message: str) -> TaskError:
         f, line = origin.get(fieldname.split(".")[0], (src, None))
         return TaskError(message, source=f, line=line, field=fieldname)
 
-    name = cfg.get("task")
+    name = written.get("task")
     if not isinstance(name, str) or not name:
         raise err("task", "a task file needs 'task: NAME' (group files listing several tasks are not supported)")
+
+    def code_error(message: str, ref: FunctionRef, fieldname: str) -> TaskError:
+        f, line = origin.get(fieldname.split(".")[0], (src, None))
+        return TaskError(message, source=ref.yaml_file or f, line=ref.line or line, field=fieldname)
+
+    code = TaskCode(trust_code, _label(name), code_error)
+    hook_notes: list[str] = []
+    cfg = _resolve_code(written, code, hook_notes)
     # what is not honoured is listed by name (a key, a !function's name), never with the value it holds
     unsupported: list[str] = []
     for key, value in cfg.items():
@@ -936,14 +1047,20 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
         if key not in ("data_files", "trust_remote_code"):
             if cfg["dataset_kwargs"].get("data_files") is not None:
                 unsupported.append(f"dataset_kwargs.{_label(key)} (ignored for local files)")
-    if "process_results" in cfg:
-        how = _label(cfg["process_results"]) if isinstance(cfg["process_results"], FunctionRef) else "process_results"
-        raise err("process_results", f"task {_label(name)} scores its answers with {how} "
-                                     f"(Python code in the task's folder), which assay does not run")
-    if "process_docs" in cfg:
-        how = _label(cfg["process_docs"]) if isinstance(cfg["process_docs"], FunctionRef) else "not a !function"
-        unsupported.append(f"process_docs ({how}; docs are used as they are in the file)")
+    if "process_results" in cfg and not callable(cfg["process_results"]):
+        raise err("process_results", f"task {_label(name)}: process_results must be a !function (run with "
+                                     f"{TRUST_FLAG})")
+    unsupported.extend(hook_notes)
     common = _common(cfg, err=err, unsupported=unsupported, shots=shots)
+    proc = cfg.get("process_docs") if callable(cfg.get("process_docs")) else None
+
+    def processed(docs: list[dict], split: str) -> list[dict]:
+        if proc is None:
+            return docs
+        try:
+            return process_docs(proc, docs, f"process_docs ({written['process_docs']}) on the split {split!r}")
+        except InputError as exc:
+            raise err("process_docs", f"task {name}: {exc}") from None
 
     data = _Data(path, cfg, origin, name)
     test_split = cfg.get("test_split") or cfg.get("validation_split")
@@ -952,7 +1069,8 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
     fs_split = cfg.get("fewshot_split") or cfg.get("training_split") or cfg.get("validation_split") or test_split
     if common["num_fewshot"] > 0 and not isinstance((cfg.get("fewshot_config") or {}).get("samples"), list):
         data.wanted = [str(test_split), str(fs_split)]
-    docs = list(data.split(str(test_split)))
+    docs = processed(list(data.split(str(test_split))), str(test_split))
+    all_docs = docs
     if limit is not None:
         docs = docs[:max(limit, 0)]
     fewshot_docs: list[dict] = []
@@ -961,23 +1079,59 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
     if common["num_fewshot"] > 0:
         if isinstance(fc.get("samples"), list):
             fewshot_docs = list(fc["samples"])
-        elif isinstance(fc.get("samples"), FunctionRef):
-            raise err("fewshot_config", f"few-shot samples come from {fc['samples']}, which assay does not run")
+        elif callable(fc.get("samples")):
+            fewshot_docs = _call_samples(fc["samples"], written["fewshot_config"]["samples"], err)
         else:
             # the harness draws one extra only when fewshot_split is literally the test split
             same = cfg.get("fewshot_split") == test_split
             if str(fs_split) == str(test_split):
-                fewshot_docs = data.split(str(test_split))
+                fewshot_docs = all_docs
             else:
                 if not data.has_split(str(fs_split)):
                     raise err("dataset_kwargs.data_files", f"task {name} asks for {common['num_fewshot']} few-shot "
                                                            f"examples from the split {fs_split!r}: add "
                                                            f"'{fs_split}: FILE' under dataset_kwargs.data_files")
-                fewshot_docs = data.split(str(fs_split))
-    t = Task(name=name, docs=docs, fewshot_docs=fewshot_docs, source=src, task_hash=_sha(cfg),
+                fewshot_docs = processed(data.split(str(fs_split)), str(fs_split))
+    # code: the program is prompt + answer + tests only where the task puts the prompt in front (lm-eval's
+    # build_predictions filter) or uses assay's own pass_at_k; lm-eval's code_eval metric alone runs answer + tests
+    # the task's code is part of its definition: the hash of every code file imported goes into the task hash
+    task_hash = _sha({"task": written, "code": code.files}) if code.files else _sha(written)
+    t = Task(name=name, docs=docs, fewshot_docs=fewshot_docs, source=src, task_hash=task_hash,
+             process_results=cfg.get("process_results"), code_files=dict(code.files),
+             program_with_prompt=_program_with_prompt(written),
              data_hash=data.file_hash.hexdigest(), data_files=list(dict.fromkeys(data.files)),
              unsupported=unsupported, seed=seed, fewshot_same_split=same, origin=origin, **common)
     return _check(t)
+
+
+def _program_with_prompt(cfg: dict) -> bool:
+    """Whether a code task's program starts with its prompt (see :meth:`Task.program`): yes with HumanEval's
+    ``build_predictions`` filter, no with lm-eval's ``code_eval`` metric function and no such filter (MBPP), yes
+    for assay's own ``pass_at_k`` metric."""
+    def refs(value: Any) -> list[FunctionRef]:
+        if isinstance(value, FunctionRef):
+            return [value]
+        if isinstance(value, dict):
+            return [r for v in value.values() for r in refs(v)]
+        if isinstance(value, list):
+            return [r for v in value for r in refs(v)]
+        return []
+
+    if any(r.function_name.startswith("build_predictions") for r in refs(cfg.get("filter_list"))):
+        return True
+    return not any(r.function_name in ("pass_at_k", "pass_at_1") for r in refs(cfg.get("metric_list")))
+
+
+def _call_samples(fn: Callable, ref: Any, err: Callable) -> list[dict]:
+    """``fewshot_config.samples`` from the task's own function: called with no argument, a list of docs."""
+    try:
+        got = list(fn())
+    except Exception as exc:
+        raise err("fewshot_config", f"{ref} failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") \
+            from None
+    if not all(isinstance(d, dict) for d in got):
+        raise err("fewshot_config", f"{ref} must return a list of docs (dicts)")
+    return got
 
 
 # --------------------------------------------------------------------------------------------- Python tasks
@@ -1076,12 +1230,14 @@ def _expand(spec: Any) -> list[str | Path]:
 
 
 def load_tasks(spec: str | Path | Sequence, *, limit: int | None = None, shots: int | None = None,
-               seed: int = 1234, include_dirs: Sequence[str | Path] = ()) -> list[Task]:
+               seed: int = 1234, include_dirs: Sequence[str | Path] = (), trust_code: bool = False) -> list[Task]:
     """Load tasks from a YAML file, a folder (every ``*.yaml``/``*.yml`` in it that defines a task), a
     ``python:module:function``, a comma-separated list of these, or a sequence of them. ``limit`` keeps the first
     docs of each; ``shots`` overrides ``num_fewshot``; ``seed`` seeds the few-shot draws (the harness's 1234).
     A task file's ``include`` is read only from the task file's own folder (and the folders below it), the folders
-    in ``include_dirs`` and those in ``$ASSAY_TASK_INCLUDE`` (separated by ``os.pathsep``)."""
+    in ``include_dirs`` and those in ``$ASSAY_TASK_INCLUDE`` (separated by ``os.pathsep``). ``trust_code``
+    (``--trust-task-code``): import and run the tasks' ``!function`` hooks (:mod:`assay.bench.quality.taskcode`);
+    without it a hook that changes prompts or scores stops the load, and nothing is imported."""
     out: list[Task] = []
     for item in _expand(spec):
         if isinstance(item, str) and item.startswith("python:"):
@@ -1093,10 +1249,11 @@ def load_tasks(spec: str | Path | Sequence, *, limit: int | None = None, shots: 
             found = [f for f in files if _is_task_file(f, include_dirs)]
             if not found:
                 raise TaskError("no task YAML in this folder", source=str(path))
-            out.extend(_load_yaml_task(f, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs)
-                       for f in found)
+            out.extend(_load_yaml_task(f, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs,
+                                       trust_code=trust_code) for f in found)
         elif path.exists():
-            out.append(_load_yaml_task(path, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs))
+            out.append(_load_yaml_task(path, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs,
+                                       trust_code=trust_code))
         else:
             raise TaskError("task file not found", source=str(path))
     if not out:

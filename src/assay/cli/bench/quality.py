@@ -55,6 +55,11 @@ def quality_cmd(
     api: str = typer.Option("auto", "--api", help="auto, chat or completions (raw prompts, as lm-eval's "
                             "local-completions). auto: chat for openai/azure, completions otherwise."),
     judge: str | None = typer.Option(None, "--judge", help="Judge model for judged metrics (similarity ...)."),
+    trust_task_code: bool = typer.Option(False, "--trust-task-code", help="Import and run the tasks' own Python "
+                                         "code (!function hooks: process_docs, process_results, doc_to_*, "
+                                         "filters, metrics, few-shot samples) from the task folders, as "
+                                         "lm-evaluation-harness does; the summary records each file's sha256. "
+                                         "Off: such a task stops with one line naming the file."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
@@ -83,7 +88,8 @@ def quality_cmd(
     sandbox, and the quality index, each with its interval."""
     from assay.bench.quality.run import QualityConfig, run_quality
 
-    cfg = QualityConfig(model=model, tasks=tasks, limit=limit, shots=shots, seed=seed, samples=samples,
+    cfg = QualityConfig(model=model, tasks=tasks, trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
+                        samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
                         sandbox_timeout=sandbox_timeout, name=text_arg(name), model_name=text_arg(model_name))
@@ -194,6 +200,10 @@ def _task_notes(s: QualitySummary) -> None:
     for tname, tk in s.tasks.items():
         for note in tk.notes:
             out.print(f"  {safe(tname)}: {safe(note)}", highlight=False, soft_wrap=True)
+        if tk.code_files:
+            files = ", ".join(f"{Path(f).name} (sha256 {h[:12]})" for f, h in tk.code_files.items())
+            out.print(f"  {safe(tname)}: ran the task's own code (--trust-task-code): {safe(files)}",
+                      highlight=False, soft_wrap=True)
         if tk.unsupported:
             out.print(f"  {safe(tname)}: not supported, ignored: {safe(', '.join(tk.unsupported))}",
                       highlight=False, soft_wrap=True)
