@@ -86,7 +86,7 @@ class OnlineScorer:
                 everything: bool) -> dict[str, int]:
         counts = {SCORED: 0, SKIPPED: 0, "errored": 0, "sampled_out": 0}
         now = time.time()
-        limit = max(self.cfg.batch * 20, 1000)
+        limit = 100_000 if everything else max(self.cfg.batch * 20, 1000)
         due = self.log.due(mc.name, completed_since=None if everything else self.watermark[mc.name],
                            start_since_ns=since_ns, start_until_ns=until_ns, retry_before=now - self.cfg.retry_after,
                            limit=limit)
