@@ -317,3 +317,38 @@ metrics:
     assert mc.filters.attributes == {"gen_ai.request.model": "gpt-4o-mini"} and mc.filters.service == "shop"
     assert [g.text for g in mc.alerts] == ["coherence.mean>=4", "no-regression"]
     assert cfg.webhook.timeout == 1.5 and cfg.log is False and cfg.interval == 2
+
+
+def test_the_hourly_budget_pauses_scoring_and_keeps_the_traces_due(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASSAY_CACHE", "off")
+    store = str(tmp_path / "m.db")
+    with Receiver(store) as rx:
+        ids = _app(rx.url, 8)
+        rx.stop()
+    fake = FakeOpenAI().start()                 # each call: 100 prompt + 10 completion tokens
+    fake.default = {"content": '{"score": 4, "reason": "clear"}'}
+    cfg = parse_config(f"""
+batch: 2
+metrics:
+  coherence:
+    judge: "{fake.base_url}#fake-judge"
+    max_cost_per_hour: 0.3
+    options: {{judge_price: "1000,1000"}}
+""")                                            # 0.11 USD a call: two batches of two reach the cap
+    st = Store(store)
+    said: list[str] = []
+    try:
+        scorer = OnlineScorer(st, cfg, say=said.append)
+        got = scorer.run_pass()["coherence"]                           # as the serve loop runs it
+        log = MonitorLog(st)
+        assert got["errored"] == 0 and 2 <= got["scored"] < 8
+        assert 0.2 < log.spent("coherence", 0) <= 0.3                 # the cap holds
+        assert len(log.due("coherence")) == 8 - got["scored"]       # the rest waits: not lost, not errored
+        assert any("budget of $0.3 an hour is spent" in line for line in said)
+        assert set(_tried(store, "coherence")) < set(ids)
+        cfg.metrics["coherence"].max_cost_per_hour = 10.0                # the budget raised: the next pass
+        assert scorer.run_pass()["coherence"]["scored"] == 8 - got["scored"]   # finds the traces left
+        assert _tried(store, "coherence") == {t: "scored" for t in ids}
+    finally:
+        st.close()
+        fake.stop()

@@ -23,13 +23,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from assay.errors import AssayError, RunIncomplete
+from assay.errors import AssayError, BudgetExceeded, RunIncomplete
 from assay.formats.otlp import Event, Span, Trace
 from assay.monitor.config import MetricConfig, MonitorConfig, sampled
 from assay.store.monitor import ERROR, SCORED, SKIPPED, MonitorLog
 from assay.store.spans import SpanLog
 
 HOUR = 3600.0
+UNTRIED = "untried"        # a trace a budget stop never reached: not recorded, due again
 
 
 def trace_of(trace_id: str, rows: list[dict[str, Any]]) -> Trace:
@@ -90,23 +91,39 @@ class OnlineScorer:
         due = self.log.due(mc.name, completed_since=None if everything else self.watermark[mc.name],
                            start_since_ns=since_ns, start_until_ns=until_ns, retry_before=now - self.cfg.retry_after,
                            limit=limit)
-        fresh = [t["completed_at"] for t in due if t["attempts"] == 0]
-        if fresh and not everything:
-            self.watermark[mc.name] = max(self.watermark[mc.name], max(fresh))
         picked = [t for t in due if sampled(t["trace_id"], mc.name, mc.sample)]
         counts["sampled_out"] = len(due) - len(picked)
-        for i in range(0, len(picked), self.cfg.batch):
+        untried: list[dict[str, Any]] = []       # left for a later pass: the watermark stays before them
+        step = self.cfg.batch
+        for i in range(0, len(picked), step):
             left = self._budget_left(mc)
             if left is not None and left <= 0:
                 self._pause(mc, f"the budget of ${mc.max_cost_per_hour:g} an hour is spent")
+                untried.extend(picked[i:])
                 break
-            got = self.score(mc, picked[i:i + self.cfg.batch], max_cost=left)
+            got = self.score(mc, picked[i:i + step], max_cost=left)
+            untried.extend(got.pop("untried_traces"))
             for k in (SCORED, SKIPPED):
                 counts[k] += got[k]
             counts["errored"] += got[ERROR]
-            if got[ERROR] and not got[SCORED]:
-                break        # the judge is down: the rest waits for the retry, not for more errors
+            if got[UNTRIED] or (got[ERROR] and not got[SCORED]):
+                if got[UNTRIED]:
+                    self._pause(mc, f"the budget of ${mc.max_cost_per_hour:g} an hour is spent")
+                untried.extend(picked[i + step:])   # the judge is down, the budget spent: the rest waits
+                break
+        if not everything:
+            self._advance(mc.name, due, untried)
         return counts
+
+    def _advance(self, metric: str, due: list[dict[str, Any]], untried: list[dict[str, Any]]) -> None:
+        """Move the metric's watermark past the new traces this pass looked at, but not past one
+        it left untried (the budget, an outage), so a later pass finds it again."""
+        waiting = [t["completed_at"] for t in untried if t["attempts"] == 0]
+        fresh = [t["completed_at"] for t in due if t["attempts"] == 0]
+        if waiting:
+            self.watermark[metric] = max(self.watermark[metric], min(waiting))
+        elif fresh:
+            self.watermark[metric] = max(self.watermark[metric], max(fresh))
 
     def _budget_left(self, mc: MetricConfig) -> float | None:
         if mc.max_cost_per_hour is None:
@@ -142,10 +159,11 @@ class OnlineScorer:
         now = time.time()
         for o in outcomes.values():
             o["scored_at"] = now
-        self.log.record(mc.name, list(outcomes.values()))
-        counts = {SCORED: 0, SKIPPED: 0, ERROR: 0}
+        self.log.record(mc.name, [o for o in outcomes.values() if o["status"] != UNTRIED])
+        counts: dict[str, Any] = {SCORED: 0, SKIPPED: 0, ERROR: 0, UNTRIED: 0}
         for o in outcomes.values():
             counts[o["status"]] += 1
+        counts["untried_traces"] = [t for t in traces if outcomes[t["trace_id"]]["status"] == UNTRIED]
         if counts[ERROR]:
             why = next(o["reason"] for o in outcomes.values() if o["status"] == ERROR)
             self._pause(mc, f"{counts[ERROR]} trace(s) errored ({why}); retried in {self.cfg.retry_after:g} s")
@@ -159,7 +177,7 @@ class OnlineScorer:
         from assay.engine.evaluate import evaluate
 
         name = f"monitor:{mc.name}:{uuid.uuid4().hex[:12]}"
-        cost: float | None = None
+        untried = False
         run_id: str | None = None
         failure: str | None = None
         try:
@@ -167,8 +185,10 @@ class OnlineScorer:
                            options=mc.options or None, timeout=mc.timeout, max_attempts=mc.max_attempts,
                            max_consecutive_failures=mc.max_consecutive_failures, max_cost=max_cost, workers=1)
             run_id = res.run.get("run_id")
-            cost = (res.run.get("judge_usage") or {}).get("cost")
-        except RunIncomplete as e:       # the breaker, the budget, every row errored: what was scored is stored
+        except BudgetExceeded as e:      # the rows scored are stored; the others were never tried
+            failure = " ".join(str(e).split())[:300]
+            untried = True
+        except RunIncomplete as e:       # the breaker, every row errored: what was scored is stored
             failure = " ".join(str(e).split())[:300]
             found = self.store.list_runs(name=name, limit=1)
             run_id = found[0]["id"] if found else None
@@ -177,9 +197,17 @@ class OnlineScorer:
         for o in outcomes.values():
             if o["status"] == ERROR and failure:
                 o["reason"] = failure
+                if untried:
+                    o["status"] = UNTRIED
         if run_id is None:
             return
-        self._collect(mc, run_id, outcomes, cost)
+        self._collect(mc, run_id, outcomes, self._run_cost(run_id))
+
+    def _run_cost(self, run_id: str) -> float | None:
+        """What the run's judge calls cost (USD; every session's, also of a run the budget stopped)."""
+        costs = [(s.get("usage") or {}).get("cost_usd") for s in self.store.sessions(run_id)]
+        known = [float(c) for c in costs if c is not None]
+        return sum(known) if known else None
 
     def _collect(self, mc: MetricConfig, run_id: str, outcomes: dict[str, dict[str, Any]], cost: float | None) -> None:
         per_trace: dict[str, list[dict[str, Any]]] = {}

@@ -66,25 +66,28 @@ class MonitorLog:
     def record(self, metric: str, outcomes: Sequence[Mapping[str, Any]]) -> None:
         """Store one try per trace in one transaction: each outcome has ``trace_id``, ``status``,
         ``start_ns``, ``completed_at``, ``scored_at`` and optionally ``run_id``, ``scores`` (a
-        list), ``reason``, ``cost``. The lag is ``scored_at - completed_at`` for a scored trace."""
+        list), ``reason``, ``cost`` (added to the cost of the earlier tries). The lag is
+        ``scored_at - completed_at`` for a scored trace."""
         if not outcomes:
             return
         ms = S.monitor_scores
         tids = [o["trace_id"] for o in outcomes]
         with self.engine.begin() as conn:
-            before = {r.trace_id: r.attempts for r in conn.execute(
-                select(ms.c.trace_id, ms.c.attempts).where(ms.c.metric == metric, ms.c.trace_id.in_(tids)))}
+            before = {r.trace_id: (r.attempts, r.cost) for r in conn.execute(
+                select(ms.c.trace_id, ms.c.attempts, ms.c.cost).where(ms.c.metric == metric, ms.c.trace_id.in_(tids)))}
             conn.execute(delete(ms).where(ms.c.metric == metric, ms.c.trace_id.in_(tids)))
             rows = []
             for o in outcomes:
                 done = o["status"] == SCORED and o.get("completed_at") is not None
+                tries, spent = before.get(o["trace_id"], (0, None))
+                cost = None if spent is None and o.get("cost") is None else (spent or 0.0) + (o.get("cost") or 0.0)
                 rows.append({"metric": metric, "trace_id": o["trace_id"], "status": o["status"],
                              "run_id": o.get("run_id"), "reason": o.get("reason"),
                              "scores": None if o.get("scores") is None else orjson.dumps(o["scores"]).decode(),
                              "start_ns": o.get("start_ns"), "completed_at": o.get("completed_at"),
-                             "scored_at": o["scored_at"], "attempts": before.get(o["trace_id"], 0) + 1,
+                             "scored_at": o["scored_at"], "attempts": tries + 1,
                              "lag_s": max(0.0, o["scored_at"] - o["completed_at"]) if done else None,
-                             "cost": o.get("cost")})
+                             "cost": cost})
             conn.execute(insert(ms), rows)
 
     def scores(self, metric: str, since_ns: int | None = None, until_ns: int | None = None) -> list[dict[str, Any]]:
