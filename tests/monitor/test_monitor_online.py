@@ -352,3 +352,76 @@ metrics:
     finally:
         st.close()
         fake.stop()
+
+
+def test_no_regression_against_a_named_baseline_run(log):
+    import assay
+    from assay.monitor.alerts import AlertChecker
+
+    calls = [{"name": "search", "arguments": {}, "error": None}]
+    assay.evaluate([{"id": f"r{i}", "tool_calls": calls} for i in range(12)], metrics="tool_errors",
+                   store=log.store, name="release-41")
+    cfg = parse_config("metrics:\n  tool_errors:\n    window: 10s\n    min_traces: 3\n    baseline: release-41\n"
+                       "    alerts: [no-regression]\n")
+    _window(log, 1000, [0.0] * 10, "a")                    # as good as the baseline
+    _window(log, 1010, [1.0] * 7 + [0.0] * 3, "b")         # significantly worse than it: fires
+    _window(log, 1020, [0.0] * 10, "c")                    # as good again: clears
+    r = AlertChecker(log.store, cfg).check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
+    assert [(e["state"], e["window_start_ns"] // 10**9) for e in r["events"]] == [("firing", 1010), ("cleared", 1020)]
+    assert r["events"][0]["ci_high"] > r["events"][0]["ci_low"] > 0           # the difference from the baseline
+
+
+def test_filters_pick_the_traces_a_metric_looks_at():
+    from assay.monitor.scoring import passes_filters
+
+    spans = [{"name": "invoke_agent shop", "attributes": {}},
+             {"name": "chat gpt-4o-mini", "attributes": {"gen_ai.request.model": "gpt-4o-mini"}}]
+    trace = {"service": "shop-assistant"}
+
+    def mc(filters: str):
+        return parse_config(f"metrics:\n  tool_errors:\n    filters: {filters}\n").metrics["tool_errors"]
+
+    assert passes_filters(mc("{service: shop-assistant}"), trace, spans)
+    assert not passes_filters(mc("{service: billing}"), trace, spans)
+    assert passes_filters(mc("{span_name: chat gpt-4o-mini, attributes: {gen_ai.request.model: gpt-4o-mini}}"),
+                          trace, spans)
+    assert not passes_filters(mc("{span_name: invoke_agent shop, attributes: {gen_ai.request.model: gpt-4o-mini}}"),
+                              trace, spans)                 # the name and the attributes on the same span
+    assert not passes_filters(mc("{attributes: {gen_ai.request.model: gpt-4o}}"), trace, spans)
+
+
+def _scored_rows(store: str, metric: str) -> dict[str, tuple]:
+    st = Store(store)
+    try:
+        from sqlalchemy import text
+
+        with st.engine.connect() as c:
+            return {r[0]: tuple(r[1:]) for r in c.execute(text(
+                "select trace_id, run_id, attempts, scores from monitor_scores where metric = :m and status = 'scored'"),
+                {"m": metric})}
+    finally:
+        st.close()
+
+
+def test_kill_9_while_scoring_keeps_finished_scores_and_the_restart_scores_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASSAY_CACHE", "off")
+    store = str(tmp_path / "m.db")
+    fake = FakeOpenAI().start()
+    fake.default = {"content": '{"score": 4, "reason": "clear"}', "delay": 0.4}
+    cfg = tmp_path / "monitor.yaml"
+    cfg.write_text(f"interval: 0.1\nbatch: 2\nmetrics:\n  coherence:\n    judge: \"{fake.base_url}#fake-judge\"\n")
+    try:
+        with Receiver(store, "--config", str(cfg)) as rx:
+            ids = _app(rx.url, 12)
+            _wait(lambda: len(_scored_rows(store, "coherence")) >= 2, "the first scores")
+            rx.kill()                                              # kill -9 in mid-stream
+        before = _scored_rows(store, "coherence")
+        assert 2 <= len(before) < 12
+        with Receiver(store, "--config", str(cfg)) as rx:          # restarted on the same store
+            _wait(lambda: len(_scored_rows(store, "coherence")) == 12, "the rest scored", timeout=90)
+            rx.stop()
+        after = _scored_rows(store, "coherence")
+        assert set(after) == set(ids)
+        assert {t: after[t] for t in before} == before             # finished scores kept as they were, not redone
+    finally:
+        fake.stop()
