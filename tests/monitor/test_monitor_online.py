@@ -131,7 +131,7 @@ def test_serve_scores_a_sample_and_the_planted_drop_fires(tmp_path):
             drop = _assay("check", "--since", "1h", "--config", str(cfg), "--store", store)
             assert drop.returncode == 1, drop.stdout + drop.stderr
             assert "FIRING" in drop.stdout
-            rx.stop()
+            assert rx.stop() == 143                                 # SIGTERM stops the scoring loop too
             said = rx.output()
         tried = _tried(store, "tool_errors")
         assert set(tried) == picked_good | picked_bad           # exactly the hash sample: nothing else
