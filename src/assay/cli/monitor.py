@@ -1,12 +1,17 @@
-"""``assay monitor``: receive a live app's OpenTelemetry traces and keep them in the store.
+"""``assay monitor``: receive a live app's OpenTelemetry traces, score a sample, alert on drift.
 
-``assay monitor serve`` runs the OTLP/HTTP receiver (:mod:`assay.monitor.receiver`);
-``assay monitor status`` says what the store holds of them (docs/monitor.md).
+``assay monitor serve`` runs the OTLP/HTTP receiver (:mod:`assay.monitor.receiver`) and, with
+``--config monitor.yaml``, the online scoring beside it (:mod:`assay.monitor.scoring`, a thread);
+``assay monitor status`` says what the store holds; ``assay monitor check`` prints the windows and
+alerts and exits 1 while a rule fires (:mod:`assay.monitor.alerts`); ``assay monitor backfill``
+scores the stored traces of a time window (docs/monitor.md).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import typer
 
@@ -48,6 +53,8 @@ def serve_cmd(
                                     help="Spans waiting to be stored beyond which a batch is answered 429."),
     max_body: int = typer.Option(20 * 1024 * 1024, "--max-body", min=1024,
                                  help="Largest request body in bytes, compressed or not (beyond it: 413)."),
+    config: str | None = typer.Option(None, "--config", help="monitor.yaml: score a sample of the traces online "
+                                                             "and alert (docs/monitor.md)."),
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) and keep their spans in the store."""
     _need_monitor_extra()
@@ -58,6 +65,7 @@ def serve_cmd(
     from assay.monitor.receiver import PATH, create_app
     from assay.store.spans import SpanLog
 
+    cfg = _config(config) if config else None
     tok = check_bind(host, token, what="the receiver", env=TOKEN_ENV[0])
     st = open_store(store)
     ingest = Ingest(SpanLog(st), max_pending=max_pending, quiet_period=quiet_period)
@@ -70,10 +78,58 @@ def serve_cmd(
     if tok:
         out.print(f"token: {safe(tok)} (exporters: OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer {safe(tok)}')",
                   highlight=False, soft_wrap=True)
-    config = uvicorn.Config(receiver, host=host, port=port, log_level="warning", server_header=False,
+    server = uvicorn.Config(receiver, host=host, port=port, log_level="warning", server_header=False,
                             access_log=False)
+    loop = ScoringLoop(st, cfg) if cfg is not None else None
     with sock:
-        uvicorn.Server(config).run(sockets=[sock])
+        if loop is not None:
+            loop.start()
+        try:
+            uvicorn.Server(server).run(sockets=[sock])
+        finally:
+            if loop is not None:
+                loop.stop()
+
+
+def _config(path: str) -> Any:
+    from assay.monitor.config import load_config
+
+    return load_config(path)
+
+
+def _say(line: str) -> None:
+    err.print(safe(line), highlight=False, soft_wrap=True)
+
+
+class ScoringLoop:
+    """The online scoring beside the receiver: a pass every ``interval`` seconds (score what is
+    due, then check the rules of the closed windows), on a thread of its own."""
+
+    def __init__(self, st: Any, cfg: Any):
+        from assay.monitor.alerts import AlertChecker
+        from assay.monitor.scoring import OnlineScorer
+
+        self.cfg = cfg
+        self.scorer = OnlineScorer(st, cfg, say=_say)
+        self.checker = AlertChecker(st, cfg, say=_say)
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="assay-monitor-scoring", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.thread.join(30)
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                self.scorer.run_pass()
+                self.checker.check(time.time_ns() - int(self.cfg.lookback * 1e9))
+            except Exception as exc:  # a pass that fails is logged and tried again: the loop goes on
+                _say(f"assay monitor: a scoring pass failed: {type(exc).__name__}: {exc}")
+            self.halt.wait(self.cfg.interval)
 
 
 def _ago(ts: float | None) -> str:
@@ -90,19 +146,144 @@ def status_cmd(
     store: str | None = STORE_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
-    """Spans and traces received, complete traces, when the last span came, and the store."""
+    """Traces received and scored: counts, evaluation lag, open alerts, the last span."""
+    from assay.store.monitor import MonitorLog
     from assay.store.spans import SpanLog
 
     st = open_store(store)
     try:
         s = SpanLog(st).status()
+        s.update(MonitorLog(st).status())
     finally:
         st.close()
     if as_json:
         print_json(s)
         return
     open_traces = s["traces"] - s["complete_traces"]
-    for label, value in (("store", s["store"]), ("spans", f"{s['spans']:,}"),
-                         ("traces", f"{s['traces']:,} ({s['complete_traces']:,} complete, {open_traces:,} open)"),
-                         ("last received", _ago(s["last_received"]))):
+    lines = [("store", s["store"]), ("spans", f"{s['spans']:,}"),
+             ("traces", f"{s['traces']:,} ({s['complete_traces']:,} complete, {open_traces:,} open)"),
+             ("last received", _ago(s["last_received"]))]
+    for metric, d in sorted(s["metrics"].items()):
+        lag = "—" if d["lag_p50_s"] is None else f"lag p50 {d['lag_p50_s']:.1f} s, p95 {d['lag_p95_s']:.1f} s"
+        lines.append((metric, f"sampled {d['scored'] + d['skipped'] + d['error']:,}: scored {d['scored']:,}, "
+                              f"skipped {d['skipped']:,}, errored {d['error']:,} (retried); {lag}"))
+    lines.append(("open alerts", str(len(s["open_alerts"])) if s["open_alerts"] else "none"))
+    for label, value in lines:
         out.print(f"{label:<14} {safe(value)}", highlight=False, soft_wrap=True)
+    for a in s["open_alerts"]:
+        out.print(f"  FIRING {safe(a['metric'])}: {safe(a['rule'])} ({safe(a['output'])}) since the window from "
+                  f"{_stamp(a['window_start_ns'])}", highlight=False, soft_wrap=True)
+
+
+def _stamp(ns: int) -> str:
+    from assay.monitor.alerts import when
+
+    return when(ns)
+
+
+def _since(text: str, flag: str = "--since") -> float:
+    from assay.monitor.config import duration
+
+    try:
+        return duration(text)
+    except ValueError as e:
+        raise typer.BadParameter(f"{flag}: {e}") from None
+
+
+def _fig(x: Any) -> str:
+    return "—" if x is None else f"{x:.4g}"
+
+
+def _print_check(report: dict[str, Any]) -> None:
+    for name, m in report["metrics"].items():
+        out.print(f"{safe(name)} (window {m['window']}, sample {m['sample']:.0%})", highlight=False, soft_wrap=True)
+        if not m["windows"]:
+            out.print("  no scored traces in this period", highlight=False)
+        for w in m["windows"]:
+            figs = "; ".join(f"{safe(o)} mean {_fig(a['mean'])} [{_fig(a['ci95_low'])}, {_fig(a['ci95_high'])}]"
+                             for o, a in w["outputs"].items())
+            mark = "" if w["closed"] else " (open)"
+            out.print(f"  {_stamp(w['start_ns'])}{mark}  {w['traces']:>5} traces  {figs}", highlight=False,
+                      soft_wrap=True)
+        for r in m["rules"]:
+            last = r["last"] or {}
+            seen = (f"{_fig(last.get('figure'))} [{_fig(last.get('ci_low'))}, {_fig(last.get('ci_high'))}] "
+                    f"{safe(last.get('bound') or '')}" if last else "no closed window")
+            out.print(f"  rule {safe(r['rule'])} ({safe(r['output'])}): {r['state'].upper()}  last window: {seen}",
+                      highlight=False, soft_wrap=True)
+    firing = report["firing"]
+    out.print(f"alerts firing: {len(firing)}" if firing else "alerts firing: none", highlight=False)
+
+
+@app.command("check")
+def check_cmd(
+    since: str = typer.Option("1h", "--since", help="Look at the windows of this period (30s, 5m, 1h, 1d)."),
+    config: str = typer.Option("monitor.yaml", "--config", help="monitor.yaml: the metrics, windows and rules."),
+    store: str | None = STORE_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print the windows and rules as JSON."),
+) -> None:
+    """Windows and alerts of the period; exit 1 while an alert rule fires (for cron and CI)."""
+    from assay.monitor.alerts import AlertChecker
+
+    seconds = _since(since)
+    cfg = _config(config)
+    st = open_store(store)
+    try:
+        report = AlertChecker(st, cfg, say=_say).check(time.time_ns() - int(seconds * 1e9))
+    finally:
+        st.close()
+    if as_json:
+        print_json(report)
+    else:
+        _print_check(report)
+    if report["firing"]:
+        raise typer.Exit(1)
+
+
+@app.command("backfill")
+def backfill_cmd(
+    since: str = typer.Option("24h", "--since", help="Score the traces that started in this period (5m, 1h, 1d)."),
+    metrics: str | None = typer.Option(None, "--metrics", help="Metrics to score, comma-separated "
+                                                                "(default: those of --config)."),
+    judge: str | None = typer.Option(None, "--judge", help="The judge model for --metrics (a model spec)."),
+    config: str | None = typer.Option(None, "--config", help="monitor.yaml: its metrics, sampling and filters."),
+    store: str | None = STORE_OPT,
+) -> None:
+    """Score the stored traces of a period with a metric now (those scored already are kept)."""
+    from assay.monitor.config import adhoc
+    from assay.monitor.scoring import OnlineScorer
+
+    seconds = _since(since)
+    if not metrics and not config:
+        raise typer.BadParameter("name the metrics (--metrics M1,M2) or a --config")
+    if config:
+        cfg = _config(config)
+        if metrics:
+            names = [m.strip() for m in metrics.split(",") if m.strip()]
+            unknown = [m for m in names if m not in cfg.metrics]
+            if unknown:
+                raise AssayError(f"--metrics {','.join(unknown)}: not in {config} (it has {', '.join(cfg.metrics)})")
+            cfg.metrics = {m: cfg.metrics[m] for m in names}
+        if judge:
+            for mc in cfg.metrics.values():
+                mc.judge = judge
+    else:
+        cfg = adhoc([m.strip() for m in metrics.split(",") if m.strip()], judge=judge)
+    cfg.retry_after = 0.0
+    st = open_store(store)
+    total = {"scored": 0, "skipped": 0, "errored": 0, "sampled_out": 0}
+    try:
+        scorer = OnlineScorer(st, cfg, say=_say)
+        since_ns = time.time_ns() - int(seconds * 1e9)
+        got = scorer.run_pass(since_ns=since_ns, everything=True)
+        for name, c in got.items():
+            out.print(f"{safe(name)}: scored {c['scored']:,}, skipped {c['skipped']:,}, errored {c['errored']:,}, "
+                      f"not in the sample {c['sampled_out']:,}", highlight=False, soft_wrap=True)
+            for k in total:
+                total[k] += c[k]
+    finally:
+        st.close()
+    if total["errored"]:
+        err.print(f"{total['errored']:,} trace(s) errored: they stay due; run backfill again (or keep "
+                  "`assay monitor serve --config` running) to score them", highlight=False)
+        raise typer.Exit(3)

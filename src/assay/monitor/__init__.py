@@ -4,8 +4,12 @@
   gzip), answering a batch once it is committed;
 - :mod:`assay.monitor.decode`: a request body as span rows, and the OTLP answers;
 - :mod:`assay.monitor.ingest`: the bounded queue and the writer thread that commits batches and
-  marks quiet traces complete.
+  marks quiet traces complete;
+- :mod:`assay.monitor.config`: ``monitor.yaml``, read strictly, and the hash sampling;
+- :mod:`assay.monitor.scoring`: the online evaluation, complete traces scored with the engine of
+  ``assay eval``, errored ones retried;
+- :mod:`assay.monitor.alerts`: windows with bootstrap intervals, the alert rules and their sinks.
 
-The spans and traces are kept in the store (:mod:`assay.store.spans`). Scoring, windows, alerts
-and the dashboard page are not built yet (docs/monitor.md).
+The spans and traces are kept in the store (:mod:`assay.store.spans`), the scores and alerts too
+(:mod:`assay.store.monitor`). The dashboard page is not built yet (docs/monitor.md).
 """

@@ -39,6 +39,13 @@ so they read the same on both and ``LIKE`` searches work on both.
   and when it was complete (``completion``: ``root``, its root span received, or ``quiet``, no
   span for the quiet period). Indexed by start time (traces in a time window) and by open traces'
   last reception (the quiet-period scan).
+- ``monitor_scores`` (since version 8): one per (monitor metric, trace) that the online
+  evaluation picked: ``scored``, ``skipped`` (no GenAI content, or the metric does not apply) or
+  ``error`` (retried later), the run whose rows hold the scores, the scores themselves (JSON), the
+  trace's start, when it was complete and when it was scored (the lag), the tries, the cost.
+- ``monitor_alerts`` (since version 8): each firing and clearing of an alert rule: the metric,
+  rule and output, the window, the figure and its 95% interval, the trace ids behind it.
+  Written by :mod:`assay.store.monitor`.
 - ``assay_meta``: ``schema_version``.
 
 Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
@@ -70,7 +77,7 @@ from sqlalchemy import (
     update,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = MetaData()
 
@@ -245,6 +252,46 @@ traces = Table(
     Index("ix_traces_open", "completed_at", "last_received"),
 )
 
+# Since version 8: the online evaluation of those traces (see :mod:`assay.store.monitor`).
+monitor_scores = Table(
+    "monitor_scores", metadata,
+    Column("metric", String(200), nullable=False),
+    Column("trace_id", String(32), nullable=False),
+    Column("status", String(8), nullable=False),       # scored | skipped | error
+    Column("run_id", String(36)),                      # the run whose rows scored it (last try)
+    Column("scores", Text),                            # JSON: per record, {output: score fields}
+    Column("reason", Text),
+    Column("start_ns", BigInteger),                    # the trace's start: which window it is in
+    Column("completed_at", Float),
+    Column("scored_at", Float),
+    Column("lag_s", Float),                            # scored_at - completed_at
+    Column("attempts", Integer, nullable=False),
+    Column("cost", Float),                             # USD of judge calls, the run's share
+    PrimaryKeyConstraint("metric", "trace_id"),
+    Index("ix_monitor_scores_start", "metric", "start_ns"),
+    Index("ix_monitor_scores_status", "status", "scored_at"),
+)
+
+monitor_alerts = Table(
+    "monitor_alerts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("metric", String(200), nullable=False),
+    Column("rule", Text, nullable=False),
+    Column("output", String(200), nullable=False),
+    Column("state", String(8), nullable=False),        # firing | cleared
+    Column("window_start_ns", BigInteger, nullable=False),
+    Column("window_end_ns", BigInteger, nullable=False),
+    Column("at", Float, nullable=False),
+    Column("figure", Float),
+    Column("ci_low", Float),
+    Column("ci_high", Float),
+    Column("bound", Text),
+    Column("n", Integer),
+    Column("reason", Text),
+    Column("trace_ids", Text),                         # JSON list
+    Index("ix_monitor_alerts_key", "metric", "rule", "output", "window_start_ns"),
+)
+
 
 def _v2(conn: Connection) -> None:
     """Version 2: the score and result indexes also carry the row position, so a sorted or
@@ -324,6 +371,12 @@ def _v7(conn: Connection) -> None:
     traces.create(conn, checkfirst=True)
 
 
+def _v8(conn: Connection) -> None:
+    """Version 8: the monitor's online scores and alerts."""
+    monitor_scores.create(conn, checkfirst=True)
+    monitor_alerts.create(conn, checkfirst=True)
+
+
 def create_text_index(conn: Connection) -> None:
     """The full-text index of rows: FTS5 on SQLite, ``tsvector`` + GIN on PostgreSQL; nothing
     on another database or a SQLite built without FTS5 (searches then scan, as before)."""
@@ -351,4 +404,4 @@ def new_ref() -> str:
 
 
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8}

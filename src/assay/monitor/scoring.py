@@ -1,0 +1,231 @@
+"""Online evaluation: the complete traces a metric's sample picks, scored as ``assay eval`` scores.
+
+:class:`OnlineScorer` finds, per metric of the config, the complete traces not scored yet
+(:meth:`assay.store.monitor.MonitorLog.due`), keeps those the hash sample picks
+(:func:`assay.monitor.config.sampled`) and the filters let through, turns each into records with
+the OTLP reader's :func:`~assay.formats.genai_spans.trace_records` (the record id is the trace id,
+or ``TRACE-SPAN`` per model call), and scores them with :func:`assay.engine.evaluate.evaluate`:
+the same plan, judges, limiter, call cache, budget cap and circuit breaker as ``assay eval``, each
+batch a run in the store. It then records per trace (:meth:`~assay.store.monitor.MonitorLog.record`)
+the run, the scores and the lag from completion to score. A trace whose scores errored (a judge
+outage, the circuit breaker, the hourly budget reached) stays due and is tried again after
+``retry_after`` seconds: nothing is lost, only delayed.
+
+:meth:`OnlineScorer.run_pass` is one pass (``assay monitor serve`` runs one every ``interval``
+seconds on a thread beside the receiver; ``assay monitor backfill`` runs passes over a time window
+until nothing is due).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from assay.errors import AssayError, BudgetExceeded, RunIncomplete
+from assay.formats.otlp import Event, Span, Trace
+from assay.monitor.config import MetricConfig, MonitorConfig, sampled
+from assay.store.monitor import ERROR, SCORED, SKIPPED, MonitorLog
+from assay.store.spans import SpanLog
+
+HOUR = 3600.0
+UNTRIED = "untried"        # a trace a budget stop never reached: not recorded, due again
+
+
+def trace_of(trace_id: str, rows: list[dict[str, Any]]) -> Trace:
+    """A stored trace's spans (:meth:`SpanLog.spans` rows) as the OTLP reader's :class:`Trace`."""
+    spans = [Span(r["trace_id"], r["span_id"], r["parent_id"], r["name"], r["kind"] or "UNSPECIFIED",
+                  r["start_ns"], r["end_ns"], r["status"], r["status_message"] or "", r["attributes"] or {},
+                  [Event(e.get("name", ""), e.get("time"), e.get("attributes") or {}) for e in r["events"] or []],
+                  r["resource"] or {}, r["scope"]) for r in rows]
+    return Trace(trace_id, spans)
+
+
+def passes_filters(mc: MetricConfig, trace: dict[str, Any], spans: list[dict[str, Any]]) -> bool:
+    """Whether the trace is one the metric looks at (its filters; none: every trace)."""
+    f = mc.filters
+    if f.service is not None and trace.get("service") != f.service:
+        return False
+    if not f.on_spans:
+        return True
+    for s in spans:
+        if f.span_name is not None and s["name"] != f.span_name:
+            continue
+        attrs = s["attributes"] or {}
+        if all(attrs.get(k) == v for k, v in f.attributes.items()):
+            return True
+    return False
+
+
+def _score_dict(sc: Any) -> dict[str, Any]:
+    return {"value": sc.value if isinstance(sc.value, (int, float, str, bool, type(None))) else str(sc.value),
+            "score": sc.score, "passed": sc.passed, "result": sc.result, "reason": sc.reason, "status": sc.status,
+            "threshold": sc.threshold}
+
+
+class OnlineScorer:
+    """The scoring passes of a :class:`MonitorConfig` over a store. ``say``: a line to log."""
+
+    def __init__(self, store: Any, cfg: MonitorConfig, *, say: Callable[[str], None] | None = None,
+                 now: float | None = None):
+        self.store, self.cfg = store, cfg
+        self.spans, self.log = SpanLog(store), MonitorLog(store)
+        self.say = say or (lambda line: None)
+        start = time.time() if now is None else now
+        self.watermark = {name: start - cfg.lookback for name in cfg.metrics}
+        self.paused: dict[str, str] = {}
+
+    def run_pass(self, *, since_ns: int | None = None, until_ns: int | None = None,
+                 everything: bool = False) -> dict[str, dict[str, int]]:
+        """Score what is due for every metric; ``since_ns`` / ``until_ns``: only traces that started
+        then; ``everything``: every complete trace however old (backfill), not only those completed
+        since the lookback. Returns ``{metric: {"scored", "skipped", "errored", "sampled_out"}}``."""
+        return {name: self._metric(mc, since_ns, until_ns, everything) for name, mc in self.cfg.metrics.items()}
+
+    def _metric(self, mc: MetricConfig, since_ns: int | None, until_ns: int | None,
+                everything: bool) -> dict[str, int]:
+        counts = {SCORED: 0, SKIPPED: 0, "errored": 0, "sampled_out": 0}
+        now = time.time()
+        limit = 100_000 if everything else max(self.cfg.batch * 20, 1000)
+        due = self.log.due(mc.name, completed_since=None if everything else self.watermark[mc.name],
+                           start_since_ns=since_ns, start_until_ns=until_ns, retry_before=now - self.cfg.retry_after,
+                           limit=limit)
+        picked = [t for t in due if sampled(t["trace_id"], mc.name, mc.sample)]
+        counts["sampled_out"] = len(due) - len(picked)
+        untried: list[dict[str, Any]] = []       # left for a later pass: the watermark stays before them
+        step = self.cfg.batch
+        for i in range(0, len(picked), step):
+            left = self._budget_left(mc)
+            if left is not None and left <= 0:
+                self._pause(mc, f"the budget of ${mc.max_cost_per_hour:g} an hour is spent")
+                untried.extend(picked[i:])
+                break
+            got = self.score(mc, picked[i:i + step], max_cost=left)
+            untried.extend(got.pop("untried_traces"))
+            for k in (SCORED, SKIPPED):
+                counts[k] += got[k]
+            counts["errored"] += got[ERROR]
+            if got[UNTRIED] or (got[ERROR] and not got[SCORED]):
+                if got[UNTRIED]:
+                    self._pause(mc, f"the budget of ${mc.max_cost_per_hour:g} an hour is spent")
+                untried.extend(picked[i + step:])   # the judge is down, the budget spent: the rest waits
+                break
+        if not everything:
+            self._advance(mc.name, due, untried)
+        return counts
+
+    def _advance(self, metric: str, due: list[dict[str, Any]], untried: list[dict[str, Any]]) -> None:
+        """Move the metric's watermark past the new traces this pass looked at, but not past one
+        it left untried (the budget, an outage), so a later pass finds it again."""
+        waiting = [t["completed_at"] for t in untried if t["attempts"] == 0]
+        fresh = [t["completed_at"] for t in due if t["attempts"] == 0]
+        if waiting:
+            self.watermark[metric] = max(self.watermark[metric], min(waiting))
+        elif fresh:
+            self.watermark[metric] = max(self.watermark[metric], max(fresh))
+
+    def _budget_left(self, mc: MetricConfig) -> float | None:
+        if mc.max_cost_per_hour is None:
+            return None
+        return mc.max_cost_per_hour - self.log.spent(mc.name, time.time() - HOUR)
+
+    def _pause(self, mc: MetricConfig, why: str) -> None:
+        if self.paused.get(mc.name) != why:
+            self.say(f"assay monitor: {mc.name}: scoring paused: {why}; the traces wait and are scored later")
+        self.paused[mc.name] = why
+
+    def score(self, mc: MetricConfig, traces: list[dict[str, Any]], *, max_cost: float | None = None) -> dict[str, int]:
+        """Score ``traces`` (rows of :meth:`MonitorLog.due`) with the metric in one run and record
+        the outcome of each; counts by outcome."""
+        from assay.formats.genai_spans import trace_records
+
+        records: list[dict[str, Any]] = []
+        outcomes: dict[str, dict[str, Any]] = {}
+        for t in traces:
+            spans = self.spans.spans(t["trace_id"])
+            base = {"trace_id": t["trace_id"], "start_ns": t["start_ns"], "completed_at": t["completed_at"]}
+            if not passes_filters(mc, t, spans):
+                outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "filtered out"}
+                continue
+            recs = trace_records(trace_of(t["trace_id"], spans), mc.per)
+            if not recs:
+                outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "no GenAI content in the trace"}
+                continue
+            records.extend(recs)
+            outcomes[t["trace_id"]] = {**base, "status": ERROR, "reason": "not scored", "scores": None}
+        if records:
+            self._evaluate(mc, records, outcomes, max_cost)
+        now = time.time()
+        for o in outcomes.values():
+            o["scored_at"] = now
+        self.log.record(mc.name, [o for o in outcomes.values() if o["status"] != UNTRIED])
+        counts: dict[str, Any] = {SCORED: 0, SKIPPED: 0, ERROR: 0, UNTRIED: 0}
+        for o in outcomes.values():
+            counts[o["status"]] += 1
+        counts["untried_traces"] = [t for t in traces if outcomes[t["trace_id"]]["status"] == UNTRIED]
+        if counts[ERROR]:
+            why = next(o["reason"] for o in outcomes.values() if o["status"] == ERROR)
+            self._pause(mc, f"{counts[ERROR]} trace(s) errored ({why}); retried in {self.cfg.retry_after:g} s")
+        elif counts[SCORED]:
+            if self.paused.pop(mc.name, None):
+                self.say(f"assay monitor: {mc.name}: scoring resumed")
+        return counts
+
+    def _evaluate(self, mc: MetricConfig, records: list[dict[str, Any]], outcomes: dict[str, dict[str, Any]],
+                  max_cost: float | None) -> None:
+        from assay.engine.evaluate import evaluate
+
+        name = f"monitor:{mc.name}:{uuid.uuid4().hex[:12]}"
+        untried = False
+        run_id: str | None = None
+        failure: str | None = None
+        try:
+            res = evaluate(records, metrics=[mc.name], judge=mc.judge, store=self.store, name=name,
+                           options=mc.options or None, timeout=mc.timeout, max_attempts=mc.max_attempts,
+                           max_consecutive_failures=mc.max_consecutive_failures, max_cost=max_cost, workers=1)
+            run_id = res.run.get("run_id")
+        except BudgetExceeded as e:      # the rows scored are stored; the others were never tried
+            failure = " ".join(str(e).split())[:300]
+            untried = True
+        except RunIncomplete as e:       # the breaker, every row errored: what was scored is stored
+            failure = " ".join(str(e).split())[:300]
+            found = self.store.list_runs(name=name, limit=1)
+            run_id = found[0]["id"] if found else None
+        except AssayError as e:
+            failure = " ".join(str(e).split())[:300]
+        for o in outcomes.values():
+            if o["status"] == ERROR and failure:
+                o["reason"] = failure
+                if untried:
+                    o["status"] = UNTRIED
+        if run_id is None:
+            return
+        self._collect(mc, run_id, outcomes, self._run_cost(run_id))
+
+    def _run_cost(self, run_id: str) -> float | None:
+        """What the run's judge calls cost (USD; every session's, also of a run the budget stopped)."""
+        costs = [(s.get("usage") or {}).get("cost_usd") for s in self.store.sessions(run_id)]
+        known = [float(c) for c in costs if c is not None]
+        return sum(known) if known else None
+
+    def _collect(self, mc: MetricConfig, run_id: str, outcomes: dict[str, dict[str, Any]], cost: float | None) -> None:
+        per_trace: dict[str, list[dict[str, Any]]] = {}
+        for row in self.store.iter_scored(run_id):
+            tid = str(row.row_id or "").split("-", 1)[0]
+            if tid in outcomes:
+                per_trace.setdefault(tid, []).append(
+                    {o: _score_dict(sc) for o, sc in (row.scores.get(mc.name) or {}).items()})
+        share = (cost / len(per_trace)) if cost and per_trace else None
+        for tid, recs in per_trace.items():
+            o = outcomes[tid]
+            statuses = [s["status"] for r in recs for s in r.values()]
+            o.update(run_id=run_id, scores=recs, cost=share)
+            if not statuses or any(s == "error" for s in statuses):
+                err = next((s["reason"] for r in recs for s in r.values() if s["status"] == "error"), None)
+                o.update(status=ERROR, reason=err or o.get("reason") or "no score")
+            elif all(s == "skipped" for s in statuses):
+                reason = next((s["reason"] for r in recs for s in r.values()), None)
+                o.update(status=SKIPPED, reason=reason)
+            else:
+                o.update(status=SCORED, reason=None)

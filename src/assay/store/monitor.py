@@ -1,0 +1,178 @@
+"""The online evaluation of ``assay monitor``, kept in the store: which traces each monitor metric
+scored, and the alerts its rules fired and cleared.
+
+:class:`MonitorLog` reads the traces due for scoring (:meth:`MonitorLog.due`: complete traces not
+scored yet for a metric, and those whose last try errored), records each try's outcome per trace
+(:meth:`MonitorLog.record`: ``scored`` with the scores and the run whose rows hold them,
+``skipped`` with the reason, or ``error``, which leaves the trace due again), reads the scores of a
+time window (:meth:`MonitorLog.scores`), what was spent in the last hour (:meth:`MonitorLog.spent`)
+and the counts ``assay monitor status`` shows (:meth:`MonitorLog.status`). Alerts are events
+(:meth:`MonitorLog.add_alert`): a rule's state is its latest event (:meth:`MonitorLog.last_alert`,
+:meth:`MonitorLog.open_alerts`).
+
+Scores are JSON: per record of the trace (one for a trace, one per model call), ``{output: {value,
+score, passed, result, reason, status, threshold}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import and_, delete, func, insert, or_, select
+
+from assay.store import schema as S
+from assay.store.store import Store
+
+SCORED, SKIPPED, ERROR = "scored", "skipped", "error"
+FIRING, CLEARED = "firing", "cleared"
+
+
+class MonitorLog:
+    """The monitor's scores and alerts in a :class:`~assay.store.Store`."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.engine = store.engine
+
+    # -- scoring ---------------------------------------------------------------------------
+    def due(self, metric: str, *, completed_since: float | None = None, start_since_ns: int | None = None,
+            start_until_ns: int | None = None, retry_before: float | None = None,
+            limit: int = 5000) -> list[dict[str, Any]]:
+        """Complete traces not yet tried for ``metric`` (completed at or after ``completed_since``)
+        and those whose last try errored before ``retry_before`` (any time when None), started in
+        ``[start_since_ns, start_until_ns)``; earliest completed first. Each a
+        dict of the ``traces`` row and ``attempts`` (tries so far)."""
+        tr, ms = S.traces, S.monitor_scores
+        j = tr.outerjoin(ms, and_(ms.c.trace_id == tr.c.trace_id, ms.c.metric == metric))
+        retry = ms.c.status == ERROR
+        if retry_before is not None:
+            retry = and_(retry, ms.c.scored_at < retry_before)
+        new = ms.c.status.is_(None)
+        if completed_since is not None:     # the errored ones are retried however old
+            new = and_(new, tr.c.completed_at >= completed_since)
+        q = (select(tr.c.trace_id, tr.c.service, tr.c.root_name, tr.c.start_ns, tr.c.completed_at,
+                    func.coalesce(ms.c.attempts, 0).label("attempts"))
+             .select_from(j).where(tr.c.completed_at.is_not(None), or_(new, retry))
+             .order_by(tr.c.completed_at, tr.c.trace_id).limit(limit))
+        if start_since_ns is not None:
+            q = q.where(tr.c.start_ns >= start_since_ns)
+        if start_until_ns is not None:
+            q = q.where(tr.c.start_ns < start_until_ns)
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    def record(self, metric: str, outcomes: Sequence[Mapping[str, Any]]) -> None:
+        """Store one try per trace in one transaction: each outcome has ``trace_id``, ``status``,
+        ``start_ns``, ``completed_at``, ``scored_at`` and optionally ``run_id``, ``scores`` (a
+        list), ``reason``, ``cost`` (added to the cost of the earlier tries). The lag is
+        ``scored_at - completed_at`` for a scored trace."""
+        if not outcomes:
+            return
+        ms = S.monitor_scores
+        tids = [o["trace_id"] for o in outcomes]
+        with self.engine.begin() as conn:
+            before = {r.trace_id: (r.attempts, r.cost) for r in conn.execute(
+                select(ms.c.trace_id, ms.c.attempts, ms.c.cost).where(ms.c.metric == metric, ms.c.trace_id.in_(tids)))}
+            conn.execute(delete(ms).where(ms.c.metric == metric, ms.c.trace_id.in_(tids)))
+            rows = []
+            for o in outcomes:
+                done = o["status"] == SCORED and o.get("completed_at") is not None
+                tries, spent = before.get(o["trace_id"], (0, None))
+                cost = None if spent is None and o.get("cost") is None else (spent or 0.0) + (o.get("cost") or 0.0)
+                rows.append({"metric": metric, "trace_id": o["trace_id"], "status": o["status"],
+                             "run_id": o.get("run_id"), "reason": o.get("reason"),
+                             "scores": None if o.get("scores") is None else orjson.dumps(o["scores"]).decode(),
+                             "start_ns": o.get("start_ns"), "completed_at": o.get("completed_at"),
+                             "scored_at": o["scored_at"], "attempts": tries + 1,
+                             "lag_s": max(0.0, o["scored_at"] - o["completed_at"]) if done else None,
+                             "cost": cost})
+            conn.execute(insert(ms), rows)
+
+    def scores(self, metric: str, since_ns: int | None = None, until_ns: int | None = None) -> list[dict[str, Any]]:
+        """The traces scored for ``metric`` that started in ``[since_ns, until_ns)``, earliest
+        first: ``trace_id``, ``start_ns``, ``scores`` (read), ``lag_s``, ``run_id``."""
+        ms = S.monitor_scores
+        q = (select(ms.c.trace_id, ms.c.start_ns, ms.c.scores, ms.c.lag_s, ms.c.run_id)
+             .where(ms.c.metric == metric, ms.c.status == SCORED).order_by(ms.c.start_ns, ms.c.trace_id))
+        if since_ns is not None:
+            q = q.where(ms.c.start_ns >= since_ns)
+        if until_ns is not None:
+            q = q.where(ms.c.start_ns < until_ns)
+        with self.engine.connect() as conn:
+            out = [dict(r) for r in conn.execute(q).mappings()]
+        for d in out:
+            d["scores"] = orjson.loads(d["scores"]) if d["scores"] else []
+        return out
+
+    def spent(self, metric: str, since: float) -> float:
+        """USD spent scoring ``metric`` on tries recorded at or after ``since``."""
+        ms = S.monitor_scores
+        with self.engine.connect() as conn:
+            got = conn.execute(select(func.sum(ms.c.cost)).where(ms.c.metric == metric, ms.c.scored_at >= since))
+            return float(got.scalar_one() or 0.0)
+
+    def status(self) -> dict[str, Any]:
+        """Per metric: traces scored, skipped and errored (awaiting a retry), the evaluation lag
+        (median, p95 and the latest, seconds) and the last score; the open alerts."""
+        ms = S.monitor_scores
+        per: dict[str, dict[str, Any]] = {}
+        with self.engine.connect() as conn:
+            for metric, status, n in conn.execute(select(ms.c.metric, ms.c.status, func.count())
+                                                  .group_by(ms.c.metric, ms.c.status)):
+                per.setdefault(metric, {SCORED: 0, SKIPPED: 0, ERROR: 0})[status] = int(n)
+            for metric, d in per.items():
+                lags = [r[0] for r in conn.execute(
+                    select(ms.c.lag_s).where(ms.c.metric == metric, ms.c.status == SCORED, ms.c.lag_s.is_not(None))
+                    .order_by(ms.c.scored_at.desc()).limit(1000))]
+                d["lag_latest_s"] = lags[0] if lags else None
+                lags.sort()
+                d["lag_p50_s"] = lags[len(lags) // 2] if lags else None
+                d["lag_p95_s"] = lags[min(len(lags) - 1, int(0.95 * len(lags)))] if lags else None
+                d["last_scored"] = conn.execute(select(func.max(ms.c.scored_at)).where(
+                    ms.c.metric == metric, ms.c.status == SCORED)).scalar_one()
+        return {"metrics": per, "open_alerts": self.open_alerts()}
+
+    # -- alerts ----------------------------------------------------------------------------
+    def add_alert(self, event: Mapping[str, Any]) -> None:
+        """Record a firing or clearing: ``metric``, ``rule``, ``output``, ``state``,
+        ``window_start_ns``, ``window_end_ns``, ``at``, ``figure``, ``ci_low``, ``ci_high``,
+        ``bound``, ``n``, ``reason``, ``trace_ids`` (a list)."""
+        row = {c.name: event.get(c.name) for c in S.monitor_alerts.columns if c.name != "id"}
+        row["trace_ids"] = orjson.dumps(list(event.get("trace_ids") or [])).decode()
+        with self.engine.begin() as conn:
+            conn.execute(insert(S.monitor_alerts), [row])
+
+    def last_alert(self, metric: str, rule: str, output: str, before_ns: int | None = None) -> dict[str, Any] | None:
+        """The latest event of a rule on an output (of a window that started before ``before_ns``)."""
+        al = S.monitor_alerts
+        q = (select(al).where(al.c.metric == metric, al.c.rule == rule, al.c.output == output)
+             .order_by(al.c.window_start_ns.desc(), al.c.id.desc()).limit(1))
+        if before_ns is not None:
+            q = q.where(al.c.window_start_ns < before_ns)
+        with self.engine.connect() as conn:
+            r = conn.execute(q).mappings().first()
+        return _alert(r) if r is not None else None
+
+    def alerts(self, since_ns: int | None = None) -> list[dict[str, Any]]:
+        """The events of windows that started at or after ``since_ns``, in order."""
+        al = S.monitor_alerts
+        q = select(al).order_by(al.c.window_start_ns, al.c.id)
+        if since_ns is not None:
+            q = q.where(al.c.window_start_ns >= since_ns)
+        with self.engine.connect() as conn:
+            return [_alert(r) for r in conn.execute(q).mappings()]
+
+    def open_alerts(self) -> list[dict[str, Any]]:
+        """The rules whose latest event is a firing."""
+        latest: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for a in self.alerts():
+            latest[(a["metric"], a["rule"], a["output"])] = a
+        return [a for a in latest.values() if a["state"] == FIRING]
+
+
+def _alert(r: Any) -> dict[str, Any]:
+    d = dict(r)
+    d["trace_ids"] = orjson.loads(d["trace_ids"]) if d.get("trace_ids") else []
+    return d
