@@ -22,6 +22,7 @@ from typing import Any
 from assay.metrics.aggregations import register_run_aggregation
 from assay.metrics.safety.names import HARMS
 from assay.simulate.redteam.refusal import measure
+from assay.simulate.redteam.strategies import STRATEGIES
 from assay.stats import wilson_interval
 
 DEFAULT_DEFECT_THRESHOLD = 4.0
@@ -149,7 +150,13 @@ def _pct(rate: float | None, ci: list[float] | None) -> str:
 def format_redteam(rt: Mapping[str, Any]) -> list[list[str]]:
     """The scorecard as table rows: strategy, category, attempts, ASR [95% CI], refusal rate [95% CI]."""
     out = []
-    for c in sorted(rt["cells"], key=lambda c: (c["strategy"] != "baseline", c["strategy"], c["category"])):
+    order = list(STRATEGIES)
+
+    def key(c: Mapping[str, Any]) -> tuple[int, str, int, str]:
+        s, k = c["strategy"], c["category"]
+        return (order.index(s) if s in order else len(order), s, HARMS.index(k) if k in HARMS else len(HARMS), k)
+
+    for c in sorted(rt["cells"], key=key):
         asr = _pct(c["asr"], c["asr_ci"]) if rt["asr_measured"] else NOT_MEASURED
         if rt["asr_measured"] and c["asr"] is not None and c["judged"] < c["attempts"]:
             asr += f" (of {c['judged']})"
