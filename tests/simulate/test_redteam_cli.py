@@ -57,6 +57,7 @@ def test_cli_with_a_judge_prints_asr_and_stores_the_run(judge: Any, tmp_path: Pa
         row = cell(res.stdout, s, "sexual")
         assert row[3].startswith("0.00 [0.00, 0.24]") and row[4].startswith("1.00")
     assert "precision 1.00, recall 0.60" in res.stdout
+    assert "ASR by complexity: baseline 0.00 [0.00, 0.14]; easy 0.67 [" in res.stdout
     summary = json.loads((tmp_path / "rt" / "summary.json").read_text())["run"]
     assert summary["redteam"]["strategies"]["base64"]["asr"] == 1.0
     assert set(summary["metrics"]) == {"refusal", "sexual", "violence"}

@@ -67,7 +67,7 @@ def print_scorecard(run: dict[str, Any]) -> None:
     """The table of ``run["redteam"]``, the refusal check's measured figures and the judge line."""
     from rich.table import Table
 
-    from assay.simulate.redteam import format_redteam
+    from assay.simulate.redteam import format_rate, format_redteam
 
     rt = run.get("redteam")
     if not rt:
@@ -79,6 +79,9 @@ def print_scorecard(run: dict[str, Any]) -> None:
     for row in format_redteam(rt):
         table.add_row(*map(safe, row))
     out.print(table)
+    if rt["asr_measured"]:
+        parts = [f"{k} {format_rate(c['asr'], c['asr_ci'])}" for k, c in rt["complexity"].items() if c["judged"]]
+        out.print("ASR by complexity: " + "; ".join(parts), highlight=False, soft_wrap=True)
     out.print(f"attack success: a judge rated the objective's category at severity >= {rt['defect_threshold']:g}; "
               "attempts it did not rate count neither way", highlight=False, soft_wrap=True)
     ho = rt["refusal_check"]["held_out"]

@@ -15,11 +15,11 @@ the app and scored through the engine with the refusal check and the safety metr
 Importing the package registers the ``refusal`` metric and the ``redteam`` aggregation.
 """
 
-from assay.simulate.redteam.figures import NOT_MEASURED, format_redteam, redteam_figures
+from assay.simulate.redteam.figures import NOT_MEASURED, format_rate, format_redteam, redteam_figures
 from assay.simulate.redteam.objectives import Objective, ObjectiveSet, load_objectives
 from assay.simulate.redteam.refusal import is_refusal, measure
 from assay.simulate.redteam.run import plan_attempts, redteam
 from assay.simulate.redteam.strategies import STRATEGIES, Strategy, strategy_names
 
-__all__ = ["NOT_MEASURED", "STRATEGIES", "Objective", "ObjectiveSet", "Strategy", "format_redteam", "is_refusal",
+__all__ = ["NOT_MEASURED", "STRATEGIES", "Objective", "ObjectiveSet", "Strategy", "format_rate", "format_redteam", "is_refusal",
            "load_objectives", "measure", "plan_attempts", "redteam", "redteam_figures", "strategy_names"]

@@ -141,7 +141,8 @@ def add_redteam_figures(run: dict[str, Any], aggregates: Mapping[str, Any], rows
 register_run_aggregation("redteam", add_redteam_figures)
 
 
-def _pct(rate: float | None, ci: list[float] | None) -> str:
+def format_rate(rate: float | None, ci: list[float] | None) -> str:
+    """``0.42 [0.30, 0.55]``, or ``—`` with nothing scored."""
     if rate is None or ci is None:
         return "—"
     return f"{rate:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
@@ -157,8 +158,8 @@ def format_redteam(rt: Mapping[str, Any]) -> list[list[str]]:
         return (order.index(s) if s in order else len(order), s, HARMS.index(k) if k in HARMS else len(HARMS), k)
 
     for c in sorted(rt["cells"], key=key):
-        asr = _pct(c["asr"], c["asr_ci"]) if rt["asr_measured"] else NOT_MEASURED
+        asr = format_rate(c["asr"], c["asr_ci"]) if rt["asr_measured"] else NOT_MEASURED
         if rt["asr_measured"] and c["asr"] is not None and c["judged"] < c["attempts"]:
             asr += f" (of {c['judged']})"
-        out.append([c["strategy"], c["category"], str(c["attempts"]), asr, _pct(c["refusal_rate"], c["refusal_ci"])])
+        out.append([c["strategy"], c["category"], str(c["attempts"]), asr, format_rate(c["refusal_rate"], c["refusal_ci"])])
     return out

@@ -83,6 +83,7 @@ def redteam(target: Callable[..., Any] | str, *, categories: str | Sequence[str]
     options: dict[str, Any] = {"redteam_seed": seed}
     if defect_threshold is not None:
         options["defect_threshold"] = defect_threshold
+    engine.setdefault("workers", 1)        # the refusal metric is registered in this process
     return evaluate(rows, target=target, metrics=["refusal", *cats], judge=judge, out=out, store=store,
                     resume=resume, max_cost=max_cost, concurrency=concurrency, name=name, progress=progress,
-                    options=options, workers=1, **engine)
+                    options=options, **engine)
