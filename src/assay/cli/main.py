@@ -38,6 +38,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("report", "assay.cli.ui", "Write one self-contained HTML report of a run (opens offline, no script)."),
     ("simulate", "assay.cli.simulate",
      "Simulate adversarial and ordinary users against an app, to build evaluation sets."),
+    ("redteam", "assay.cli.redteam",
+     "Attack an app with objectives per risk category and strategies; print the attack success rate."),
     ("bench", "assay.cli.bench",
      "Benchmark models: serving performance, cost, quality on tasks, embedding models."),
     ("judge", "assay.cli.judge", "Measure a judge before trusting it; list and show the checks kept."),
