@@ -973,11 +973,14 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def open_store(url: str | None | bool = None) -> Store | None:
+def open_store(url: str | os.PathLike | None | bool = None) -> Store | None:
     """The store at ``url`` or the default location; None when saving is off.
 
-    ``url=False``, ``url="off"`` (``--store off``) or ``$ASSAY_STORE=off`` with no url turns saving off.
+    ``url=False``, ``url="off"`` (``--store off``) or ``$ASSAY_STORE=off`` with no url turns saving off;
+    a path (``str`` or ``pathlib.Path``) is a SQLite file, saved to whatever ``$ASSAY_STORE`` says.
     """
+    if isinstance(url, os.PathLike):          # a pathlib.Path: the SQLite file it names
+        url = os.fspath(url)
     if url is False or (isinstance(url, str) and url.strip().lower() in _OFF):
         return None
     if isinstance(url, Store):

@@ -78,8 +78,6 @@ def redteam(target: Callable[..., Any] | str, *, categories: str | Sequence[str]
     cats = pick_categories(categories)
     rows = plan_attempts(categories=cats, strategies=strategies, seed=seed, max_attempts=max_attempts,
                          objectives=objectives)
-    if isinstance(store, Path):
-        store = str(store)
     options: dict[str, Any] = {"redteam_seed": seed}
     if defect_threshold is not None:
         options["defect_threshold"] = defect_threshold
