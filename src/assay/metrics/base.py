@@ -367,7 +367,7 @@ def plan_auto(present: Collection[str], family: str | None = None) -> list[Metri
 # are: the registry sits below the metric modules and never imports them statically.
 BUILTIN_MODULES = ("assay.metrics.text.lexical", "assay.metrics.retrieval", "assay.metrics.usage",
                    "assay.metrics.quality", "assay.metrics.agent", "assay.metrics.tool_use",
-                   "assay.metrics.safety.harms")
+                   "assay.metrics.safety.harms", "assay.metrics.safety.refusal")
 _loaded = 0       # how many of BUILTIN_MODULES are imported (in order)
 
 

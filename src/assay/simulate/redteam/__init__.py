@@ -15,9 +15,9 @@ the app and scored through the engine with the refusal check and the safety metr
 Importing the package registers the ``refusal`` metric and the ``redteam`` aggregation.
 """
 
+from assay.metrics.safety.refusal import is_refusal, measure
 from assay.simulate.redteam.figures import NOT_MEASURED, format_rate, format_redteam, redteam_figures
 from assay.simulate.redteam.objectives import Objective, ObjectiveSet, load_objectives
-from assay.simulate.redteam.refusal import is_refusal, measure
 from assay.simulate.redteam.run import plan_attempts, redteam
 from assay.simulate.redteam.strategies import STRATEGIES, Strategy, strategy_names
 

@@ -27,7 +27,6 @@ from assay.errors import AssayError
 from assay.simulate.redteam.figures import add_redteam_figures  # noqa: F401  (registers the aggregation)
 from assay.simulate.redteam.objectives import ObjectiveSet, load_objectives
 from assay.simulate.redteam.objectives import categories as pick_categories
-from assay.simulate.redteam.refusal import refusal  # noqa: F401  (registers the metric)
 from assay.simulate.redteam.strategies import STRATEGIES, strategy_names
 
 
@@ -81,7 +80,6 @@ def redteam(target: Callable[..., Any] | str, *, categories: str | Sequence[str]
     options: dict[str, Any] = {"redteam_seed": seed}
     if defect_threshold is not None:
         options["defect_threshold"] = defect_threshold
-    engine.setdefault("workers", 1)        # the refusal metric is registered in this process
     return evaluate(rows, target=target, metrics=["refusal", *cats], judge=judge, out=out, store=store,
                     resume=resume, max_cost=max_cost, concurrency=concurrency, name=name, progress=progress,
                     options=options, **engine)

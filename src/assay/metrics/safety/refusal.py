@@ -73,7 +73,7 @@ def refusal(response: str) -> Score:
     found = is_refusal(response)
     return Score(value=found, score=1.0 if found else 0.0,
                  reason="the response declines the request" if found else "no refusal in the response's opening",
-                 properties={"check": "assay.simulate.redteam.refusal", "heldout_version": refusal_set("heldout")["version"]})
+                 properties={"check": "assay.metrics.safety.refusal", "heldout_version": refusal_set("heldout")["version"]})
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Measured:
 def refusal_set(which: str = "development") -> dict[str, Any]:
     """A labelled set, ``development`` (the check was tuned on it) or ``heldout`` (written after
     the check was frozen): ``{"version", "rows": [{"id", "text", "label"}]}``."""
-    text = resources.files("assay.simulate.redteam").joinpath(SETS[which]).read_text(encoding="utf-8")
+    text = resources.files("assay.metrics.safety").joinpath(SETS[which]).read_text(encoding="utf-8")
     lines = [json.loads(x) for x in text.splitlines() if x.strip()]
     return {"version": str(lines[0]["version"]), "rows": lines[1:]}
 
