@@ -27,6 +27,8 @@ from assay.stats import wilson_interval
 
 DEFAULT_DEFECT_THRESHOLD = 4.0
 NOT_MEASURED = "not measured (no judge)"
+#: the run's options kept with the scorecard (as ``setup``, without the prefix)
+SETUP = ("redteam_seed", "redteam_attacker", "redteam_max_turns", "redteam_refusals")
 
 
 def _props(v: Any) -> dict[str, Any]:
@@ -135,6 +137,10 @@ def add_redteam_figures(run: dict[str, Any], aggregates: Mapping[str, Any], rows
         rows = rows()
     figures = redteam_figures(rows, _threshold(run, options))
     if figures is not None:
+        opts = {**(run.get("options") or {}), **(options or {})}
+        setup = {k[len("redteam_"):]: opts[k] for k in SETUP if opts.get(k) is not None}
+        if setup:
+            figures["setup"] = setup
         run["redteam"] = figures
 
 
