@@ -95,6 +95,11 @@ def print_scorecard(run: dict[str, Any]) -> None:
               highlight=False, soft_wrap=True)
     if rt.get("note"):
         out.print(f"[yellow]{safe(rt['note'])}[/yellow]", highlight=False, soft_wrap=True)
+    setup = rt.get("setup") or {}
+    if setup.get("attacker"):
+        out.print(f"attacker: {safe(setup['attacker'])} (seed {safe(setup.get('seed'))}, crescendo: at most "
+                  f"{safe(setup.get('max_turns'))} turns, ends after {safe(setup.get('refusals'))} refusals in a row)",
+                  highlight=False, soft_wrap=True)
     if run.get("judge"):
         u = run.get("judge_usage") or {}
         cost = u.get("cost_usd")
