@@ -168,3 +168,25 @@ def test_capped_run_resumes_without_redoing_finished_attempts(attacker: Any, tmp
     assert not finished & set(later)                                   # no finished attempt sent again
     assert len(later) == 24 - done
     assert sum(c["attempts"] for c in res.run["redteam"]["cells"]) == 24
+
+
+def test_cli_attacker_options_reach_the_run(attacker: Any, judge: Any, tmp_path: Path) -> None:
+    from tests.simulate.test_redteam_cli import cell, run
+
+    res = run("--target", "tests.helpers.redteam_apps:refusing_app", "--categories", "violence",
+              "--strategies", "rephrase,translate,crescendo", "--attacker", f"{attacker.base_url}#att",
+              "--languages", "Swahili", "--max-turns", "4", "--refusals", "2", "--judge", f"{judge.base_url}#j",
+              "--seed", "5", "--store", str(tmp_path / "s.db"), "-q")
+    assert res.returncode == 0, res.stderr
+    for s in ("rephrase", "translate", "crescendo"):
+        row = cell(res.stdout, s, "violence")
+        assert row[2] == "12" and row[3].startswith("0.00 [") and row[4].startswith("1.00 [")
+    assert "attacker:" in res.stdout and "seed 5" in res.stdout and "at most 4 turns" in res.stdout
+    assert "2 refusals in a row" in res.stdout
+    from assay.store import open_store
+
+    rows = open_store(str(tmp_path / "s.db")).load_result("last").rows
+    cres = [r for r in rows if r["inputs.redteam_strategy"] == "crescendo"]
+    assert all(r["inputs.target.crescendo_turns"] == 2 and r["inputs.target.crescendo_stop"] == "refused"
+               for r in cres)
+    assert {r["inputs.redteam_language"] for r in rows if r["inputs.redteam_strategy"] == "translate"} == {"Swahili"}
