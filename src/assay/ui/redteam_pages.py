@@ -43,6 +43,10 @@ def _order(name: str) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
 
+def _number(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
+
+
 def scorecard_view(rt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What the scorecard shows of ``run["redteam"]``, or None for a run without one."""
     if not isinstance(rt, Mapping) or not isinstance(rt.get("cells"), list):
@@ -60,7 +64,7 @@ def scorecard_view(rt: Mapping[str, Any] | None) -> dict[str, Any] | None:
         COMPLEXITY_ORDER.index(k) if k in COMPLEXITY_ORDER else len(COMPLEXITY_ORDER), k))]
     held = ((rt.get("refusal_check") or {}).get("held_out")) or {}
     return {"measured": measured, "note": rt.get("note"), "version": rt.get("objectives_version"),
-            "threshold": rt.get("defect_threshold"), "definition": rt.get("definition"),
+            "threshold": _number(rt.get("defect_threshold")), "definition": rt.get("definition"),
             "setup": dict(rt.get("setup") or {}), "cells": cells, "strategies": strategies,
             "complexity": complexity, "refusal_check": held}
 
