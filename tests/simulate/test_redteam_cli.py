@@ -81,6 +81,6 @@ def test_cli_without_a_judge_says_asr_not_measured(tmp_path: Path) -> None:
 
 def test_cli_bad_input_is_one_line() -> None:
     res = run("--target", "tests.helpers.redteam_apps:decoding_app", "--strategies", "crescendo", "-q")
-    assert res.returncode == 2 and "not built yet" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "needs an attacker model" in res.stderr and "Traceback" not in res.stderr
     res = run("--target", "tests.helpers.redteam_apps:decoding_app", "--categories", "spam", "-q")
     assert res.returncode == 2 and "unknown category 'spam'" in res.stderr

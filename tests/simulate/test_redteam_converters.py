@@ -113,7 +113,7 @@ def test_strategy_names_refuses_unknown_and_model_driven() -> None:
     assert strategy_names("encodings")[0] == "baseline"
     with pytest.raises(AssayError, match="unknown strategy 'base65'"):
         strategy_names("base65")
-    with pytest.raises(AssayError, match="not built yet"):
+    with pytest.raises(AssayError, match="needs an attacker model"):
         strategy_names("base64,crescendo")
     with pytest.raises(AssayError, match="unknown category"):
         plan_attempts(categories="violence,spam")

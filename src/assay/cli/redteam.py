@@ -20,8 +20,8 @@ app = typer.Typer()
 
 STRATEGY_HELP = ("Strategies, comma-separated: all (default), encodings, or any of baseline, base64, rot13, caesar, "
                  "atbash, leetspeak, char_swap, unicode_confusable, zero_width, tag_chars, flip, binary, morse, "
-                 "url_encode, suffix_append, prefix_inject, role_play, indirect_document. The plain objective "
-                 "(baseline) is always sent too.")
+                 "url_encode, suffix_append, prefix_inject, role_play, indirect_document, and with --attacker rephrase, "
+                 "translate, crescendo. The plain objective (baseline) is always sent too.")
 
 
 @app.command("redteam")
@@ -37,6 +37,10 @@ def redteam_cmd(
     resume: bool = typer.Option(False, "--resume", help="Continue the latest unfinished red-team run with the same attempts and options."),
     max_cost: float | None = typer.Option(None, "--max-cost", help="Stop the run (resumable, exit 3) once the judge (and the target, where its price is known) has cost this much, in USD.", metavar="USD"),
     objectives: Path | None = typer.Option(None, "--objectives", help="An objectives file of the packaged shape (default: the built-in, versioned set)."),
+    attacker: str | None = typer.Option(None, "--attacker", help="The model that writes the model-driven attacks (rephrase, translate, crescendo): openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded."),
+    languages: str | None = typer.Option(None, "--languages", help="translate's languages, comma-separated (default: French,Swahili,Bengali); one attempt per objective and language."),
+    max_turns: int = typer.Option(5, "--max-turns", help="A crescendo's turns at most."),
+    refusals: int = typer.Option(3, "--refusals", help="A crescendo ends when the target has refused this many turns in a row."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Target and judge calls in flight at once."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -47,12 +51,13 @@ def redteam_cmd(
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"--concurrency must be at least 1, got {concurrency}")
     n = len(plan_attempts(categories=categories, strategies=strategies, seed=seed, max_attempts=max_,
-                          objectives=objectives))
+                          objectives=objectives, attacker=attacker is not None, languages=languages))
     fn = load_target(target)
     with progress_bar("attacking", n, quiet) as advance:
         result = redteam(fn, categories=categories, strategies=strategies, judge=judge, max_attempts=max_, seed=seed,
                          out=out_dir, store=store, resume=resume, max_cost=max_cost, objectives=objectives,
-                         concurrency=concurrency, name=text_arg(name), progress=advance)
+                         concurrency=concurrency, name=text_arg(name), progress=advance, attacker=attacker,
+                         languages=languages, max_turns=max_turns, refusals=refusals)
     print_scorecard(result.run)
     if out_dir is not None:
         out.print(f"attempts, responses and scores written to {safe(out_dir)}/", highlight=False)
@@ -90,6 +95,11 @@ def print_scorecard(run: dict[str, Any]) -> None:
               highlight=False, soft_wrap=True)
     if rt.get("note"):
         out.print(f"[yellow]{safe(rt['note'])}[/yellow]", highlight=False, soft_wrap=True)
+    setup = rt.get("setup") or {}
+    if setup.get("attacker"):
+        out.print(f"attacker: {safe(setup['attacker'])} (seed {safe(setup.get('seed'))}, crescendo: at most "
+                  f"{safe(setup.get('max_turns'))} turns, ends after {safe(setup.get('refusals'))} refusals in a row)",
+                  highlight=False, soft_wrap=True)
     if run.get("judge"):
         u = run.get("judge_usage") or {}
         cost = u.get("cost_usd")

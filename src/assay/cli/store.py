@@ -97,6 +97,10 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
                   highlight=False)
         return
     print_summary(st.load_result(r["id"]))
+    if (r.get("summary") or {}).get("redteam"):
+        from assay.cli.redteam import print_scorecard
+
+        print_scorecard(r["summary"])          # the ASR by strategy x category of an `assay redteam` run
     print_run_check(st, r)
 
 

@@ -4,7 +4,10 @@ The callable's parameters are filled by name from the record: canonical fields
 (``query``, ``history``, ``contexts`` ...) or source columns kept in ``Record.extra``.
 It returns the answer as a string, or a dict with ``response`` (or ``answer``) and
 optionally ``contexts`` / ``context``, ``usage`` and ``trace`` (an MLflow trace, from
-which retrieved context and token usage are extracted). Its latency is measured.
+which retrieved context and token usage are extracted). Its latency is measured. A target
+that holds a conversation itself (``assay redteam``'s crescendo) may also return ``query``
+(the last message it answered) and ``history`` (the messages before it), which replace the
+row's own.
 
 A target given as a string is loaded by :func:`load_target`: ``module:function`` (imported
 with the current directory importable) or an OpenAI-compatible chat endpoint
@@ -24,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from assay.errors import AssayError
-from assay.records import CANONICAL_FIELDS, Document, Record, Usage
+from assay.records import CANONICAL_FIELDS, Document, Message, Record, Usage
 
 
 class TargetError(Exception):
@@ -97,6 +100,7 @@ def fill(record: Record, out: Any, elapsed_ms: float) -> Record:
                 usage = traced.usage.model_copy(update={"latency_ms": elapsed_ms})
             if traced.tool_calls:
                 update["tool_calls"] = traced.tool_calls
+        update.update(_conversation(out))
         ctx = out.get("contexts", out.get("context"))
         if ctx is not None:
             update["contexts"] = _documents(ctx)
@@ -109,7 +113,7 @@ def fill(record: Record, out: Any, elapsed_ms: float) -> Record:
                 latency_ms=elapsed_ms,
             )
         extra = {f"target.{k}": v for k, v in out.items()
-                 if k not in ("response", "answer", "contexts", "context", "usage", "trace")}
+                 if k not in ("response", "answer", "contexts", "context", "usage", "trace", "query", "history")}
         if extra:
             update["extra"] = {**record.extra, **extra}
     elif out is None:
@@ -118,6 +122,21 @@ def fill(record: Record, out: Any, elapsed_ms: float) -> Record:
         raise TargetError(f"target returned {type(out).__name__}; expected a string or a dict")
     update["usage"] = usage
     return record.model_copy(update=update)
+
+
+def _conversation(out: dict[str, Any]) -> dict[str, Any]:
+    """The ``query`` and ``history`` a conversing target returned, checked."""
+    update: dict[str, Any] = {}
+    if "query" in out:
+        if not isinstance(out["query"], str):
+            raise TargetError(f"target returned a non-text query ({type(out['query']).__name__})")
+        update["query"] = out["query"]
+    if out.get("history") is not None:
+        try:
+            update["history"] = [Message.model_validate(m) for m in out["history"]] or None
+        except (TypeError, ValueError) as exc:
+            raise TargetError(f"target returned an unusable history: {exc}") from None
+    return update
 
 
 def _documents(ctx: Any) -> list[Document]:

@@ -1,6 +1,8 @@
 """``assay report RUN -o report.html``: one self-contained HTML file for a stored run.
 
-The file holds the run summary (data, rows, judge and its note, usage), a card per metric
+The file holds the run summary (data, rows, judge and its note, usage), a red-team run's
+scorecard (ASR by strategy x category and by complexity, with intervals and OWASP / ATLAS ids:
+:mod:`assay.ui.redteam_pages`), a card per metric
 output with its score histogram (inline SVG), the worst rows of each output with every
 score, reason and input, and a table of the first ``max_rows`` rows. The stylesheet is
 inline; there is no script and no external resource, and a Content-Security-Policy in the
@@ -16,6 +18,7 @@ from typing import Any
 from assay.store import Store
 from assay.store import queries as Q
 from assay.ui import charts
+from assay.ui.redteam_pages import scorecard_view
 from assay.ui.render import inline_stylesheet, render
 
 MAX_ROWS = 2000
@@ -40,7 +43,9 @@ def render_report(store: Store, ref: str, *, max_rows: int = MAX_ROWS, worst: in
         worst_rows[o["output"]] = rows
     total = store.count_rows(run["id"])
     rows = Q.first_rows(store, run["id"], max(0, max_rows))
+    redteam = scorecard_view((run.get("summary") or {}).get("redteam"))
     return render("report.html.j2", run=run, summary=run.get("summary") or {}, outputs=outputs, hists=svgs,
+                  redteam=redteam,
                   worst=worst_rows, worst_n=worst, rows=rows, shown_rows=len(rows), total_rows=total,
                   shown=names[:MAX_COLUMNS], css=inline_stylesheet(), generated_at=time.time(),
                   version=__version__)

@@ -518,6 +518,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         out["sample_counts"] = {str(i): {m: len(v) for m, v in per.items()} for i, per in run["samples"].items()}
         return out
 
+    from assay.ui.redteam_pages import add_redteam_routes
+    add_redteam_routes(app, store, page=page, get_run=get_run, not_found=NotFound)   # /redteam, /redteam/RUN
     return app
 
 

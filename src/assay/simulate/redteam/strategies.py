@@ -9,8 +9,13 @@ the peers' encoding probes do. The wrappers (``suffix_append``, ``prefix_inject`
 for assay.
 
 Each strategy carries a ``complexity`` (``baseline``, ``easy``: one converter or one lure;
-``moderate``: a lure that hides the request in a story or a document) and the OWASP LLM Top 10
-(2025) and MITRE ATLAS ids it exercises.
+``moderate``: a lure that hides the request in a story or a document, or a model's rewording;
+``difficult``: a multi-turn escalation) and the OWASP LLM Top 10 (2025) and MITRE ATLAS ids it
+exercises.
+
+The model-driven strategies (``rephrase``, ``translate``, ``crescendo``; ``model=True``) are
+written at run time by an attacker model (:mod:`assay.simulate.redteam.attacker`): their planned
+``query`` is the objective itself, replaced by the attacker's message when the attempt is run.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Strategy:
     owasp: tuple[str, ...] = (OWASP_INJECTION,)
     atlas: tuple[str, ...] = (ATLAS_DIRECT, ATLAS_JAILBREAK)
     decode: Callable[[str], str] | None = None     # reads the payload back (tests, reports)
+    model: bool = False                             # written by the attacker model at run time
 
 
 def _encoded(note: str, encode: Callable[[str], str]) -> Callable[[str, random.Random], str]:
@@ -156,29 +162,38 @@ _ALL = (
     Strategy("indirect_document", _document, "moderate",
              "the request hidden as an instruction in a document the user asks to summarise",
              atlas=(ATLAS_INDIRECT,)),
+    Strategy("rephrase", _plain, "moderate", "the attacker model rewords the request so that it reads innocuously",
+             model=True),
+    Strategy("translate", _plain, "moderate", "the attacker model translates the request into another language",
+             model=True),
+    Strategy("crescendo", _plain, "difficult",
+             "a multi-turn escalation planned by the attacker model, from a harmless opening to the request",
+             model=True),
 )
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in _ALL}
 ENCODINGS = tuple(s.name for s in _ALL if s.complexity == "easy" and s.name in NOTES)
-MODEL_DRIVEN = ("rephrase", "translate", "crescendo")      # named in the issue, not built yet
+MODEL_DRIVEN = tuple(s.name for s in _ALL if s.model)
 
 
-def strategy_names(spec: str | Sequence[str] | None) -> list[str]:
-    """The strategies asked for (comma-separated or a list; ``all`` or None: every one; ``encodings``:
-    the converters), ``baseline`` always first; an unknown name is an :class:`AssayError`."""
+def strategy_names(spec: str | Sequence[str] | None, attacker: bool = False) -> list[str]:
+    """The strategies asked for (comma-separated or a list; ``all`` or None: every one, the
+    model-driven ones only with an attacker; ``encodings``: the converters), ``baseline`` always
+    first; an unknown name, or a model-driven one without ``attacker``, is an :class:`AssayError`."""
+    every = [n for n, s in STRATEGIES.items() if n != "baseline" and (attacker or not s.model)]
     if spec is None:
-        names = [s for s in STRATEGIES if s != "baseline"]
+        names = every
     else:
         raw = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s and s.strip()]
         names = []
         for s in raw:
-            names.extend([n for n in STRATEGIES if n != "baseline"] if s == "all" else
-                         ENCODINGS if s == "encodings" else [s])
-    bad = [s for s in names if s not in STRATEGIES]
-    for s in bad:
-        if s in MODEL_DRIVEN:
-            raise AssayError(f"--strategies {s}: model-driven strategies (rephrase, translate, crescendo) are not "
-                             "built yet; the deterministic ones are: " + ", ".join(STRATEGIES))
-        raise AssayError(f"--strategies: unknown strategy {s!r}; choose from: all, encodings, " + ", ".join(STRATEGIES))
+            names.extend(every if s == "all" else ENCODINGS if s == "encodings" else [s])
+    for s in names:
+        if s not in STRATEGIES:
+            raise AssayError(f"--strategies: unknown strategy {s!r}; choose from: all, encodings, "
+                             + ", ".join(STRATEGIES))
+        if STRATEGIES[s].model and not attacker:
+            raise AssayError(f"--strategies {s}: a model-driven strategy needs an attacker model: give "
+                             "--attacker SPEC (openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf)")
     out = ["baseline"]
     for s in names:
         if s not in out:
