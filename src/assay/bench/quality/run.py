@@ -42,6 +42,8 @@ import orjson
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
+from assay.bench.quality.lmeval import aggregate, count_bytes, count_words
 from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
@@ -304,6 +306,8 @@ class QualityRunner:
                 scores = await self._multiple_choice(p, i, item)
             elif t.output_type == "loglikelihood":
                 scores = await self._loglikelihood(p, i, item)
+            elif t.output_type == "loglikelihood_rolling":
+                scores = await self._rolling(p, i, item)
             elif t.is_code:
                 scores = await self._code(p, i, item)
             else:
@@ -367,9 +371,29 @@ class QualityRunner:
             raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
         lls, greedy = got
         item["logliks"], item["mode"] = lls, "loglik"
-        return {"acc": _binary(1.0 if greedy[0] else 0.0,
-                               f"log-likelihood {lls[0]:.3f}; the target is {'' if greedy[0] else 'not '}the greedy "
-                               "continuation")}
+        scores = {}
+        if "acc" in p.outputs:
+            scores["acc"] = _binary(1.0 if greedy[0] else 0.0, f"log-likelihood {lls[0]:.3f}; the target is "
+                                    f"{'' if greedy[0] else 'not '}the greedy continuation")
+        if "perplexity" in p.outputs:     # lm-eval: the item's loglik, aggregated as exp(-mean)
+            scores["perplexity"] = _builtin_value(item, t, "perplexity", lls[0], f"log-likelihood {lls[0]:.3f} of "
+                                                  f"the target")
+        return scores
+
+    async def _rolling(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        """The whole document's log-likelihood (``loglikelihood_rolling``) and the perplexity family as
+        lm-evaluation-harness gives it per document: ``(loglik, words)``, ``(loglik, bytes)``."""
+        t = p.task
+        text = t.document(t.docs[i])
+        ll = await self.subject.rolling(text)
+        if ll is None:
+            raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
+        item["logliks"], item["mode"] = [ll], "loglik_rolling"
+        words, nbytes = count_words(text), count_bytes(text)
+        item["words"], item["bytes"] = words, nbytes
+        weight = {"word_perplexity": words, "byte_perplexity": nbytes, "bits_per_byte": nbytes}
+        return {o: _builtin_value(item, t, o, (ll, weight[o]), f"log-likelihood {ll:.3f} of the document "
+                                  f"({words} words, {nbytes} bytes)") for o in p.outputs if o in weight}
 
     async def _hooked(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
         """A task that scores with its own ``process_results(doc, results)`` (trusted code), given what
@@ -379,7 +403,14 @@ class QualityRunner:
         t = p.task
         doc = t.docs[i]
         names = [str(m["metric"]) for m in t.metrics if m.get("hook")]
-        if t.output_type in ("multiple_choice", "loglikelihood"):
+        if t.output_type == "loglikelihood_rolling":     # the harness gives the hook (loglik,)
+            ll = await self.subject.rolling(t.document(doc))
+            if ll is None:
+                raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
+                                 f"{self.subject.loglik_note}")
+            item["logliks"], item["mode"] = [ll], "loglik_rolling"
+            per = {"": _call_hook(t, doc, [ll])}
+        elif t.output_type in ("multiple_choice", "loglikelihood"):
             if t.output_type == "multiple_choice":
                 item["choices"] = [str(c) for c in t.doc_to_choice(doc)]
             got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
@@ -405,7 +436,9 @@ class QualityRunner:
                     scores[out] = Score.error(f"process_results gave no {n!r} (it gave {sorted(res)[:8]})")
                     continue
                 values[out] = _jsonable(res[n])
-                scores[out] = _value_score(res[n], f"{n} from the task's process_results")
+                agg = next((m.get("aggregation") for m in t.metrics if m.get("metric") == n), None)
+                scores[out] = _value_score(res[n], f"{n} from the task's process_results",
+                                           agg if isinstance(agg, str) else None)
         item["hook_values"] = values
         return scores
 
@@ -578,10 +611,26 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def _value_score(v: Any, reason: str) -> Score:
-    """One value of a task's own metric: a number is a score (right/wrong where it is 0 or 1); anything else
-    (a list, as ifeval's per-instruction results) is kept on the item for the task's aggregation."""
+def _builtin_value(item: dict[str, Any], t: Task, name: str, value: Any, reason: str) -> Score:
+    """A perplexity-family value of one item: kept on the item (``hook_values``, for the run's aggregation) and
+    scored as the aggregation over this item alone (its own perplexity, or bits per byte)."""
+    item.setdefault("hook_values", {})[name] = _jsonable(value)
+    agg = next((m.get("aggregation") for m in t.metrics if m.get("metric") == name), None)
+    return _value_score(value, reason, agg if isinstance(agg, str) else None)
+
+
+def _value_score(v: Any, reason: str, agg: str | None = None) -> Score:
+    """One value of a task's own metric: a number is a score (right/wrong where it is 0 or 1); a value that one
+    of lm-evaluation-harness's aggregations takes (a ``(loglik, weight)`` pair, a loglik for ``perplexity``)
+    scores as that aggregation over this item alone; anything else (a list, as ifeval's per-instruction
+    results) is kept on the item for the task's aggregation."""
     v = _jsonable(v)
+    if agg in LM_AGGREGATIONS:
+        try:
+            f = aggregate(agg, [v])
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as exc:
+            return Score.skipped(f"{reason}: {exc}")
+        return Score(value=f, score=f, result="not_applicable", reason=f"{reason}; {agg}: {f:.4g}")
     if isinstance(v, (bool, int, float)):
         f = float(v)
         if f in (0.0, 1.0):
@@ -637,7 +686,7 @@ def aggregate_hooks(plans: list[_Plan], rows: list[StoredRow], summary: dict[str
             continue
         for m in t.metrics:
             agg = m.get("aggregation", "mean")
-            if agg == "mean" or not (m.get("hook") or m.get("fn") is not None):
+            if agg == "mean" or not (m.get("hook") or m.get("fn") is not None or agg in LM_AGGREGATIONS):
                 continue
             for o in [o for o in p.outputs if o == m["metric"] or o.startswith(f"{m['metric']},")]:
                 vals = [r.inputs["hook_values"][o] for r in rows if r.inputs.get("task") == t.name
@@ -648,14 +697,20 @@ def aggregate_hooks(plans: list[_Plan], rows: list[StoredRow], summary: dict[str
 
 
 def _aggregated(task: str, output: str, agg: Any, vals: list[Any]) -> dict[str, Any]:
-    label = "median" if agg == "median" else f"{getattr(agg, '__module__', '')}.{getattr(agg, '__name__', 'agg')}"
+    named = isinstance(agg, str)
+    label = agg if named else f"{getattr(agg, '__module__', '')}.{getattr(agg, '__name__', 'agg')}"
     try:
-        value = float(np.median([float(v) for v in vals])) if agg == "median" else float(agg(vals))
+        if agg == "median":
+            value = float(np.median([float(v) for v in vals]))
+        else:
+            value = float(aggregate(agg, vals) if named else agg(vals)) if vals else None
     except Exception as exc:
         raise AssayError(f"task {task}: the aggregation {label} of {output} failed: {type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:200]}") from None
+    why = "none (lm-evaluation-harness gives this aggregation none)" if named and agg != "median" \
+        else "none (the task's own aggregation)"
     return {"mean": value if vals else None, "ci95_low": None, "ci95_high": None, "evaluated": len(vals),
-            "ci_method": "none (the task's own aggregation)", "stderr": None, "aggregation": label}
+            "ci_method": why, "stderr": None, "aggregation": label}
 
 
 def name_lm_eval(plans: list[_Plan], summary: dict[str, Any]) -> None:

@@ -36,18 +36,23 @@ from typing import Any
 import yaml
 
 from assay.bench.quality.answers import FilterPipeline, FilterStep
+from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
+from assay.bench.quality.lmeval import DEFAULT_AGGREGATION, PERPLEXITY_METRICS, ROLLING_METRICS
 from assay.bench.quality.patterns import Pattern, PatternTimeout, bounded
 from assay.bench.quality.taskcode import TRUST_FLAG, FunctionRef, TaskCode, process_docs
 from assay.errors import InputError
 
 __all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
 
-OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood")
+OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood", "loglikelihood_rolling")
 # assay's judge metrics a generation task may name (scored with --judge on the 1-5 scale)
 JUDGED_METRICS = ("similarity", "groundedness", "coherence", "fluency", "relevance")
-SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "pass_at_k") + JUDGED_METRICS
+SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "pass_at_k") + PERPLEXITY_METRICS + JUDGED_METRICS
 DEFAULT_METRICS = {"multiple_choice": ["acc", "acc_norm"], "generate_until": ["exact_match"],
-                   "loglikelihood": ["acc"]}
+                   "loglikelihood": ["acc"], "loglikelihood_rolling": list(ROLLING_METRICS)}
+# the metrics each output type can give without the task's own code (as lm-evaluation-harness computes them)
+METRICS_OF = {"multiple_choice": ("acc", "acc_norm"), "loglikelihood": ("acc", "perplexity"),
+              "loglikelihood_rolling": ROLLING_METRICS}
 # Keys read and honoured.
 KNOWN_KEYS = {"task", "include", "dataset_path", "dataset_name", "dataset_kwargs", "test_split", "validation_split",
               "training_split", "fewshot_split", "num_fewshot", "description", "doc_to_text", "doc_to_target",
@@ -297,6 +302,11 @@ class Task:
         if self.output_type == "multiple_choice":
             return [self.target_delimiter + c for c in self.doc_to_choice(doc)]
         return [self.target_text(doc)]
+
+    def document(self, doc: dict) -> str:
+        """For ``loglikelihood_rolling``: the whole text scored, ``doc_to_target`` alone (no prompt, no delimiter),
+        as lm-evaluation-harness sends it; its words and bytes weigh the perplexities."""
+        return self.target_text(doc)
 
     def program(self, i: int, completion: str) -> str:
         """For code tasks: the program the sandbox runs, as lm-evaluation-harness's ``code_eval`` builds it
@@ -730,12 +740,14 @@ def _pattern(value: Any, err: Callable, fieldname: str, label: str) -> Pattern:
         raise err(fieldname, f"{label}: {exc}") from None
 
 
-AGGREGATIONS = ("mean", "median")
+AGGREGATIONS = ("mean", "median", *LM_AGGREGATIONS)
 
 
 def _aggregation(entry: dict, m: str, err: Callable) -> None:
-    """A hook or custom metric's ``aggregation``: mean (the default), median, or the task's own function."""
-    agg = entry.get("aggregation", "mean")
+    """A metric's ``aggregation``, set on ``entry``: the harness's default for the metric (``mean``, or the
+    perplexity family's own), ``median``, ``perplexity``, ``weighted_perplexity``, ``bits_per_byte``, or the
+    task's own function."""
+    agg = entry.setdefault("aggregation", DEFAULT_AGGREGATION.get(m, "mean"))
     if callable(agg):
         return
     if agg not in AGGREGATIONS:
@@ -747,7 +759,7 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
     raw = cfg.get("metric_list")
     hooked = callable(cfg.get("process_results"))
     if raw is None:
-        return [{"metric": m, **({"hook": True} if hooked else {})} for m in DEFAULT_METRICS[output_type]]
+        raw = list(DEFAULT_METRICS[output_type])
     if not isinstance(raw, list):
         raise err("metric_list", "must be a list of {metric: NAME, ...}")
     out = []
@@ -791,7 +803,13 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
         if m not in SUPPORTED_METRICS:
             unsupported.append(f"metric {_label(m)} (not computed; supported: {', '.join(SUPPORTED_METRICS)})")
             continue
+        if (m in PERPLEXITY_METRICS or output_type == "loglikelihood_rolling") and m not in METRICS_OF.get(
+                output_type, ()):
+            unsupported.append(f"metric {_label(m)} (not given by output_type {output_type})")
+            continue
         entry["metric"] = m
+        if m in PERPLEXITY_METRICS:
+            _aggregation(entry, m, err)
         if "regexes_to_ignore" in entry:
             rxs = entry["regexes_to_ignore"]
             rxs = [rxs] if isinstance(rxs, str) else rxs
@@ -916,15 +934,18 @@ def _common(cfg: dict, *, err: Callable, unsupported: list[str], shots: int | No
     if output_type == "multiple_choice" and cfg.get("doc_to_choice") is None:
         raise err("doc_to_choice", "multiple_choice needs doc_to_choice")
     for key in ("doc_to_text", "doc_to_target"):
-        if cfg.get(key) is None:
+        if cfg.get(key) is None and not (key == "doc_to_text" and output_type == "loglikelihood_rolling"):
             raise err(key, f"{key} is required")
+    if output_type == "loglikelihood_rolling" and nf > 0:
+        raise err("num_fewshot", "a loglikelihood_rolling task scores whole documents: num_fewshot must be 0 "
+                                 "(as in lm-evaluation-harness)")
     return dict(
         output_type=output_type, target_delimiter=td, fewshot_delimiter=fd, num_fewshot=nf, repeats=repeats,
         description=description, metrics=metrics,
         filters=_filters(cfg, is_code, err, unsupported),
         generation_kwargs=_generation_kwargs(cfg, output_type, fd, err),
         fewshot_sampler=sampler,
-        text_spec=cfg.get("doc_to_text"), target_spec=cfg.get("doc_to_target"), choice_spec=cfg.get("doc_to_choice"),
+        text_spec=cfg.get("doc_to_text", "" if output_type == "loglikelihood_rolling" else None), target_spec=cfg.get("doc_to_target"), choice_spec=cfg.get("doc_to_choice"),
         fewshot_text_spec=fc.get("doc_to_text"), fewshot_target_spec=fc.get("doc_to_target"),
         fewshot_choice_spec=fc.get("doc_to_choice"),
     )

@@ -132,9 +132,13 @@ def _value(output: str, a: ScoreStat) -> str:
     """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
     from assay.bench.quality.report import JUDGE_SCALES
 
+    from assay.bench.quality.lmeval import PERPLEXITY_METRICS
+
     m = a.mean
     if m is None:
         return "—"
+    if output.split(",")[0] in PERPLEXITY_METRICS:     # a perplexity or bits per byte, as it is (no interval)
+        return f"{m:.4g}"
     if output in JUDGE_SCALES:
         lo, hi = a.ci95_low, a.ci95_high
         return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float))
