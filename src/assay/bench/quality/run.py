@@ -338,7 +338,9 @@ class QualityRunner:
         item["choices"] = choices
         item["gold"] = gold
         got = None
-        if self.cfg.scoring != "generate":
+        if t.multiple_input(doc):
+            got = await self._multiple_input(p, i, item)
+        elif self.cfg.scoring != "generate":
             got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
             if got is None and self.cfg.scoring == "loglik":
                 raise AssayError(f"--scoring loglik: {self.subject.loglik_note}")
@@ -363,6 +365,22 @@ class QualityRunner:
         why = ("unparsed: the answer chose no single choice (an echo of the options, or several named); "
                "scored wrong" if picked is None else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
         return {"acc": _binary(1.0 if ok else 0.0, why)}
+
+    async def _multiple_input(self, p: _Plan, i: int, item: dict[str, Any]) -> tuple[list[float], list[bool]]:
+        """lm-evaluation-harness's partial evaluation (Winogrande): the same continuation after each choice's
+        context, one request per context; the choices compared by those log-likelihoods."""
+        t = p.task
+        contexts = t.choice_contexts(i)
+        cont = t.continuations(t.docs[i])
+        if self.cfg.scoring == "generate" or not self.subject.loglik:
+            raise AssayError(f"task {t.name} compares one continuation after several contexts (partial "
+                             f"evaluation), which needs log-likelihoods: "
+                             f"{self.subject.loglik_note or '--scoring generate was asked'}")
+        got = await asyncio.gather(*(self.subject.logliks(c, cont) for c in contexts))
+        if any(g is None for g in got):
+            raise AssayError(f"task {t.name} needs log-likelihoods (partial evaluation): {self.subject.loglik_note}")
+        item["contexts"], item["continuation"] = contexts, cont[0]
+        return [g[0][0] for g in got if g], [g[1][0] for g in got if g]
 
     async def _loglikelihood(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
         t = p.task
@@ -413,7 +431,8 @@ class QualityRunner:
         elif t.output_type in ("multiple_choice", "loglikelihood"):
             if t.output_type == "multiple_choice":
                 item["choices"] = [str(c) for c in t.doc_to_choice(doc)]
-            got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
+            got = await self._multiple_input(p, i, item) if t.multiple_input(doc) else \
+                await self.subject.logliks(p.contexts[i], t.continuations(doc))
             if got is None:
                 raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
                                  f"{self.subject.loglik_note}")

@@ -177,6 +177,7 @@ class Task:
     code_files: dict = field(default_factory=dict)     # the task's code files imported: path -> sha256
     program_with_prompt: bool = True      # code: the program is prompt + answer + tests (else answer + tests)
     _contexts: list[str] | None = field(default=None, repr=False)
+    _prefixes: list[str] | None = field(default=None, repr=False)
 
     # ---- errors
     def _error(self, fieldname: str, message: str) -> TaskError:
@@ -252,8 +253,9 @@ class Task:
             if self.choice_spec is not None:
                 return self._choices(doc, fewshot)[raw]
             return str(raw)
-        raise self._error("doc_to_text", f"gives a {type(raw).__name__} (several inputs per doc, as in "
-                                         f"Winogrande, are not supported)")
+        raise self._error("doc_to_text", f"gives a {type(raw).__name__}: doc_to_text must give the prompt's text, "
+                                         f"or (several inputs per doc, as Winogrande's) the index of the right one "
+                                         f"of the contexts doc_to_choice gives")
 
     def doc_to_target(self, doc: dict) -> str | int | list:
         return self._target_raw(doc)
@@ -283,6 +285,9 @@ class Task:
         """For multiple choice: the index of the gold choice (several for a list target); -1 where the target
         names no choice (scored wrong, as the harness does)."""
         choices = self.doc_to_choice(doc)
+        if self.multiple_input(doc):     # the harness's gold for several inputs: doc_to_text's index
+            g = self._text_raw(doc)
+            return g if 0 <= g < len(choices) else -1
 
         def one(t: Any) -> int:
             if isinstance(t, int) and not isinstance(t, bool):
@@ -295,10 +300,31 @@ class Task:
             return [one(x) for x in t]
         return one(t)
 
+    def multiple_input(self, doc: dict) -> bool:
+        """Whether ``doc`` has several inputs (lm-evaluation-harness's partial evaluation, Winogrande): a
+        multiple_choice task whose ``doc_to_text`` gives an int, the index of the right one of the contexts that
+        ``doc_to_choice`` gives; each context is scored with the same continuation (``doc_to_target``)."""
+        if self.output_type != "multiple_choice" or self.choice_spec is None:
+            return False
+        raw = self._text_raw(doc)
+        return isinstance(raw, int) and not isinstance(raw, bool)
+
+    def choice_contexts(self, i: int) -> list[str]:
+        """For a multiple-input doc: one full prompt per choice (the description and few-shot examples, then
+        the choice's context), as the harness's ``multiple_input_context`` builds them."""
+        if self._prefixes is None:
+            self._contexts = self._build_contexts()
+        assert self._prefixes is not None
+        return [self._prefixes[i] + c for c in self.doc_to_choice(self.docs[i])]
+
     def continuations(self, doc: dict) -> list[str]:
         """What log-likelihood scoring measures after ``context``, as lm-evaluation-harness 0.4.x sends it:
-        for multiple_choice, ``target_delimiter`` + each choice; for loglikelihood, the target exactly as
-        ``doc_to_target`` gives it, with no delimiter added (lambada's target carries its own leading space)."""
+        for multiple_choice, ``target_delimiter`` + each choice (for a multiple-input doc, ``target_delimiter`` +
+        ``doc_to_target``, once, after each of :meth:`choice_contexts`); for loglikelihood, the target exactly
+        as ``doc_to_target`` gives it, with no delimiter added (lambada's target carries its own leading
+        space)."""
+        if self.multiple_input(doc):
+            return [self.target_delimiter + str(self.doc_to_target(doc))]
         if self.output_type == "multiple_choice":
             return [self.target_delimiter + c for c in self.doc_to_choice(doc)]
         return [self.target_text(doc)]
@@ -361,6 +387,7 @@ class Task:
             raise self._error("num_fewshot", f"{k} few-shot examples asked for, but the few-shot split has "
                                              f"{len(self.fewshot_docs)} docs")
         out = []
+        self._prefixes = []
         for doc in self.docs:
             prompt = self._description(doc)
             if k > 0:
@@ -368,6 +395,7 @@ class Task:
                          else rnd.sample(self.fewshot_docs, n_draw))
                 chosen = [x for x in drawn if x != doc][:k]
                 prompt += "".join(self._example(x) for x in chosen)
+            self._prefixes.append(prompt)
             prompt += self.doc_to_text(doc)
             out.append(prompt)
         return out
@@ -958,6 +986,9 @@ def _check(t: Task) -> Task:
         t.doc_to_target(doc)
         if t.choice_spec is not None:
             t.doc_to_choice(doc)
+        if t.multiple_input(doc) and t.gold_index(doc) == -1:
+            raise t._error("doc_to_text", f"the first doc's doc_to_text gives {t._text_raw(doc)}, which indexes "
+                                          f"none of its {len(t.doc_to_choice(doc))} contexts (doc_to_choice)")
         if t.output_type == "multiple_choice":
             g = t.gold_index(doc)
             if (g == -1 if isinstance(g, int) else -1 in g):

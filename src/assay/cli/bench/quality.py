@@ -130,9 +130,8 @@ def _stderr(output: str, a: ScoreStat) -> str:
 
 def _value(output: str, a: ScoreStat) -> str:
     """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
-    from assay.bench.quality.report import JUDGE_SCALES
-
     from assay.bench.quality.lmeval import PERPLEXITY_METRICS
+    from assay.bench.quality.report import JUDGE_SCALES
 
     m = a.mean
     if m is None:
