@@ -57,7 +57,8 @@ def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
         return names
     if task.output_type == "multiple_choice":
         named = [str(m.get("metric")) for m in task.metrics or []]
-        outs = [o for o in ("acc", "acc_norm") if not named or o in named]
+        outs = [o for o in ("acc", "acc_norm", "acc_mutual_info") if (not named and o != "acc_mutual_info")
+                or o in named]
         return outs or ["acc"]
     if task.output_type == "loglikelihood":
         named = [str(m.get("metric")) for m in task.metrics or []]

@@ -350,10 +350,13 @@ class QualityRunner:
             acc = choice_accuracy(lls, choices, gold) if gold else {"acc": 0.0, "acc_norm": 0.0}
             picked = max(range(len(lls)), key=lambda j: lls[j])
             item["extracted"] = {"loglik": choices[picked]}
-            return {name: _binary(acc[name], f"highest log-likelihood{' per character' if name == 'acc_norm' else ''}: "
-                                  f"{_letter(_argmax(lls, choices, name == 'acc_norm'))}; gold "
-                                  f"{', '.join(_letter(g) for g in gold) or 'none (the target names no choice)'}")
-                    for name in ("acc", "acc_norm") if name in p.outputs}
+            scores = {name: _binary(acc[name], f"highest log-likelihood{' per character' if name == 'acc_norm' else ''}"
+                                    f": {_letter(_argmax(lls, choices, name == 'acc_norm'))}; gold "
+                                    f"{', '.join(_letter(g) for g in gold) or 'none (the target names no choice)'}")
+                      for name in ("acc", "acc_norm") if name in p.outputs}
+            if "acc_mutual_info" in p.outputs:
+                scores["acc_mutual_info"] = await self._mutual_info(p, i, item, lls, gold)
+            return scores
         prompt = choice_prompt(p.contexts[i], choices)
         item["prompt"], item["mode"] = prompt, "generate"
         answer = await self.subject.generate(prompt, until=[], max_tokens=min(p.max_tokens, 32), temperature=0.0)
@@ -365,6 +368,23 @@ class QualityRunner:
         why = ("unparsed: the answer chose no single choice (an echo of the options, or several named); "
                "scored wrong" if picked is None else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
         return {"acc": _binary(1.0 if ok else 0.0, why)}
+
+    async def _mutual_info(self, p: _Plan, i: int, item: dict[str, Any], lls: list[float], gold: list[int]) -> Score:
+        """lm-evaluation-harness's ``acc_mutual_info``: each choice's log-likelihood after the prompt less its
+        log-likelihood after an empty context (the same continuation, ``target_delimiter`` + choice); right when
+        the largest difference is the gold choice's."""
+        t = p.task
+        doc = t.docs[i]
+        if t.multiple_input(doc):
+            return Score.skipped("acc_mutual_info is not computed for a multiple-input (partial evaluation) doc")
+        got = await self.subject.logliks("", t.continuations(doc))
+        if got is None:
+            return Score.skipped(f"acc_mutual_info needs unconditional log-likelihoods: {self.subject.loglik_note}")
+        item["logliks_unconditional"] = got[0]
+        diff = [c - u for c, u in zip(lls, got[0])]
+        pred = max(range(len(diff)), key=lambda j: (diff[j], -j))
+        return _binary(1.0 if pred in gold else 0.0, f"highest log-likelihood less the unconditional one: "
+                       f"{_letter(pred)}; gold {', '.join(_letter(g) for g in gold) or 'none'}")
 
     async def _multiple_input(self, p: _Plan, i: int, item: dict[str, Any]) -> tuple[list[float], list[bool]]:
         """lm-evaluation-harness's partial evaluation (Winogrande): the same continuation after each choice's

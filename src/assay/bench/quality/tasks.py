@@ -47,11 +47,11 @@ __all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
 OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood", "loglikelihood_rolling")
 # assay's judge metrics a generation task may name (scored with --judge on the 1-5 scale)
 JUDGED_METRICS = ("similarity", "groundedness", "coherence", "fluency", "relevance")
-SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "pass_at_k") + PERPLEXITY_METRICS + JUDGED_METRICS
+SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "acc_mutual_info", "pass_at_k") + PERPLEXITY_METRICS + JUDGED_METRICS
 DEFAULT_METRICS = {"multiple_choice": ["acc", "acc_norm"], "generate_until": ["exact_match"],
                    "loglikelihood": ["acc"], "loglikelihood_rolling": list(ROLLING_METRICS)}
 # the metrics each output type can give without the task's own code (as lm-evaluation-harness computes them)
-METRICS_OF = {"multiple_choice": ("acc", "acc_norm"), "loglikelihood": ("acc", "perplexity"),
+METRICS_OF = {"multiple_choice": ("acc", "acc_norm", "acc_mutual_info"), "loglikelihood": ("acc", "perplexity"),
               "loglikelihood_rolling": ROLLING_METRICS}
 # Keys read and honoured.
 KNOWN_KEYS = {"task", "include", "dataset_path", "dataset_name", "dataset_kwargs", "test_split", "validation_split",
@@ -831,8 +831,8 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
         if m not in SUPPORTED_METRICS:
             unsupported.append(f"metric {_label(m)} (not computed; supported: {', '.join(SUPPORTED_METRICS)})")
             continue
-        if (m in PERPLEXITY_METRICS or output_type == "loglikelihood_rolling") and m not in METRICS_OF.get(
-                output_type, ()):
+        if (m in (*PERPLEXITY_METRICS, "acc_mutual_info") or output_type == "loglikelihood_rolling") \
+                and m not in METRICS_OF.get(output_type, ()):
             unsupported.append(f"metric {_label(m)} (not given by output_type {output_type})")
             continue
         entry["metric"] = m
