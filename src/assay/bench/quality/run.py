@@ -42,6 +42,7 @@ import orjson
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.catalog import Catalog, build_catalog, group_figures
 from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
 from assay.bench.quality.lmeval import aggregate, count_bytes, count_words
 from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
@@ -90,6 +91,7 @@ class QualityConfig:
     api: str = "auto"                 # auto | chat | completions
     judge: str | None = None          # for judge metrics on generation tasks
     trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
+    task_dirs: list[str] = field(default_factory=list)   # folders whose tasks, groups and tags --tasks may name
     concurrency: int = 4
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
@@ -826,7 +828,9 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if make_scorer is not None and subject is not None:
         raise AssayError("engine 'ray' resolves the model on every worker from its spec: pass the spec "
                          "(QualityConfig.model), not a Subject")
-    tasks = load_tasks(cfg.tasks, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed, trust_code=cfg.trust_task_code)
+    catalog, groups, wanted = resolve_task_names(cfg)
+    tasks = load_tasks(wanted, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed, trust_code=cfg.trust_task_code,
+                       include_dirs=cfg.task_dirs)
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
     plans = plan_tasks(cfg, tasks)
@@ -880,10 +884,40 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    trust_task_code=cfg.trust_task_code)
     aggregate_hooks(plans, rows, summary)
     name_lm_eval(plans, summary)
+    if catalog is not None and groups:
+        summary["groups"] = group_figures(catalog, groups, summary)
     killed_samples(rows, summary)
     syntax_errors(plans, rows, summary)
     items = [stored_item(r) for r in rows]
     return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
+
+
+def _task_items(spec: Any) -> list[Any]:
+    if isinstance(spec, (str, Path)):
+        return [s.strip() for s in str(spec).split(",") if s.strip()] if isinstance(spec, str) else [spec]
+    return [x for s in spec for x in _task_items(s)]
+
+
+def resolve_task_names(cfg: QualityConfig) -> tuple[Catalog | None, list[str], Any]:
+    """What ``--tasks`` names, with ``--task-dir`` folders: each name that is no file, folder or
+    ``python:`` task is looked up in the folders' catalog (a task, a group's tasks, a tag's); the catalog, the
+    groups named (their figures go in the summary) and what :func:`load_tasks` is given."""
+    if not cfg.task_dirs:
+        return None, [], cfg.tasks
+    catalog = build_catalog(cfg.task_dirs)
+    wanted: list[Any] = []
+    groups: list[str] = []
+    for item in _task_items(cfg.tasks):
+        text = str(item)
+        if text.startswith("python:") or Path(text).expanduser().exists() or not catalog.knows(text):
+            if not text.startswith("python:") and not Path(text).expanduser().exists():
+                raise catalog.unknown(text)
+            wanted.append(item)
+            continue
+        files, named = catalog.resolve([text])
+        wanted.extend(f for f in files if f not in wanted)
+        groups.extend(g for g in named if g not in groups)
+    return catalog, groups, wanted
 
 
 def keep_run(saved: StoreRun, summary: dict[str, Any], rows: list[StoredRow], items: list[dict[str, Any]],

@@ -42,7 +42,7 @@ from assay.bench.quality.patterns import Pattern, PatternTimeout, bounded
 from assay.bench.quality.taskcode import TRUST_FLAG, FunctionRef, TaskCode, process_docs
 from assay.errors import InputError
 
-__all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
+__all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "read_config", "task"]
 
 OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood", "loglikelihood_rolling")
 # assay's judge metrics a generation task may name (scored with --judge on the 1-5 scale)
@@ -562,6 +562,12 @@ def _resolve(path: Path, seen: tuple = (), roots: tuple[Path, ...] | None = None
     return base, base_origin
 
 
+def read_config(path: Path, include_dirs: Sequence[str | Path] = ()) -> dict:
+    """A task (or group) file's mapping with its ``include`` resolved, read with the same bounds as a task file;
+    ``!function`` tags are left as :class:`FunctionRef` (nothing is imported)."""
+    return _resolve(path, roots=_include_roots(path, include_dirs))[0]
+
+
 def _canonical(value: Any) -> Any:
     if isinstance(value, FunctionRef):
         return str(value)
@@ -1079,7 +1085,8 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
 
     name = written.get("task")
     if not isinstance(name, str) or not name:
-        raise err("task", "a task file needs 'task: NAME' (group files listing several tasks are not supported)")
+        raise err("task", "a task file needs 'task: NAME' (a group file, 'group: NAME' with a list of tasks, is "
+                          "run by its name: --task-dir FOLDER --tasks NAME)")
 
     def code_error(message: str, ref: FunctionRef, fieldname: str) -> TaskError:
         f, line = origin.get(fieldname.split(".")[0], (src, None))

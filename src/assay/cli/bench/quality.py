@@ -38,10 +38,16 @@ def _ints(text: str | None, what: str) -> list[int] | None:
 
 
 def quality_cmd(
-    model: str = typer.Option(..., "--model", help="openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, "
-                              "local:/path/model.gguf, embedded, or python:module:function (your pipeline)."),
-    tasks: str = typer.Option(..., "--tasks", help="Task YAML files, folders of them, or python:module:function, "
-                              "separated by commas."),
+    model: str | None = typer.Option(None, "--model", help="openai:MODEL, azure:DEPLOYMENT, "
+                                     "http://HOST:PORT/v1#MODEL, local:/path/model.gguf, embedded, or "
+                                     "python:module:function (your pipeline). Required unless --list-tasks."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Task YAML files, folders of them, python:module:function, "
+                                     "or (with --task-dir) task, group and tag names, separated by commas."),
+    task_dir: list[str] = typer.Option([], "--task-dir", help="A folder of task YAML (lm-evaluation-harness's "
+                                       "--include_path; repeatable): every task, group and tag in it may be named "
+                                       "in --tasks; a group's figure is aggregated as it declares.", metavar="DIR"),
+    list_tasks: bool = typer.Option(False, "--list-tasks", help="List the tasks, groups and tags of the --task-dir "
+                                    "folders (with --json: as JSON) and exit."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N items of each task."),
     shots: int | None = typer.Option(None, "--shots", help="Few-shot examples per prompt (default: the task's)."),
     seed: int = typer.Option(1234, "--seed", help="Seed of the few-shot sampling (lm-evaluation-harness's default)."),
@@ -88,7 +94,12 @@ def quality_cmd(
     sandbox, and the quality index, each with its interval."""
     from assay.bench.quality.run import QualityConfig, run_quality
 
-    cfg = QualityConfig(model=model, tasks=tasks, trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
+    if list_tasks:
+        _list_tasks(task_dir, json_out)
+        return
+    if not model or not tasks:
+        raise AssayError(f"{'--model' if not model else '--tasks'} is required (or --list-tasks --task-dir DIR)")
+    cfg = QualityConfig(model=model, tasks=tasks, task_dirs=list(task_dir), trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
                         samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
@@ -104,6 +115,36 @@ def quality_cmd(
     render_quality(run.summary)
     if run.ref:
         err.print(f"stored as {safe(run.ref)} (run {safe(run.run_id)}; items: assay show {safe(run.run_id)})", highlight=False)
+
+
+def _list_tasks(dirs: list[str], json_out: bool) -> None:
+    """``--list-tasks``: what the ``--task-dir`` folders hold."""
+    from assay.bench.quality.catalog import build_catalog
+
+    if not dirs:
+        raise AssayError("--list-tasks lists the tasks of --task-dir folders: name at least one")
+    cat = build_catalog(dirs)
+    if json_out:
+        print_json({"tasks": {n: str(p) for n, p in sorted(cat.tasks.items())},
+                    "groups": {n: {"tasks": cat.leaves(n), "entries": g.entries, "aggregate": g.aggregate,
+                                   "source": g.source} for n, g in sorted(cat.groups.items())},
+                    "tags": dict(sorted(cat.tags.items())), "unreadable": cat.broken})
+        return
+    t = Table(title=f"{len(cat.tasks)} tasks, {len(cat.groups)} groups, {len(cat.tags)} tags", title_justify="left")
+    for col in ("name", "kind", "what", "file"):
+        t.add_column(col, overflow="fold")
+    for n, g in sorted(cat.groups.items()):
+        how = "; ".join(f"{a['metric']} {'weighted by size' if a['weight_by_size'] else 'plain mean'}"
+                        for a in g.aggregate) or "no figure of its own"
+        t.add_row(safe(n), "group", safe(f"{len(cat.leaves(n))} tasks; {how}"), safe(g.source))
+    for n, members in sorted(cat.tags.items()):
+        t.add_row(safe(n), "tag", safe(f"{len(members)} tasks"), "")
+    for n, p in sorted(cat.tasks.items()):
+        t.add_row(safe(n), "task", "", safe(str(p)))
+    out.print(t)
+    if cat.broken:
+        err.print(f"{len(cat.broken)} YAML file(s) could not be read and were skipped (first: "
+                  f"{safe(next(iter(cat.broken.values())))})", highlight=False, soft_wrap=True)
 
 
 def _pct(v: Any) -> str:
@@ -145,6 +186,17 @@ def _value(output: str, a: ScoreStat) -> str:
     return f"{_pct(m)}%{_ci(a)}"
 
 
+def _groups(s: QualitySummary) -> None:
+    groups = getattr(s, "groups", None) or {}
+    for gname, g in groups.items():
+        for key, f in (g.get("metrics") or {}).items():
+            se = f.get("stderr")
+            how = "weighted by size" if f.get("weight_by_size") else "plain mean"
+            out.print(f"  group {safe(gname)}: {safe(key)} {_pct(f.get('mean'))}% ({how} over "
+                      f"{len(f.get('tasks') or [])} tasks, {f.get('evaluated')} items; stderr "
+                      f"{'—' if se is None else f'{100 * se:.1f}'})", highlight=False, soft_wrap=True)
+
+
 def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
     """A quality run's summary: the index, each task's scores with intervals, modes and notes."""
     from assay.bench.quality.summary import QualitySummary
@@ -174,6 +226,7 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
                       str(tk.num_fewshot) if first else "")
             first = False
     out.print(t)
+    _groups(s)
     _task_notes(s)
     if s.judge:
         out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
