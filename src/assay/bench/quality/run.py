@@ -347,8 +347,8 @@ class QualityRunner:
             if got is None and self.cfg.scoring == "loglik":
                 raise AssayError(f"--scoring loglik: {self.subject.loglik_note}")
         if got is not None:
-            lls, _greedy = got
-            item["logliks"], item["mode"] = lls, "loglik"
+            lls, greedy = got
+            item["logliks"], item["greedy"], item["mode"] = lls, greedy, "loglik"
             acc = choice_accuracy(lls, choices, gold) if gold else {"acc": 0.0, "acc_norm": 0.0}
             picked = max(range(len(lls)), key=lambda j: lls[j])
             item["extracted"] = {"loglik": choices[picked]}
@@ -410,7 +410,7 @@ class QualityRunner:
         if got is None:
             raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
         lls, greedy = got
-        item["logliks"], item["mode"] = lls, "loglik"
+        item["logliks"], item["greedy"], item["mode"] = lls, greedy, "loglik"
         scores = {}
         if "acc" in p.outputs:
             scores["acc"] = _binary(1.0 if greedy[0] else 0.0, f"log-likelihood {lls[0]:.3f}; the target is "
@@ -459,7 +459,7 @@ class QualityRunner:
                 raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
                                  f"{self.subject.loglik_note}")
             lls, greedy = got
-            item["logliks"], item["mode"] = lls, "loglik"
+            item["logliks"], item["greedy"], item["mode"] = lls, greedy, "loglik"
             per = {"": _call_hook(t, doc, [(ll, g) for ll, g in zip(lls, greedy)])}
         else:
             answer = await self.subject.generate(p.contexts[i], until=p.until, max_tokens=p.max_tokens,
@@ -815,14 +815,17 @@ def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
 async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
                       out: str | Path | None = None, progress: Progress | None = None,
                       subject: Subject | None = None, engine: str = "local", ray_address: str | None = None,
-                      actors: int | None = None, notice: Callable[[str], None] | None = None) -> QualityRun:
+                      actors: int | None = None, notice: Callable[[str], None] | None = None,
+                      lm_eval_out: str | Path | None = None) -> QualityRun:
     """Run the benchmark ``cfg`` describes; see the module docstring. ``engine="ray"`` scores the
     items in chunks on Ray actors (``ray_address``: the cluster; default a local Ray on every
     core; ``actors``: how many, default one per CPU): the same rows, store and summary as
     ``"local"`` (docs/scale.md). ``resume``: True continues the latest unfinished run with the
     same tasks, data and options (none: a new run, and ``notice`` is told so), a run id or name
     that one (an :class:`AssayError` when there is no such run). A run in which every item
-    failed (errors, not wrong answers) stores no benchmark and raises :class:`RunIncomplete`."""
+    failed (errors, not wrong answers) stores no benchmark and raises :class:`RunIncomplete`.
+    ``lm_eval_out``: also write lm-evaluation-harness's results JSON and samples JSONL there
+    (:mod:`assay.bench.quality.lmeval_results`)."""
     cfg.check()
     make_scorer = item_scorer(engine, address=ray_address, actors=actors)
     if make_scorer is not None and subject is not None:
@@ -882,14 +885,26 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    if sandbox else None, memory_limit=sandbox.limit if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower(),
                    trust_task_code=cfg.trust_task_code)
+    complete_summary(plans, rows, summary, catalog, groups)
+    items = [stored_item(r) for r in rows]
+    if lm_eval_out is not None:
+        from assay.bench.quality.lmeval_results import write_lm_eval
+
+        summary["lm_eval_files"] = [str(f) for f in write_lm_eval(Path(lm_eval_out), summary, items,
+                                                                  [p.task for p in plans])]
+    return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
+
+
+def complete_summary(plans: list[_Plan], rows: list[StoredRow], summary: dict[str, Any], catalog: Catalog | None,
+                     groups: list[str]) -> None:
+    """What the summary adds to the items' means: the tasks' own and lm-eval's aggregations, lm-eval's names,
+    the groups' figures, the samples left out and the code tasks that never parsed."""
     aggregate_hooks(plans, rows, summary)
     name_lm_eval(plans, summary)
     if catalog is not None and groups:
         summary["groups"] = group_figures(catalog, groups, summary)
     killed_samples(rows, summary)
     syntax_errors(plans, rows, summary)
-    items = [stored_item(r) for r in rows]
-    return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
 
 
 def _task_items(spec: Any) -> list[Any]:

@@ -176,6 +176,8 @@ class Task:
     process_results: Any = None           # the task's own scoring (a trusted !function): (doc, results) -> dict
     code_files: dict = field(default_factory=dict)     # the task's code files imported: path -> sha256
     program_with_prompt: bool = True      # code: the program is prompt + answer + tests (else answer + tests)
+    config: dict = field(default_factory=dict, repr=False)   # the task file's fields as written (includes merged)
+    total_docs: int | None = None         # the test split's docs before --limit
     _contexts: list[str] | None = field(default=None, repr=False)
     _prefixes: list[str] | None = field(default=None, repr=False)
 
@@ -1157,7 +1159,8 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
     task_hash = _sha({"task": written, "code": code.files}) if code.files else _sha(written)
     t = Task(name=name, docs=docs, fewshot_docs=fewshot_docs, source=src, task_hash=task_hash,
              process_results=cfg.get("process_results"), code_files=dict(code.files),
-             program_with_prompt=_program_with_prompt(written),
+             program_with_prompt=_program_with_prompt(written), config=_canonical(written),
+             total_docs=len(all_docs),
              data_hash=data.file_hash.hexdigest(), data_files=list(dict.fromkeys(data.files)),
              unsupported=unsupported, seed=seed, fewshot_same_split=same, origin=origin, **common)
     return _check(t)

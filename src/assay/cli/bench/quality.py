@@ -78,6 +78,10 @@ def quality_cmd(
     resume_from: str | None = typer.Option(None, "--resume-from", help="Continue this unfinished run (its id or "
                                              "name), with the same tasks, data and options.", metavar="RUN"),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
+    lm_eval_dir: Path | None = typer.Option(None, "--output-lm-eval", help="Also write lm-evaluation-harness's "
+                                            "results JSON and per-task samples JSONL here (DIR/MODEL/results_DATE"
+                                            ".json, samples_TASK_DATE.jsonl), as lm-eval 0.4 writes them.",
+                                            metavar="DIR"),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -108,6 +112,7 @@ def quality_cmd(
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
                                       progress=progress, engine=engine, ray_address=ray_address,
+                                      lm_eval_out=lm_eval_dir,
                                       notice=lambda m: err.print(safe(m), highlight=False, soft_wrap=True)))
     if json_out:
         print_json(run.summary)
