@@ -165,7 +165,10 @@ def build_catalog(dirs: Sequence[str | Path]) -> Catalog:
                 continue
             name, group = cfg.get("task"), cfg.get("group")
             if isinstance(group, str) and isinstance(cfg.get("task"), list):
-                cat.groups.setdefault(group, _group(path, cfg))
+                try:
+                    cat.groups.setdefault(group, _group(path, cfg))
+                except TaskError as exc:     # named later, it says why; listing the folder goes on
+                    cat.broken[str(path)] = str(exc)
                 continue
             if not isinstance(name, str) or not name:
                 continue        # a template to include, or another YAML
