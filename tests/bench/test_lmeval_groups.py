@@ -129,3 +129,20 @@ def test_list_tasks_as_json(tmp_path: Path) -> None:
     listed: dict[str, Any] = json.loads(res.output)
     assert listed["groups"]["tiny_weighted"]["tasks"] == ["tiny_alpha", "tiny_beta", "tiny_gamma"]
     assert listed["tags"]["tiny_odd"] == ["tiny_gamma"]
+
+
+def test_a_group_entry_sets_fields_on_its_tasks(tmp_path: Path) -> None:
+    # lm-eval's {task: NAME, num_fewshot: N} in a group: the fields apply to the task (or every task of a tag)
+    root = _folder(tmp_path)
+    (root / "_tiny_shots.yaml").write_text(
+        "group: tiny_shots\ntask:\n  - task: tiny_even\n    num_fewshot: 1\n  - tiny_gamma\n"
+        "aggregate_metric_list:\n  - metric: acc\n")
+    model = _model()
+    model.gold = lambda ctx, inner=model.gold: inner(ctx.rpartition("\n\n")[2])     # score the last question
+    cfg = QualityConfig(model=model, tasks="tiny_shots", task_dirs=[str(root)])
+    s = asyncio.run(run_quality(cfg, subject=Subject(model, cache=None), store=None)).summary
+    assert {t: s["tasks"][t]["num_fewshot"] for t in s["tasks"]} == {"tiny_alpha": 1, "tiny_beta": 1,
+                                                                      "tiny_gamma": 0}
+    alpha = [ctx for ctx, _ in model.requests if ctx.endswith("alpha question 0\nA:")]
+    assert alpha and all(ctx.count("Q: ") == 2 for ctx in alpha)      # one example, then the question
+    assert s["groups"]["tiny_shots"]["metrics"]["acc,none"]["mean"] == pytest.approx(0.5)

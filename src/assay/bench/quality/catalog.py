@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.bench.quality.lmeval import pooled_sample_stderr
-from assay.bench.quality.tasks import TaskError, read_config
+from assay.bench.quality.tasks import TaskError, TaskRef, read_config
 
 __all__ = ["Catalog", "Group", "build_catalog", "group_figures"]
 
@@ -33,12 +33,14 @@ MAX_FILES = 20_000      # YAML files indexed under one folder, at most
 
 @dataclass
 class Group:
-    """A group file: its name, its entries (task, tag or group names), how its figure is aggregated."""
+    """A group file: its name, its entries (task, tag or group names), how its figure is aggregated, and the
+    fields an entry sets on its tasks (``{task: arc_challenge, num_fewshot: 25}``)."""
 
     name: str
     entries: list[str]
     aggregate: list[dict[str, Any]]
     source: str
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,23 +56,35 @@ class Catalog:
     def knows(self, name: str) -> bool:
         return name in self.tasks or name in self.groups or name in self.tags
 
-    def leaves(self, name: str, _seen: tuple[str, ...] = ()) -> list[str]:
+    def leaves(self, name: str) -> list[str]:
         """The task names ``name`` stands for: itself, a tag's tasks, or a group's, its sub-groups flattened."""
+        return list(dict.fromkeys(t for t, _ in self.leaf_refs(name)))
+
+    def leaf_refs(self, name: str, fields: dict[str, Any] | None = None,
+                  _seen: tuple[str, ...] = ()) -> list[tuple[str, dict[str, Any]]]:
+        """Each task ``name`` stands for with the fields the groups on the way set on it (an inner entry's
+        over an outer one's)."""
+        fields = fields or {}
         if name in _seen:
             raise TaskError(f"group {name} includes itself: {' -> '.join((*_seen, name))}",
                             source=self.groups[name].source if name in self.groups else None)
         if name in self.groups:
-            out: list[str] = []
-            for entry in self.groups[name].entries:
+            g = self.groups[name]
+            out: list[tuple[str, dict[str, Any]]] = []
+            for entry in g.entries:
                 if not self.knows(entry):
+                    inline = " (a task written inline in a group file is not supported: write it in a file of " \
+                             "its own)" if entry in g.overrides else ""
                     raise TaskError(f"group {name} names {entry!r}, which is no task, group or tag in the task "
-                                    f"folders", source=self.groups[name].source, field="task")
-                out.extend(self.leaves(entry, (*_seen, name)))
-            return list(dict.fromkeys(out))
+                                    f"folders{inline}", source=g.source, field="task")
+                for ref in self.leaf_refs(entry, {**fields, **g.overrides.get(entry, {})}, (*_seen, name)):
+                    if ref not in out:
+                        out.append(ref)
+            return out
         if name in self.tasks:
-            return [name]
+            return [(name, fields)]
         if name in self.tags:
-            return list(self.tags[name])
+            return [(t, fields) for t in self.tags[name]]
         raise self.unknown(name)
 
     def unknown(self, name: str) -> TaskError:
@@ -81,15 +95,16 @@ class Catalog:
                          f"{len(self.groups)} groups, {len(self.tags)} tags){hint}; assay bench quality "
                          f"--list-tasks --task-dir DIR lists them")
 
-    def resolve(self, names: Sequence[str]) -> tuple[list[Path], list[str]]:
-        """The task files the names stand for (in order, once each) and the groups named, directly or inside
-        other groups, in the order met."""
-        files: list[Path] = []
+    def resolve(self, names: Sequence[str]) -> tuple[list[TaskRef], list[str]]:
+        """The task files the names stand for, with the fields their groups set (in order, once each), and the
+        groups named, directly or inside other groups, in the order met."""
+        files: list[TaskRef] = []
         groups: list[str] = []
         for name in names:
-            for leaf in self.leaves(name):
-                if self.tasks[leaf] not in files:
-                    files.append(self.tasks[leaf])
+            for leaf, fields in self.leaf_refs(name):
+                ref = TaskRef(self.tasks[leaf], tuple(sorted(fields.items())))
+                if ref not in files:
+                    files.append(ref)
             groups.extend(g for g in self._groups_under(name) if g not in groups)
         return files, groups
 
@@ -124,14 +139,18 @@ def _names(value: Any) -> list[str]:
 
 def _group(path: Path, cfg: dict) -> Group:
     entries = []
+    overrides: dict[str, dict[str, Any]] = {}
     for e in cfg.get("task") or []:
         if isinstance(e, str):
             entries.append(e)
-        elif isinstance(e, dict) and isinstance(e.get("task"), str) and set(e) <= {"task", "task_alias"}:
-            entries.append(e["task"])
+        elif isinstance(e, dict) and isinstance(e.get("task"), str):
+            entries.append(e["task"])       # a named task, group or tag, with fields set on its tasks
+            fields = {k: v for k, v in e.items() if k not in ("task", "task_alias", "group_alias")}
+            if fields:
+                overrides[e["task"]] = fields
         else:
-            raise TaskError(f"group {cfg.get('group')}: a task entry that is a whole task written inline is not "
-                            f"supported (write it in a file of its own and name it)", source=str(path), field="task")
+            raise TaskError(f"group {cfg.get('group')}: each task entry is a name or {{task: NAME, ...fields}}",
+                            source=str(path), field="task")
     agg = cfg.get("aggregate_metric_list") or []
     if isinstance(agg, dict):
         agg = [agg]
@@ -147,7 +166,7 @@ def _group(path: Path, cfg: dict) -> Group:
         filters = a.get("filter_list")
         checked.append({"metric": a["metric"], "weight_by_size": bool(a.get("weight_by_size", True)),
                         "filter_list": _names(filters) if filters is not None else None})
-    return Group(str(cfg["group"]), entries, checked, str(path))
+    return Group(str(cfg["group"]), entries, checked, str(path), overrides)
 
 
 def build_catalog(dirs: Sequence[str | Path]) -> Catalog:

@@ -42,7 +42,7 @@ from assay.bench.quality.patterns import Pattern, PatternTimeout, bounded
 from assay.bench.quality.taskcode import TRUST_FLAG, FunctionRef, TaskCode, process_docs
 from assay.errors import InputError
 
-__all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "read_config", "task"]
+__all__ = ["Task", "TaskError", "TaskRef", "FunctionRef", "load_tasks", "read_config", "task"]
 
 OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood", "loglikelihood_rolling")
 # assay's judge metrics a generation task may name (scored with --judge on the 1-5 scale)
@@ -75,6 +75,18 @@ PYTHON_FIELDS = {"output_type", "doc_to_text", "doc_to_target", "doc_to_choice",
 
 class TaskError(InputError):
     """A task that cannot be loaded: one line naming the file, the line where known, and the field."""
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A task file with fields set over the file's own (a group's entry ``{task: NAME, num_fewshot: 25}``)."""
+
+    path: Path
+    overrides: tuple = ()      # (key, value) pairs
+
+    @property
+    def fields(self) -> dict:
+        return dict(self.overrides)
 
 
 class _Loader(yaml.SafeLoader):
@@ -1077,8 +1089,11 @@ def _resolve_metric(entry: Any, code: TaskCode) -> Any:
 
 
 def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int,  # noqa: C901
-                    include_dirs: Sequence[str | Path] = (), trust_code: bool = False) -> Task:
+                    include_dirs: Sequence[str | Path] = (), trust_code: bool = False,
+                    overrides: dict | None = None) -> Task:
     written, origin = _resolve(path, roots=_include_roots(path, include_dirs))
+    if overrides:       # a group's entry that sets fields of its task (num_fewshot: 25), as the harness applies them
+        written = {**written, **overrides}
     src = str(path)
 
     def err(fieldname: str, message: str) -> TaskError:
@@ -1276,8 +1291,8 @@ def _is_task_file(path: Path, include_dirs: Sequence[str | Path] = ()) -> bool:
         return True     # let the real load report it
 
 
-def _expand(spec: Any) -> list[str | Path]:
-    if isinstance(spec, Path):
+def _expand(spec: Any) -> list[str | Path | TaskRef]:
+    if isinstance(spec, (Path, TaskRef)):
         return [spec]
     if isinstance(spec, str):
         if spec.startswith("python:"):
@@ -1302,6 +1317,10 @@ def load_tasks(spec: str | Path | Sequence, *, limit: int | None = None, shots: 
     without it a hook that changes prompts or scores stops the load, and nothing is imported."""
     out: list[Task] = []
     for item in _expand(spec):
+        if isinstance(item, TaskRef):
+            out.append(_load_yaml_task(item.path, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs,
+                                       trust_code=trust_code, overrides=item.fields))
+            continue
         if isinstance(item, str) and item.startswith("python:"):
             out.append(_load_python_task(item, limit=limit, shots=shots, seed=seed))
             continue
