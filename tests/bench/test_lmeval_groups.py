@@ -146,3 +146,14 @@ def test_a_group_entry_sets_fields_on_its_tasks(tmp_path: Path) -> None:
     alpha = [ctx for ctx, _ in model.requests if ctx.endswith("alpha question 0\nA:")]
     assert alpha and all(ctx.count("Q: ") == 2 for ctx in alpha)      # one example, then the question
     assert s["groups"]["tiny_shots"]["metrics"]["acc,none"]["mean"] == pytest.approx(0.5)
+
+
+def test_include_may_be_a_list_merged_in_order(tmp_path: Path) -> None:
+    # lm-eval merges a list of includes in order (a later one over an earlier one), the file's own keys over all
+    from assay.bench.quality.tasks import read_config
+
+    (tmp_path / "_a_yaml").write_text("output_type: multiple_choice\ndescription: from a\ntest_split: a\n")
+    (tmp_path / "_b_yaml").write_text("description: from b\ntest_split: b\n")
+    (tmp_path / "t.yaml").write_text("include:\n  - _a_yaml\n  - _b_yaml\ntask: t\ntest_split: own\n")
+    cfg = read_config(tmp_path / "t.yaml")
+    assert cfg["output_type"] == "multiple_choice" and cfg["description"] == "from b" and cfg["test_split"] == "own"

@@ -567,10 +567,17 @@ def _resolve(path: Path, seen: tuple = (), roots: tuple[Path, ...] | None = None
     if inc is None:
         return data, origin
     line = origin.get("include", (None, None))[1]
-    if not isinstance(inc, str):
-        raise TaskError("include must be a file name", source=str(path), line=line, field="include")
-    target = _include_target(path, inc, line, roots)
-    base, base_origin = _resolve(target, (*seen, key), roots)
+    names = inc if isinstance(inc, list) else [inc]
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TaskError("include must be a file name or a list of them", source=str(path), line=line,
+                        field="include")
+    base: dict = {}
+    base_origin: dict = {}
+    for name in names:      # as the harness merges them: a later include over an earlier one, this file over all
+        got, got_origin = _resolve(_include_target(path, name, line, roots), (*seen, key), roots)
+        got.pop("task_list", None)
+        base.update(got)
+        base_origin.update(got_origin)
     base.update(data)
     base_origin.update(origin)
     return base, base_origin
