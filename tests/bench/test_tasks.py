@@ -347,7 +347,7 @@ def test_missing_field_names_file_line_and_field(tmp_path: Path):
     msg = _one_line_error(p)
     assert str(p) in msg and "line 4" in msg and "field 'doc_to_text'" in msg and "question" in msg
     p.write_text("task: t\ndataset_kwargs: {data_files: {test: d.jsonl}}\ntest_split: test\n"
-                 "doc_to_text: '{{q}}'\ndoc_to_target: a\noutput_type: loglikelihood_rolling\n")
+                 "doc_to_text: '{{q}}'\ndoc_to_target: a\noutput_type: loglikelihood_sliding\n")
     assert "field 'output_type'" in _one_line_error(p)
 
 

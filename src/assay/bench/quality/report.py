@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from assay.bench.quality.lmeval import PERPLEXITY_METRICS, ROLLING_METRICS
 from assay.bench.quality.summary import QualitySummary
 from assay.bench.quality.tasks import JUDGED_METRICS
 from assay.errors import AssayError
@@ -56,10 +57,15 @@ def task_outputs(task: Any, pass_at: Sequence[int] = ()) -> list[str]:
         return names
     if task.output_type == "multiple_choice":
         named = [str(m.get("metric")) for m in task.metrics or []]
-        outs = [o for o in ("acc", "acc_norm") if not named or o in named]
+        outs = [o for o in ("acc", "acc_norm", "acc_mutual_info") if (not named and o != "acc_mutual_info")
+                or o in named]
         return outs or ["acc"]
     if task.output_type == "loglikelihood":
-        return ["acc"]
+        named = [str(m.get("metric")) for m in task.metrics or []]
+        return [o for o in ("acc", "perplexity") if o in named] or ["acc"]
+    if task.output_type == "loglikelihood_rolling":
+        named = [str(m.get("metric")) for m in task.metrics or []]
+        return [o for o in ROLLING_METRICS if o in named]
     if task.is_code:
         return [f"pass@{k}" for k in pass_at]
     outs: list[str] = []
@@ -179,13 +185,14 @@ def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> 
     for m in meta:
         name = m["name"]
         mine = [r for r in rows if r.inputs.get("task") == name]
+        in_index = m["primary"] not in PERPLEXITY_METRICS      # a perplexity is not a score on 0-1
         metrics = {}
         for o in m["outputs"]:
             _, v = _column(mine, name, o)
             metrics[o] = _mean_ci(v)
         _, pv = _column(mine, name, m["primary"])
         pv = unit_scale(m["primary"], pv)
-        primaries.append(pv)
+        primaries.append(pv if in_index else np.array([], dtype=np.float64))
         binary.append(m["primary"] not in JUDGE_SCALES and is_binary(pv))
         statuses: dict[str, int] = {}
         for r in mine:
@@ -197,7 +204,8 @@ def summarize(meta: list[dict[str, Any]], rows: list[Any], *, seed: int = 0) -> 
                        "unparsed": sum(1 for r in mine if r.inputs.get("unparsed")),
                        "first_error": next((r.inputs.get("error") for r in mine if r.inputs.get("error")), None),
                        "metrics": metrics, "primary_value": float(pv.mean()) if len(pv) else None,
-                       "primary_scale": "0-1 (rescaled from 1-5)" if m["primary"] in JUDGE_SCALES else "0-1"}
+                       "primary_scale": "0-1 (rescaled from 1-5)" if m["primary"] in JUDGE_SCALES else
+                       "0-1" if in_index else "perplexity (lower is better; not in the quality index)"}
     index = stratified_index(primaries, binary=binary, seed=seed)
     index["definition"] = ("mean over tasks of each task's primary score on 0-1 (accuracy, exact match, pass@1, "
                            "judge similarity rescaled from 1-5); 95% interval: one task's own, several stratified")

@@ -42,6 +42,9 @@ import orjson
 from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
+from assay.bench.quality.catalog import Catalog, build_catalog, group_figures
+from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
+from assay.bench.quality.lmeval import aggregate, count_bytes, count_words
 from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
@@ -88,6 +91,7 @@ class QualityConfig:
     api: str = "auto"                 # auto | chat | completions
     judge: str | None = None          # for judge metrics on generation tasks
     trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
+    task_dirs: list[str] = field(default_factory=list)   # folders whose tasks, groups and tags --tasks may name
     concurrency: int = 4
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
@@ -304,6 +308,8 @@ class QualityRunner:
                 scores = await self._multiple_choice(p, i, item)
             elif t.output_type == "loglikelihood":
                 scores = await self._loglikelihood(p, i, item)
+            elif t.output_type == "loglikelihood_rolling":
+                scores = await self._rolling(p, i, item)
             elif t.is_code:
                 scores = await self._code(p, i, item)
             else:
@@ -334,20 +340,25 @@ class QualityRunner:
         item["choices"] = choices
         item["gold"] = gold
         got = None
-        if self.cfg.scoring != "generate":
+        if t.multiple_input(doc):
+            got = await self._multiple_input(p, i, item)
+        elif self.cfg.scoring != "generate":
             got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
             if got is None and self.cfg.scoring == "loglik":
                 raise AssayError(f"--scoring loglik: {self.subject.loglik_note}")
         if got is not None:
-            lls, _greedy = got
-            item["logliks"], item["mode"] = lls, "loglik"
+            lls, greedy = got
+            item["logliks"], item["greedy"], item["mode"] = lls, greedy, "loglik"
             acc = choice_accuracy(lls, choices, gold) if gold else {"acc": 0.0, "acc_norm": 0.0}
             picked = max(range(len(lls)), key=lambda j: lls[j])
             item["extracted"] = {"loglik": choices[picked]}
-            return {name: _binary(acc[name], f"highest log-likelihood{' per character' if name == 'acc_norm' else ''}: "
-                                  f"{_letter(_argmax(lls, choices, name == 'acc_norm'))}; gold "
-                                  f"{', '.join(_letter(g) for g in gold) or 'none (the target names no choice)'}")
-                    for name in ("acc", "acc_norm") if name in p.outputs}
+            scores = {name: _binary(acc[name], f"highest log-likelihood{' per character' if name == 'acc_norm' else ''}"
+                                    f": {_letter(_argmax(lls, choices, name == 'acc_norm'))}; gold "
+                                    f"{', '.join(_letter(g) for g in gold) or 'none (the target names no choice)'}")
+                      for name in ("acc", "acc_norm") if name in p.outputs}
+            if "acc_mutual_info" in p.outputs:
+                scores["acc_mutual_info"] = await self._mutual_info(p, i, item, lls, gold)
+            return scores
         prompt = choice_prompt(p.contexts[i], choices)
         item["prompt"], item["mode"] = prompt, "generate"
         answer = await self.subject.generate(prompt, until=[], max_tokens=min(p.max_tokens, 32), temperature=0.0)
@@ -360,16 +371,69 @@ class QualityRunner:
                "scored wrong" if picked is None else f"answered {_letter(picked)}; gold {', '.join(_letter(g) for g in gold)}")
         return {"acc": _binary(1.0 if ok else 0.0, why)}
 
+    async def _mutual_info(self, p: _Plan, i: int, item: dict[str, Any], lls: list[float], gold: list[int]) -> Score:
+        """lm-evaluation-harness's ``acc_mutual_info``: each choice's log-likelihood after the prompt less its
+        log-likelihood after an empty context (the same continuation, ``target_delimiter`` + choice); right when
+        the largest difference is the gold choice's."""
+        t = p.task
+        doc = t.docs[i]
+        if t.multiple_input(doc):
+            return Score.skipped("acc_mutual_info is not computed for a multiple-input (partial evaluation) doc")
+        got = await self.subject.logliks("", t.continuations(doc))
+        if got is None:
+            return Score.skipped(f"acc_mutual_info needs unconditional log-likelihoods: {self.subject.loglik_note}")
+        item["logliks_unconditional"] = got[0]
+        diff = [c - u for c, u in zip(lls, got[0])]
+        pred = max(range(len(diff)), key=lambda j: (diff[j], -j))
+        return _binary(1.0 if pred in gold else 0.0, f"highest log-likelihood less the unconditional one: "
+                       f"{_letter(pred)}; gold {', '.join(_letter(g) for g in gold) or 'none'}")
+
+    async def _multiple_input(self, p: _Plan, i: int, item: dict[str, Any]) -> tuple[list[float], list[bool]]:
+        """lm-evaluation-harness's partial evaluation (Winogrande): the same continuation after each choice's
+        context, one request per context; the choices compared by those log-likelihoods."""
+        t = p.task
+        contexts = t.choice_contexts(i)
+        cont = t.continuations(t.docs[i])
+        if self.cfg.scoring == "generate" or not self.subject.loglik:
+            raise AssayError(f"task {t.name} compares one continuation after several contexts (partial "
+                             f"evaluation), which needs log-likelihoods: "
+                             f"{self.subject.loglik_note or '--scoring generate was asked'}")
+        got = await asyncio.gather(*(self.subject.logliks(c, cont) for c in contexts))
+        if any(g is None for g in got):
+            raise AssayError(f"task {t.name} needs log-likelihoods (partial evaluation): {self.subject.loglik_note}")
+        item["contexts"], item["continuation"] = contexts, cont[0]
+        return [g[0][0] for g in got if g], [g[1][0] for g in got if g]
+
     async def _loglikelihood(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
         t = p.task
         got = await self.subject.logliks(p.contexts[i], t.continuations(t.docs[i]))
         if got is None:
             raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
         lls, greedy = got
-        item["logliks"], item["mode"] = lls, "loglik"
-        return {"acc": _binary(1.0 if greedy[0] else 0.0,
-                               f"log-likelihood {lls[0]:.3f}; the target is {'' if greedy[0] else 'not '}the greedy "
-                               "continuation")}
+        item["logliks"], item["greedy"], item["mode"] = lls, greedy, "loglik"
+        scores = {}
+        if "acc" in p.outputs:
+            scores["acc"] = _binary(1.0 if greedy[0] else 0.0, f"log-likelihood {lls[0]:.3f}; the target is "
+                                    f"{'' if greedy[0] else 'not '}the greedy continuation")
+        if "perplexity" in p.outputs:     # lm-eval: the item's loglik, aggregated as exp(-mean)
+            scores["perplexity"] = _builtin_value(item, t, "perplexity", lls[0], f"log-likelihood {lls[0]:.3f} of "
+                                                  f"the target")
+        return scores
+
+    async def _rolling(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
+        """The whole document's log-likelihood (``loglikelihood_rolling``) and the perplexity family as
+        lm-evaluation-harness gives it per document: ``(loglik, words)``, ``(loglik, bytes)``."""
+        t = p.task
+        text = t.document(t.docs[i])
+        ll = await self.subject.rolling(text)
+        if ll is None:
+            raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
+        item["logliks"], item["mode"] = [ll], "loglik_rolling"
+        words, nbytes = count_words(text), count_bytes(text)
+        item["words"], item["bytes"] = words, nbytes
+        weight = {"word_perplexity": words, "byte_perplexity": nbytes, "bits_per_byte": nbytes}
+        return {o: _builtin_value(item, t, o, (ll, weight[o]), f"log-likelihood {ll:.3f} of the document "
+                                  f"({words} words, {nbytes} bytes)") for o in p.outputs if o in weight}
 
     async def _hooked(self, p: _Plan, i: int, item: dict[str, Any]) -> dict[str, Score]:
         """A task that scores with its own ``process_results(doc, results)`` (trusted code), given what
@@ -379,15 +443,23 @@ class QualityRunner:
         t = p.task
         doc = t.docs[i]
         names = [str(m["metric"]) for m in t.metrics if m.get("hook")]
-        if t.output_type in ("multiple_choice", "loglikelihood"):
+        if t.output_type == "loglikelihood_rolling":     # the harness gives the hook (loglik,)
+            ll = await self.subject.rolling(t.document(doc))
+            if ll is None:
+                raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
+                                 f"{self.subject.loglik_note}")
+            item["logliks"], item["mode"] = [ll], "loglik_rolling"
+            per = {"": _call_hook(t, doc, [ll])}
+        elif t.output_type in ("multiple_choice", "loglikelihood"):
             if t.output_type == "multiple_choice":
                 item["choices"] = [str(c) for c in t.doc_to_choice(doc)]
-            got = await self.subject.logliks(p.contexts[i], t.continuations(doc))
+            got = await self._multiple_input(p, i, item) if t.multiple_input(doc) else \
+                await self.subject.logliks(p.contexts[i], t.continuations(doc))
             if got is None:
                 raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
                                  f"{self.subject.loglik_note}")
             lls, greedy = got
-            item["logliks"], item["mode"] = lls, "loglik"
+            item["logliks"], item["greedy"], item["mode"] = lls, greedy, "loglik"
             per = {"": _call_hook(t, doc, [(ll, g) for ll, g in zip(lls, greedy)])}
         else:
             answer = await self.subject.generate(p.contexts[i], until=p.until, max_tokens=p.max_tokens,
@@ -405,7 +477,9 @@ class QualityRunner:
                     scores[out] = Score.error(f"process_results gave no {n!r} (it gave {sorted(res)[:8]})")
                     continue
                 values[out] = _jsonable(res[n])
-                scores[out] = _value_score(res[n], f"{n} from the task's process_results")
+                agg = next((m.get("aggregation") for m in t.metrics if m.get("metric") == n), None)
+                scores[out] = _value_score(res[n], f"{n} from the task's process_results",
+                                           agg if isinstance(agg, str) else None)
         item["hook_values"] = values
         return scores
 
@@ -578,10 +652,26 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def _value_score(v: Any, reason: str) -> Score:
-    """One value of a task's own metric: a number is a score (right/wrong where it is 0 or 1); anything else
-    (a list, as ifeval's per-instruction results) is kept on the item for the task's aggregation."""
+def _builtin_value(item: dict[str, Any], t: Task, name: str, value: Any, reason: str) -> Score:
+    """A perplexity-family value of one item: kept on the item (``hook_values``, for the run's aggregation) and
+    scored as the aggregation over this item alone (its own perplexity, or bits per byte)."""
+    item.setdefault("hook_values", {})[name] = _jsonable(value)
+    agg = next((m.get("aggregation") for m in t.metrics if m.get("metric") == name), None)
+    return _value_score(value, reason, agg if isinstance(agg, str) else None)
+
+
+def _value_score(v: Any, reason: str, agg: str | None = None) -> Score:
+    """One value of a task's own metric: a number is a score (right/wrong where it is 0 or 1); a value that one
+    of lm-evaluation-harness's aggregations takes (a ``(loglik, weight)`` pair, a loglik for ``perplexity``)
+    scores as that aggregation over this item alone; anything else (a list, as ifeval's per-instruction
+    results) is kept on the item for the task's aggregation."""
     v = _jsonable(v)
+    if agg in LM_AGGREGATIONS:
+        try:
+            f = aggregate(agg, [v])
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError) as exc:
+            return Score.skipped(f"{reason}: {exc}")
+        return Score(value=f, score=f, result="not_applicable", reason=f"{reason}; {agg}: {f:.4g}")
     if isinstance(v, (bool, int, float)):
         f = float(v)
         if f in (0.0, 1.0):
@@ -637,7 +727,7 @@ def aggregate_hooks(plans: list[_Plan], rows: list[StoredRow], summary: dict[str
             continue
         for m in t.metrics:
             agg = m.get("aggregation", "mean")
-            if agg == "mean" or not (m.get("hook") or m.get("fn") is not None):
+            if agg == "mean" or not (m.get("hook") or m.get("fn") is not None or agg in LM_AGGREGATIONS):
                 continue
             for o in [o for o in p.outputs if o == m["metric"] or o.startswith(f"{m['metric']},")]:
                 vals = [r.inputs["hook_values"][o] for r in rows if r.inputs.get("task") == t.name
@@ -648,14 +738,20 @@ def aggregate_hooks(plans: list[_Plan], rows: list[StoredRow], summary: dict[str
 
 
 def _aggregated(task: str, output: str, agg: Any, vals: list[Any]) -> dict[str, Any]:
-    label = "median" if agg == "median" else f"{getattr(agg, '__module__', '')}.{getattr(agg, '__name__', 'agg')}"
+    named = isinstance(agg, str)
+    label = agg if named else f"{getattr(agg, '__module__', '')}.{getattr(agg, '__name__', 'agg')}"
     try:
-        value = float(np.median([float(v) for v in vals])) if agg == "median" else float(agg(vals))
+        if agg == "median":
+            value = float(np.median([float(v) for v in vals]))
+        else:
+            value = float(aggregate(agg, vals) if named else agg(vals)) if vals else None
     except Exception as exc:
         raise AssayError(f"task {task}: the aggregation {label} of {output} failed: {type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:200]}") from None
+    why = "none (lm-evaluation-harness gives this aggregation none)" if named and agg != "median" \
+        else "none (the task's own aggregation)"
     return {"mean": value if vals else None, "ci95_low": None, "ci95_high": None, "evaluated": len(vals),
-            "ci_method": "none (the task's own aggregation)", "stderr": None, "aggregation": label}
+            "ci_method": why, "stderr": None, "aggregation": label}
 
 
 def name_lm_eval(plans: list[_Plan], summary: dict[str, Any]) -> None:
@@ -719,20 +815,25 @@ def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
 async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: Any = None,
                       out: str | Path | None = None, progress: Progress | None = None,
                       subject: Subject | None = None, engine: str = "local", ray_address: str | None = None,
-                      actors: int | None = None, notice: Callable[[str], None] | None = None) -> QualityRun:
+                      actors: int | None = None, notice: Callable[[str], None] | None = None,
+                      lm_eval_out: str | Path | None = None) -> QualityRun:
     """Run the benchmark ``cfg`` describes; see the module docstring. ``engine="ray"`` scores the
     items in chunks on Ray actors (``ray_address``: the cluster; default a local Ray on every
     core; ``actors``: how many, default one per CPU): the same rows, store and summary as
     ``"local"`` (docs/scale.md). ``resume``: True continues the latest unfinished run with the
     same tasks, data and options (none: a new run, and ``notice`` is told so), a run id or name
     that one (an :class:`AssayError` when there is no such run). A run in which every item
-    failed (errors, not wrong answers) stores no benchmark and raises :class:`RunIncomplete`."""
+    failed (errors, not wrong answers) stores no benchmark and raises :class:`RunIncomplete`.
+    ``lm_eval_out``: also write lm-evaluation-harness's results JSON and samples JSONL there
+    (:mod:`assay.bench.quality.lmeval_results`)."""
     cfg.check()
     make_scorer = item_scorer(engine, address=ray_address, actors=actors)
     if make_scorer is not None and subject is not None:
         raise AssayError("engine 'ray' resolves the model on every worker from its spec: pass the spec "
                          "(QualityConfig.model), not a Subject")
-    tasks = load_tasks(cfg.tasks, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed, trust_code=cfg.trust_task_code)
+    catalog, groups, wanted = resolve_task_names(cfg)
+    tasks = load_tasks(wanted, limit=cfg.limit, shots=cfg.shots, seed=cfg.seed, trust_code=cfg.trust_task_code,
+                       include_dirs=cfg.task_dirs)
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
     plans = plan_tasks(cfg, tasks)
@@ -784,12 +885,54 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
                    if sandbox else None, memory_limit=sandbox.limit if sandbox else None, calls=_calls(subject),
                    engine="local" if make_scorer is None else str(engine).strip().lower(),
                    trust_task_code=cfg.trust_task_code)
+    complete_summary(plans, rows, summary, catalog, groups)
+    items = [stored_item(r) for r in rows]
+    if lm_eval_out is not None:
+        from assay.bench.quality.lmeval_results import write_lm_eval
+
+        summary["lm_eval_files"] = [str(f) for f in write_lm_eval(Path(lm_eval_out), summary, items,
+                                                                  [p.task for p in plans])]
+    return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
+
+
+def complete_summary(plans: list[_Plan], rows: list[StoredRow], summary: dict[str, Any], catalog: Catalog | None,
+                     groups: list[str]) -> None:
+    """What the summary adds to the items' means: the tasks' own and lm-eval's aggregations, lm-eval's names,
+    the groups' figures, the samples left out and the code tasks that never parsed."""
     aggregate_hooks(plans, rows, summary)
     name_lm_eval(plans, summary)
+    if catalog is not None and groups:
+        summary["groups"] = group_figures(catalog, groups, summary)
     killed_samples(rows, summary)
     syntax_errors(plans, rows, summary)
-    items = [stored_item(r) for r in rows]
-    return keep_run(saved, summary, rows, items, subject, judged_scorers(plans, judge), out)
+
+
+def _task_items(spec: Any) -> list[Any]:
+    if isinstance(spec, (str, Path)):
+        return [s.strip() for s in str(spec).split(",") if s.strip()] if isinstance(spec, str) else [spec]
+    return [x for s in spec for x in _task_items(s)]
+
+
+def resolve_task_names(cfg: QualityConfig) -> tuple[Catalog | None, list[str], Any]:
+    """What ``--tasks`` names, with ``--task-dir`` folders: each name that is no file, folder or
+    ``python:`` task is looked up in the folders' catalog (a task, a group's tasks, a tag's); the catalog, the
+    groups named (their figures go in the summary) and what :func:`load_tasks` is given."""
+    if not cfg.task_dirs:
+        return None, [], cfg.tasks
+    catalog = build_catalog(cfg.task_dirs)
+    wanted: list[Any] = []
+    groups: list[str] = []
+    for item in _task_items(cfg.tasks):
+        text = str(item)
+        if text.startswith("python:") or Path(text).expanduser().exists() or not catalog.knows(text):
+            if not text.startswith("python:") and not Path(text).expanduser().exists():
+                raise catalog.unknown(text)
+            wanted.append(item)
+            continue
+        files, named = catalog.resolve([text])
+        wanted.extend(f for f in files if f not in wanted)
+        groups.extend(g for g in named if g not in groups)
+    return catalog, groups, wanted
 
 
 def keep_run(saved: StoreRun, summary: dict[str, Any], rows: list[StoredRow], items: list[dict[str, Any]],

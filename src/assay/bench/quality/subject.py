@@ -117,6 +117,17 @@ class Subject:
             return None
         return read_logliks(gen)
 
+    async def rolling(self, text: str) -> float | None:
+        """The log-likelihood of the whole document ``text`` (lm-evaluation-harness's ``loglikelihood_rolling``);
+        None when this subject gives no log-probabilities. The document is scored as one window after an empty
+        context: every one of its tokens, conditioned on the model's start (BOS) token and the tokens before it.
+        That is the harness's first window, and so all of it for a document that fits the model's context; the
+        harness's further windows (for longer documents) need token-level access that the backends do not
+        offer, so a longer document fails with the backend's "more than the context" error, never a silently
+        different figure."""
+        got = await self.logliks("", [text])
+        return None if got is None else got[0][0]
+
     async def generate(self, prompt: str, *, until: Sequence[str] = (), max_tokens: int = 256,
                        temperature: float = 0.0, seed: int | None = None) -> str:
         """The answer to ``prompt``, cut before the first stop string in ``until``."""

@@ -104,6 +104,7 @@ class QualitySummary(Summary):
     calls: dict[str, Any] | None = None
     engine: str | None = None
     trust_task_code: bool | None = None     # the tasks' !function hooks were imported and run
+    groups: dict[str, Any] | None = None    # --task-dir groups named: their tasks and aggregated figures
     cost: dict[str, Any] | None = None
     ref: str | None = None
 

@@ -36,18 +36,23 @@ from typing import Any
 import yaml
 
 from assay.bench.quality.answers import FilterPipeline, FilterStep
+from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
+from assay.bench.quality.lmeval import DEFAULT_AGGREGATION, PERPLEXITY_METRICS, ROLLING_METRICS
 from assay.bench.quality.patterns import Pattern, PatternTimeout, bounded
 from assay.bench.quality.taskcode import TRUST_FLAG, FunctionRef, TaskCode, process_docs
 from assay.errors import InputError
 
-__all__ = ["Task", "TaskError", "FunctionRef", "load_tasks", "task"]
+__all__ = ["Task", "TaskError", "TaskRef", "FunctionRef", "load_tasks", "read_config", "task"]
 
-OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood")
+OUTPUT_TYPES = ("multiple_choice", "generate_until", "loglikelihood", "loglikelihood_rolling")
 # assay's judge metrics a generation task may name (scored with --judge on the 1-5 scale)
 JUDGED_METRICS = ("similarity", "groundedness", "coherence", "fluency", "relevance")
-SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "pass_at_k") + JUDGED_METRICS
+SUPPORTED_METRICS = ("exact_match", "acc", "acc_norm", "acc_mutual_info", "pass_at_k") + PERPLEXITY_METRICS + JUDGED_METRICS
 DEFAULT_METRICS = {"multiple_choice": ["acc", "acc_norm"], "generate_until": ["exact_match"],
-                   "loglikelihood": ["acc"]}
+                   "loglikelihood": ["acc"], "loglikelihood_rolling": list(ROLLING_METRICS)}
+# the metrics each output type can give without the task's own code (as lm-evaluation-harness computes them)
+METRICS_OF = {"multiple_choice": ("acc", "acc_norm", "acc_mutual_info"), "loglikelihood": ("acc", "perplexity"),
+              "loglikelihood_rolling": ROLLING_METRICS}
 # Keys read and honoured.
 KNOWN_KEYS = {"task", "include", "dataset_path", "dataset_name", "dataset_kwargs", "test_split", "validation_split",
               "training_split", "fewshot_split", "num_fewshot", "description", "doc_to_text", "doc_to_target",
@@ -70,6 +75,18 @@ PYTHON_FIELDS = {"output_type", "doc_to_text", "doc_to_target", "doc_to_choice",
 
 class TaskError(InputError):
     """A task that cannot be loaded: one line naming the file, the line where known, and the field."""
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A task file with fields set over the file's own (a group's entry ``{task: NAME, num_fewshot: 25}``)."""
+
+    path: Path
+    overrides: tuple = ()      # (key, value) pairs
+
+    @property
+    def fields(self) -> dict:
+        return dict(self.overrides)
 
 
 class _Loader(yaml.SafeLoader):
@@ -171,7 +188,10 @@ class Task:
     process_results: Any = None           # the task's own scoring (a trusted !function): (doc, results) -> dict
     code_files: dict = field(default_factory=dict)     # the task's code files imported: path -> sha256
     program_with_prompt: bool = True      # code: the program is prompt + answer + tests (else answer + tests)
+    config: dict = field(default_factory=dict, repr=False)   # the task file's fields as written (includes merged)
+    total_docs: int | None = None         # the test split's docs before --limit
     _contexts: list[str] | None = field(default=None, repr=False)
+    _prefixes: list[str] | None = field(default=None, repr=False)
 
     # ---- errors
     def _error(self, fieldname: str, message: str) -> TaskError:
@@ -247,8 +267,9 @@ class Task:
             if self.choice_spec is not None:
                 return self._choices(doc, fewshot)[raw]
             return str(raw)
-        raise self._error("doc_to_text", f"gives a {type(raw).__name__} (several inputs per doc, as in "
-                                         f"Winogrande, are not supported)")
+        raise self._error("doc_to_text", f"gives a {type(raw).__name__}: doc_to_text must give the prompt's text, "
+                                         f"or (several inputs per doc, as Winogrande's) the index of the right one "
+                                         f"of the contexts doc_to_choice gives")
 
     def doc_to_target(self, doc: dict) -> str | int | list:
         return self._target_raw(doc)
@@ -278,6 +299,9 @@ class Task:
         """For multiple choice: the index of the gold choice (several for a list target); -1 where the target
         names no choice (scored wrong, as the harness does)."""
         choices = self.doc_to_choice(doc)
+        if self.multiple_input(doc):     # the harness's gold for several inputs: doc_to_text's index
+            g = self._text_raw(doc)
+            return g if 0 <= g < len(choices) else -1
 
         def one(t: Any) -> int:
             if isinstance(t, int) and not isinstance(t, bool):
@@ -290,13 +314,39 @@ class Task:
             return [one(x) for x in t]
         return one(t)
 
+    def multiple_input(self, doc: dict) -> bool:
+        """Whether ``doc`` has several inputs (lm-evaluation-harness's partial evaluation, Winogrande): a
+        multiple_choice task whose ``doc_to_text`` gives an int, the index of the right one of the contexts that
+        ``doc_to_choice`` gives; each context is scored with the same continuation (``doc_to_target``)."""
+        if self.output_type != "multiple_choice" or self.choice_spec is None:
+            return False
+        raw = self._text_raw(doc)
+        return isinstance(raw, int) and not isinstance(raw, bool)
+
+    def choice_contexts(self, i: int) -> list[str]:
+        """For a multiple-input doc: one full prompt per choice (the description and few-shot examples, then
+        the choice's context), as the harness's ``multiple_input_context`` builds them."""
+        if self._prefixes is None:
+            self._contexts = self._build_contexts()
+        assert self._prefixes is not None
+        return [self._prefixes[i] + c for c in self.doc_to_choice(self.docs[i])]
+
     def continuations(self, doc: dict) -> list[str]:
         """What log-likelihood scoring measures after ``context``, as lm-evaluation-harness 0.4.x sends it:
-        for multiple_choice, ``target_delimiter`` + each choice; for loglikelihood, the target exactly as
-        ``doc_to_target`` gives it, with no delimiter added (lambada's target carries its own leading space)."""
+        for multiple_choice, ``target_delimiter`` + each choice (for a multiple-input doc, ``target_delimiter`` +
+        ``doc_to_target``, once, after each of :meth:`choice_contexts`); for loglikelihood, the target exactly
+        as ``doc_to_target`` gives it, with no delimiter added (lambada's target carries its own leading
+        space)."""
+        if self.multiple_input(doc):
+            return [self.target_delimiter + str(self.doc_to_target(doc))]
         if self.output_type == "multiple_choice":
             return [self.target_delimiter + c for c in self.doc_to_choice(doc)]
         return [self.target_text(doc)]
+
+    def document(self, doc: dict) -> str:
+        """For ``loglikelihood_rolling``: the whole text scored, ``doc_to_target`` alone (no prompt, no delimiter),
+        as lm-evaluation-harness sends it; its words and bytes weigh the perplexities."""
+        return self.target_text(doc)
 
     def program(self, i: int, completion: str) -> str:
         """For code tasks: the program the sandbox runs, as lm-evaluation-harness's ``code_eval`` builds it
@@ -351,6 +401,7 @@ class Task:
             raise self._error("num_fewshot", f"{k} few-shot examples asked for, but the few-shot split has "
                                              f"{len(self.fewshot_docs)} docs")
         out = []
+        self._prefixes = []
         for doc in self.docs:
             prompt = self._description(doc)
             if k > 0:
@@ -358,6 +409,7 @@ class Task:
                          else rnd.sample(self.fewshot_docs, n_draw))
                 chosen = [x for x in drawn if x != doc][:k]
                 prompt += "".join(self._example(x) for x in chosen)
+            self._prefixes.append(prompt)
             prompt += self.doc_to_text(doc)
             out.append(prompt)
         return out
@@ -515,13 +567,26 @@ def _resolve(path: Path, seen: tuple = (), roots: tuple[Path, ...] | None = None
     if inc is None:
         return data, origin
     line = origin.get("include", (None, None))[1]
-    if not isinstance(inc, str):
-        raise TaskError("include must be a file name", source=str(path), line=line, field="include")
-    target = _include_target(path, inc, line, roots)
-    base, base_origin = _resolve(target, (*seen, key), roots)
+    names = inc if isinstance(inc, list) else [inc]
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TaskError("include must be a file name or a list of them", source=str(path), line=line,
+                        field="include")
+    base: dict = {}
+    base_origin: dict = {}
+    for name in names:      # as the harness merges them: a later include over an earlier one, this file over all
+        got, got_origin = _resolve(_include_target(path, name, line, roots), (*seen, key), roots)
+        got.pop("task_list", None)
+        base.update(got)
+        base_origin.update(got_origin)
     base.update(data)
     base_origin.update(origin)
     return base, base_origin
+
+
+def read_config(path: Path, include_dirs: Sequence[str | Path] = ()) -> dict:
+    """A task (or group) file's mapping with its ``include`` resolved, read with the same bounds as a task file;
+    ``!function`` tags are left as :class:`FunctionRef` (nothing is imported)."""
+    return _resolve(path, roots=_include_roots(path, include_dirs))[0]
 
 
 def _canonical(value: Any) -> Any:
@@ -730,12 +795,14 @@ def _pattern(value: Any, err: Callable, fieldname: str, label: str) -> Pattern:
         raise err(fieldname, f"{label}: {exc}") from None
 
 
-AGGREGATIONS = ("mean", "median")
+AGGREGATIONS = ("mean", "median", *LM_AGGREGATIONS)
 
 
 def _aggregation(entry: dict, m: str, err: Callable) -> None:
-    """A hook or custom metric's ``aggregation``: mean (the default), median, or the task's own function."""
-    agg = entry.get("aggregation", "mean")
+    """A metric's ``aggregation``, set on ``entry``: the harness's default for the metric (``mean``, or the
+    perplexity family's own), ``median``, ``perplexity``, ``weighted_perplexity``, ``bits_per_byte``, or the
+    task's own function."""
+    agg = entry.setdefault("aggregation", DEFAULT_AGGREGATION.get(m, "mean"))
     if callable(agg):
         return
     if agg not in AGGREGATIONS:
@@ -747,7 +814,7 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
     raw = cfg.get("metric_list")
     hooked = callable(cfg.get("process_results"))
     if raw is None:
-        return [{"metric": m, **({"hook": True} if hooked else {})} for m in DEFAULT_METRICS[output_type]]
+        raw = list(DEFAULT_METRICS[output_type])
     if not isinstance(raw, list):
         raise err("metric_list", "must be a list of {metric: NAME, ...}")
     out = []
@@ -791,7 +858,13 @@ def _metric_entries(cfg: dict, output_type: str, err: Callable, unsupported: lis
         if m not in SUPPORTED_METRICS:
             unsupported.append(f"metric {_label(m)} (not computed; supported: {', '.join(SUPPORTED_METRICS)})")
             continue
+        if (m in (*PERPLEXITY_METRICS, "acc_mutual_info") or output_type == "loglikelihood_rolling") \
+                and m not in METRICS_OF.get(output_type, ()):
+            unsupported.append(f"metric {_label(m)} (not given by output_type {output_type})")
+            continue
         entry["metric"] = m
+        if m in PERPLEXITY_METRICS:
+            _aggregation(entry, m, err)
         if "regexes_to_ignore" in entry:
             rxs = entry["regexes_to_ignore"]
             rxs = [rxs] if isinstance(rxs, str) else rxs
@@ -916,15 +989,18 @@ def _common(cfg: dict, *, err: Callable, unsupported: list[str], shots: int | No
     if output_type == "multiple_choice" and cfg.get("doc_to_choice") is None:
         raise err("doc_to_choice", "multiple_choice needs doc_to_choice")
     for key in ("doc_to_text", "doc_to_target"):
-        if cfg.get(key) is None:
+        if cfg.get(key) is None and not (key == "doc_to_text" and output_type == "loglikelihood_rolling"):
             raise err(key, f"{key} is required")
+    if output_type == "loglikelihood_rolling" and nf > 0:
+        raise err("num_fewshot", "a loglikelihood_rolling task scores whole documents: num_fewshot must be 0 "
+                                 "(as in lm-evaluation-harness)")
     return dict(
         output_type=output_type, target_delimiter=td, fewshot_delimiter=fd, num_fewshot=nf, repeats=repeats,
         description=description, metrics=metrics,
         filters=_filters(cfg, is_code, err, unsupported),
         generation_kwargs=_generation_kwargs(cfg, output_type, fd, err),
         fewshot_sampler=sampler,
-        text_spec=cfg.get("doc_to_text"), target_spec=cfg.get("doc_to_target"), choice_spec=cfg.get("doc_to_choice"),
+        text_spec=cfg.get("doc_to_text", "" if output_type == "loglikelihood_rolling" else None), target_spec=cfg.get("doc_to_target"), choice_spec=cfg.get("doc_to_choice"),
         fewshot_text_spec=fc.get("doc_to_text"), fewshot_target_spec=fc.get("doc_to_target"),
         fewshot_choice_spec=fc.get("doc_to_choice"),
     )
@@ -937,6 +1013,9 @@ def _check(t: Task) -> Task:
         t.doc_to_target(doc)
         if t.choice_spec is not None:
             t.doc_to_choice(doc)
+        if t.multiple_input(doc) and t.gold_index(doc) == -1:
+            raise t._error("doc_to_text", f"the first doc's doc_to_text gives {t._text_raw(doc)}, which indexes "
+                                          f"none of its {len(t.doc_to_choice(doc))} contexts (doc_to_choice)")
         if t.output_type == "multiple_choice":
             g = t.gold_index(doc)
             if (g == -1 if isinstance(g, int) else -1 in g):
@@ -1017,8 +1096,11 @@ def _resolve_metric(entry: Any, code: TaskCode) -> Any:
 
 
 def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: int,  # noqa: C901
-                    include_dirs: Sequence[str | Path] = (), trust_code: bool = False) -> Task:
+                    include_dirs: Sequence[str | Path] = (), trust_code: bool = False,
+                    overrides: dict | None = None) -> Task:
     written, origin = _resolve(path, roots=_include_roots(path, include_dirs))
+    if overrides:       # a group's entry that sets fields of its task (num_fewshot: 25), as the harness applies them
+        written = {**written, **overrides}
     src = str(path)
 
     def err(fieldname: str, message: str) -> TaskError:
@@ -1027,7 +1109,8 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
 
     name = written.get("task")
     if not isinstance(name, str) or not name:
-        raise err("task", "a task file needs 'task: NAME' (group files listing several tasks are not supported)")
+        raise err("task", "a task file needs 'task: NAME' (a group file, 'group: NAME' with a list of tasks, is "
+                          "run by its name: --task-dir FOLDER --tasks NAME)")
 
     def code_error(message: str, ref: FunctionRef, fieldname: str) -> TaskError:
         f, line = origin.get(fieldname.split(".")[0], (src, None))
@@ -1098,7 +1181,8 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
     task_hash = _sha({"task": written, "code": code.files}) if code.files else _sha(written)
     t = Task(name=name, docs=docs, fewshot_docs=fewshot_docs, source=src, task_hash=task_hash,
              process_results=cfg.get("process_results"), code_files=dict(code.files),
-             program_with_prompt=_program_with_prompt(written),
+             program_with_prompt=_program_with_prompt(written), config=_canonical(written),
+             total_docs=len(all_docs),
              data_hash=data.file_hash.hexdigest(), data_files=list(dict.fromkeys(data.files)),
              unsupported=unsupported, seed=seed, fewshot_same_split=same, origin=origin, **common)
     return _check(t)
@@ -1214,8 +1298,8 @@ def _is_task_file(path: Path, include_dirs: Sequence[str | Path] = ()) -> bool:
         return True     # let the real load report it
 
 
-def _expand(spec: Any) -> list[str | Path]:
-    if isinstance(spec, Path):
+def _expand(spec: Any) -> list[str | Path | TaskRef]:
+    if isinstance(spec, (Path, TaskRef)):
         return [spec]
     if isinstance(spec, str):
         if spec.startswith("python:"):
@@ -1240,6 +1324,10 @@ def load_tasks(spec: str | Path | Sequence, *, limit: int | None = None, shots: 
     without it a hook that changes prompts or scores stops the load, and nothing is imported."""
     out: list[Task] = []
     for item in _expand(spec):
+        if isinstance(item, TaskRef):
+            out.append(_load_yaml_task(item.path, limit=limit, shots=shots, seed=seed, include_dirs=include_dirs,
+                                       trust_code=trust_code, overrides=item.fields))
+            continue
         if isinstance(item, str) and item.startswith("python:"):
             out.append(_load_python_task(item, limit=limit, shots=shots, seed=seed))
             continue

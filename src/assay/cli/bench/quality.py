@@ -38,10 +38,16 @@ def _ints(text: str | None, what: str) -> list[int] | None:
 
 
 def quality_cmd(
-    model: str = typer.Option(..., "--model", help="openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, "
-                              "local:/path/model.gguf, embedded, or python:module:function (your pipeline)."),
-    tasks: str = typer.Option(..., "--tasks", help="Task YAML files, folders of them, or python:module:function, "
-                              "separated by commas."),
+    model: str | None = typer.Option(None, "--model", help="openai:MODEL, azure:DEPLOYMENT, "
+                                     "http://HOST:PORT/v1#MODEL, local:/path/model.gguf, embedded, or "
+                                     "python:module:function (your pipeline). Required unless --list-tasks."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Task YAML files, folders of them, python:module:function, "
+                                     "or (with --task-dir) task, group and tag names, separated by commas."),
+    task_dir: list[str] = typer.Option([], "--task-dir", help="A folder of task YAML (lm-evaluation-harness's "
+                                       "--include_path; repeatable): every task, group and tag in it may be named "
+                                       "in --tasks; a group's figure is aggregated as it declares.", metavar="DIR"),
+    list_tasks: bool = typer.Option(False, "--list-tasks", help="List the tasks, groups and tags of the --task-dir "
+                                    "folders (with --json: as JSON) and exit."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N items of each task."),
     shots: int | None = typer.Option(None, "--shots", help="Few-shot examples per prompt (default: the task's)."),
     seed: int = typer.Option(1234, "--seed", help="Seed of the few-shot sampling (lm-evaluation-harness's default)."),
@@ -72,6 +78,10 @@ def quality_cmd(
     resume_from: str | None = typer.Option(None, "--resume-from", help="Continue this unfinished run (its id or "
                                              "name), with the same tasks, data and options.", metavar="RUN"),
     out_dir: Path | None = typer.Option(None, "--out", help="Write summary.json and items.jsonl here."),
+    lm_eval_dir: Path | None = typer.Option(None, "--output-lm-eval", help="Also write lm-evaluation-harness's "
+                                            "results JSON and per-task samples JSONL here (DIR/MODEL/results_DATE"
+                                            ".json, samples_TASK_DATE.jsonl), as lm-eval 0.4 writes them.",
+                                            metavar="DIR"),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -88,7 +98,12 @@ def quality_cmd(
     sandbox, and the quality index, each with its interval."""
     from assay.bench.quality.run import QualityConfig, run_quality
 
-    cfg = QualityConfig(model=model, tasks=tasks, trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
+    if list_tasks:
+        _list_tasks(task_dir, json_out)
+        return
+    if not model or not tasks:
+        raise AssayError(f"{'--model' if not model else '--tasks'} is required (or --list-tasks --task-dir DIR)")
+    cfg = QualityConfig(model=model, tasks=tasks, task_dirs=list(task_dir), trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
                         samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency,
@@ -97,6 +112,7 @@ def quality_cmd(
     with stage_progress(quiet) as progress:
         run = asyncio.run(run_quality(cfg, resume=text_arg(resume_from) or resume, store=store, out=out_dir,
                                       progress=progress, engine=engine, ray_address=ray_address,
+                                      lm_eval_out=lm_eval_dir,
                                       notice=lambda m: err.print(safe(m), highlight=False, soft_wrap=True)))
     if json_out:
         print_json(run.summary)
@@ -104,6 +120,36 @@ def quality_cmd(
     render_quality(run.summary)
     if run.ref:
         err.print(f"stored as {safe(run.ref)} (run {safe(run.run_id)}; items: assay show {safe(run.run_id)})", highlight=False)
+
+
+def _list_tasks(dirs: list[str], json_out: bool) -> None:
+    """``--list-tasks``: what the ``--task-dir`` folders hold."""
+    from assay.bench.quality.catalog import build_catalog
+
+    if not dirs:
+        raise AssayError("--list-tasks lists the tasks of --task-dir folders: name at least one")
+    cat = build_catalog(dirs)
+    if json_out:
+        print_json({"tasks": {n: str(p) for n, p in sorted(cat.tasks.items())},
+                    "groups": {n: {"tasks": cat.leaves(n), "entries": g.entries, "aggregate": g.aggregate,
+                                   "source": g.source} for n, g in sorted(cat.groups.items())},
+                    "tags": dict(sorted(cat.tags.items())), "unreadable": cat.broken})
+        return
+    t = Table(title=f"{len(cat.tasks)} tasks, {len(cat.groups)} groups, {len(cat.tags)} tags", title_justify="left")
+    for col in ("name", "kind", "what", "file"):
+        t.add_column(col, overflow="fold")
+    for n, g in sorted(cat.groups.items()):
+        how = "; ".join(f"{a['metric']} {'weighted by size' if a['weight_by_size'] else 'plain mean'}"
+                        for a in g.aggregate) or "no figure of its own"
+        t.add_row(safe(n), "group", safe(f"{len(cat.leaves(n))} tasks; {how}"), safe(g.source))
+    for n, members in sorted(cat.tags.items()):
+        t.add_row(safe(n), "tag", safe(f"{len(members)} tasks"), "")
+    for n, p in sorted(cat.tasks.items()):
+        t.add_row(safe(n), "task", "", safe(str(p)))
+    out.print(t)
+    if cat.broken:
+        err.print(f"{len(cat.broken)} YAML file(s) could not be read and were skipped (first: "
+                  f"{safe(next(iter(cat.broken.values())))})", highlight=False, soft_wrap=True)
 
 
 def _pct(v: Any) -> str:
@@ -130,16 +176,30 @@ def _stderr(output: str, a: ScoreStat) -> str:
 
 def _value(output: str, a: ScoreStat) -> str:
     """A score for the table: percentages for 0–1 scores, the judge's scale as it is."""
+    from assay.bench.quality.lmeval import PERPLEXITY_METRICS
     from assay.bench.quality.report import JUDGE_SCALES
 
     m = a.mean
     if m is None:
         return "—"
+    if output.split(",")[0] in PERPLEXITY_METRICS:     # a perplexity or bits per byte, as it is (no interval)
+        return f"{m:.4g}"
     if output in JUDGE_SCALES:
         lo, hi = a.ci95_low, a.ci95_high
         return f"{m:.2f}" + (f" [{lo:.2f}–{hi:.2f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float))
                              else _ci(a))
     return f"{_pct(m)}%{_ci(a)}"
+
+
+def _groups(s: QualitySummary) -> None:
+    groups = getattr(s, "groups", None) or {}
+    for gname, g in groups.items():
+        for key, f in (g.get("metrics") or {}).items():
+            se = f.get("stderr")
+            how = "weighted by size" if f.get("weight_by_size") else "plain mean"
+            out.print(f"  group {safe(gname)}: {safe(key)} {_pct(f.get('mean'))}% ({how} over "
+                      f"{len(f.get('tasks') or [])} tasks, {f.get('evaluated')} items; stderr "
+                      f"{'—' if se is None else f'{100 * se:.1f}'})", highlight=False, soft_wrap=True)
 
 
 def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | None = None) -> None:
@@ -171,6 +231,7 @@ def render_quality(s: QualitySummary | dict[str, Any], rec: dict[str, Any] | Non
                       str(tk.num_fewshot) if first else "")
             first = False
     out.print(t)
+    _groups(s)
     _task_notes(s)
     if s.judge:
         out.print(f"  judge metrics scored by {safe(s.judge)}", highlight=False, soft_wrap=True)
