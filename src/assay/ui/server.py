@@ -518,6 +518,11 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
         out["sample_counts"] = {str(i): {m: len(v) for m, v in per.items()} for i, per in run["samples"].items()}
         return out
 
+    # -- the monitor (assay monitor): its pages live in assay.ui.monitor_pages --------------------
+    from assay.ui.monitor_pages import register as register_monitor
+
+    register_monitor(app, store, page, NotFound)
+
     return app
 
 
