@@ -206,7 +206,9 @@ def test_a_failing_endpoint_never_blocks_scoring_and_loses_no_score(tmp_path, st
         assert len(lines) == 1, said                        # one line for the outage, not one per batch
         assert "failed" in lines[0] and url in lines[0] and "kept in the store" in lines[0]
         if status:
-            assert ep.requests                              # it was tried (the SDK's retries on 500 included)
+            assert ep.requests and "HTTP 500" in lines[0]    # it was tried, and said why it failed
+        else:
+            assert "Connection refused" in lines[0]
     finally:
         st.close()
         if status:
@@ -236,6 +238,30 @@ def test_a_hanging_endpoint_does_not_hold_up_scoring(tmp_path):
         assert len(recs) == 7
         values = sorted(attrs(r)["gen_ai.evaluation.score.value"] for _, r in recs)
         assert values == [0.0] * 5 + [1.0] * 2
+    finally:
+        st.close()
+        ep.close()
+
+
+def test_an_outage_of_the_endpoint_is_one_line_and_its_end_another(tmp_path):
+    ep = LogsEndpoint(status=503)
+    _store_with_traces(str(tmp_path / "m.db"), 2)
+    said: list[str] = []
+    st = Store(str(tmp_path / "m.db"))
+    try:
+        scorer = OnlineScorer(st, _cfg(ep.base, timeout=0.5), say=said.append)
+        scorer.run_pass(everything=True)
+        assert not scorer.export.flush(timeout=5) or scorer.export.lost == 2
+        _wait(lambda: scorer.export.lost == 2, "the failed export")
+        ep.status = 200
+        _store_with_traces(str(tmp_path / "m.db"), 3)
+        assert scorer.run_pass(everything=True)["tool_errors"]["scored"] == 3
+        scorer.export.flush(timeout=5)
+        assert scorer.export.sent == 3
+        lines = [s for s in said if "evaluation events" in s]
+        assert len(lines) == 2 and "failed (HTTP 503 Service Unavailable)" in lines[0]
+        assert "reach" in lines[1] and "again (2 were not sent" in lines[1]
+        scorer.close()
     finally:
         st.close()
         ep.close()

@@ -17,14 +17,17 @@ SDK's ``OTLPLogExporter`` behind a ``BatchLogRecordProcessor``: emitting only qu
 thread of the SDK sends the batches, each export bounded by ``timeout`` (the exporter's own
 retries included). So a slow or failing endpoint never blocks scoring, and it loses no score: the
 scores are in the store whatever happens to the events. A failed export is one line on the log
-(the first failure of an outage, and the recovery), not a line per batch: the exporter's own
-warnings are kept off the console (its logger's records are read for the reason, not printed).
+(the first failure of an outage, and the recovery), not a line per batch, with its reason (the
+HTTP status or the connection error, recorded by the exporter's ``requests`` session); the
+exporter's own warnings are kept off the console.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -82,21 +85,44 @@ def events(metric: str, outcome: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             yield {"trace_id": outcome["trace_id"], "span_id": span_id, "time_ns": when, "attributes": attrs}
 
 
-class _LastError(logging.Handler):
-    """Keeps the exporter's last warning (the reason of a failed export) instead of printing it."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.last = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.last = record.getMessage()
-        except Exception:  # a message that does not format: keep the template
-            self.last = str(record.msg)
+def _short(e: BaseException) -> str:
+    """``ConnectionError: [Errno 111] Connection refused`` rather than the whole urllib3 chain."""
+    text = str(e)
+    found = re.search(r"\[Errno -?\d+\][^'\")]*", text)
+    return f"{type(e).__name__}: {found.group(0).strip() if found else text}"
 
 
-def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors: _LastError) -> Any:
+def _recording_session() -> Any:
+    """A ``requests`` session for the exporter that keeps, per thread, how its last request
+    ended (``HTTP 503 Service Unavailable``, ``ConnectionError: ...``): the reason of a failed
+    export, which the exporter's own log messages (muted here, and deduplicated by the SDK) do
+    not reliably give."""
+    import requests
+
+    class Recording(requests.Session):
+        def __init__(self) -> None:
+            super().__init__()
+            self.local = threading.local()
+
+        def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                resp = super().request(method, url, *args, **kwargs)
+            except Exception as e:
+                self.local.last = _short(e)
+                raise
+            self.local.last = f"HTTP {resp.status_code} {resp.reason or ''}".strip()
+            return resp
+
+        def reset(self) -> None:
+            self.local.last = None
+
+        def reason(self) -> str:
+            return getattr(self.local, "last", None) or "no answer"
+
+    return Recording()
+
+
+def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors: Any) -> Any:
     """``real`` (an ``OTLPLogExporter``) that says one line when exports start failing and one
     when they succeed again."""
     from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -108,10 +134,11 @@ def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors:
             self.sent = 0
 
         def export(self, batch: Any) -> Any:
+            errors.reset()
             try:
                 res = real.export(batch)
             except Exception as e:  # the SDK's thread must go on: a failure is a result
-                errors.last = f"{type(e).__name__}: {e}"
+                errors.local.last = _short(e)
                 res = LogRecordExportResult.FAILURE
             if res is LogRecordExportResult.SUCCESS:
                 self.sent += len(batch)
@@ -122,7 +149,7 @@ def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors:
                 return res
             self.lost += len(batch)
             if not self.down:
-                why = " ".join((errors.last or "no answer").split())[:300]
+                why = " ".join(errors.reason().split())[:300]
                 say(f"assay monitor: sending evaluation events to {url} failed ({why}); scoring goes on "
                     "and the scores are kept in the store")
                 self.down = True
@@ -153,12 +180,14 @@ class EvaluationExporter:
         from assay.version import __version__
 
         self.url = export.endpoint
-        self.errors = _LastError()
+        self.quiet = logging.NullHandler()       # the exporter's own warnings: our one line says it
         log = logging.getLogger(EXPORTER_LOGGER)
-        log.addHandler(self.errors)
-        log.propagate = False
-        real = OTLPLogExporter(endpoint=export.endpoint, headers=dict(export.headers) or None, timeout=export.timeout)
-        self.exporter = _reporting_exporter(real, export.endpoint, say or (lambda line: None), self.errors)
+        log.addHandler(self.quiet)
+        self._propagate, log.propagate = log.propagate, False
+        session = _recording_session()
+        real = OTLPLogExporter(endpoint=export.endpoint, headers=dict(export.headers) or None, timeout=export.timeout,
+                               session=session)
+        self.exporter = _reporting_exporter(real, export.endpoint, say or (lambda line: None), session)
         self.provider = LoggerProvider(resource=Resource.create({"service.name": export.service_name}),
                                        shutdown_on_exit=False)
         self.timeout = export.timeout
@@ -215,7 +244,9 @@ class EvaluationExporter:
             self.flush()
         finally:
             self.provider.shutdown()
-            logging.getLogger(EXPORTER_LOGGER).removeHandler(self.errors)
+            log = logging.getLogger(EXPORTER_LOGGER)
+            log.removeHandler(self.quiet)
+            log.propagate = self._propagate
 
 
 def _info() -> Any:

@@ -75,7 +75,8 @@ def _metric_view(log: Any, name: str, since_ns: int, now_ns: int, alerts: list[d
     load_builtin_metrics()
     w_s, why = _window_of(name, alerts, given)
     view: dict[str, Any] = {"name": name, "window": window_text(w_s), "window_from": why, "outputs": [],
-                            "alerts": [a for a in alerts if a["metric"] == name], "note": None}
+                            "alerts": [a for a in alerts if a["metric"] == name and a["window_start_ns"] >= since_ns],
+                            "note": None}
     if name not in REGISTRY:
         view["note"] = f"the metric {name!r} is not known to this process (a plugin not loaded?): no windows"
         return view
