@@ -8,6 +8,7 @@ store and no config."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from html import unescape
@@ -23,7 +24,9 @@ from assay.store.monitor import MonitorLog
 from assay.ui.server import create_app
 from tests.helpers.monitor import Receiver, post
 from tests.helpers.otlp import Recorder
-from tests.helpers.uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped
+from tests.helpers.uihelpers import XSS_ATTR, XSS_IMG, XSS_SCRIPT, XSS_SVG, assert_escaped, serve_ui
+
+CHROMIUM = "/usr/bin/chromium"
 
 WINDOW_S = 2
 CONFIG = f"""
@@ -94,7 +97,7 @@ def monitored(tmp_path_factory) -> dict[str, Any]:
             st.close()
         assert rx.stop() == 143
     st = Store(store)
-    yield {"store": st, "good": good, "bad": bad,
+    yield {"store": st, "path": store, "good": good, "bad": bad,
            "client": TestClient(create_app(st), base_url="http://127.0.0.1")}
     st.close()
 
@@ -210,3 +213,33 @@ def test_the_page_works_on_an_empty_store_without_a_config(tmp_path) -> None:
         assert bad.status_code == 400 and "since: a duration such as" in bad.text
     finally:
         st.close()
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed: run `make test`")
+def test_in_chromium_a_point_opens_the_window_and_a_trace_its_tree(monitored) -> None:
+    """`assay ui` in a subprocess, headless Chromium: click the bad window's point in the SVG
+    chart, then a trace; the tree is shown and no payload ran."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    server = serve_ui(monitored["path"])
+    base = next(server)
+    try:
+        with sync_api.sync_playwright() as p:
+            b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                  args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+            page = b.new_page(viewport={"width": 1200, "height": 900})
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(base + "/monitor")
+            page.get_by_role("link", name="monitor", exact=True).first.wait_for()
+            assert page.locator("figure.monitor-chart svg circle").count() == 2
+            page.locator("figure.monitor-chart svg a").nth(1).click()          # the bad window's point
+            page.wait_for_url("**/monitor/traces?start=*")
+            assert page.locator("tr.trace-row").count() == 4
+            page.locator("tr.trace-row a").first.click()
+            page.wait_for_url("**/monitor/traces/*")
+            assert page.locator("#span-tree li.span").count() == 4
+            assert page.get_by_text(f"chat {XSS_SCRIPT}", exact=True).is_visible()   # text, not markup
+            assert page.evaluate("typeof window.__xss") == "undefined" and dialogs == []
+            b.close()
+    finally:
+        next(server, None)
