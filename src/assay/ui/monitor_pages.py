@@ -188,8 +188,8 @@ def span_tree(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group.sort(key=lambda s: (s["start_ns"] or 0, s["span_id"]))
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    starts = list(kids.get(None, []))
-    starts += [s for s in sorted(spans, key=lambda s: (s["start_ns"] or 0, s["span_id"])) if s not in starts]
+    # the roots first, then every span by start time: those a cycle kept from any root become roots
+    starts = list(kids.get(None, [])) + sorted(spans, key=lambda s: (s["start_ns"] or 0, s["span_id"]))
     for root in starts:
         if root["span_id"] in seen:
             continue
