@@ -121,6 +121,7 @@ class ScoringLoop:
     def stop(self) -> None:
         self.halt.set()
         self.thread.join(30)
+        self.scorer.close()          # the evaluation events still queued (bounded by the export's timeout)
 
     def run(self) -> None:
         while not self.halt.is_set():
@@ -272,6 +273,7 @@ def backfill_cmd(
     cfg.retry_after = 0.0
     st = open_store(store)
     total = {"scored": 0, "skipped": 0, "errored": 0, "sampled_out": 0}
+    scorer = None
     try:
         scorer = OnlineScorer(st, cfg, say=_say)
         since_ns = time.time_ns() - int(seconds * 1e9)
@@ -282,6 +284,8 @@ def backfill_cmd(
             for k in total:
                 total[k] += c[k]
     finally:
+        if scorer is not None:
+            scorer.close()
         st.close()
     if total["errored"]:
         err.print(f"{total['errored']:,} trace(s) errored: they stay due; run backfill again (or keep "

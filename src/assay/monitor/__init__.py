@@ -8,8 +8,10 @@
 - :mod:`assay.monitor.config`: ``monitor.yaml``, read strictly, and the hash sampling;
 - :mod:`assay.monitor.scoring`: the online evaluation, complete traces scored with the engine of
   ``assay eval``, errored ones retried;
-- :mod:`assay.monitor.alerts`: windows with bootstrap intervals, the alert rules and their sinks.
+- :mod:`assay.monitor.alerts`: windows with bootstrap intervals, the alert rules and their sinks;
+- :mod:`assay.monitor.export`: each score sent back as an OpenTelemetry ``gen_ai.evaluation.result``
+  event (OTLP/HTTP logs).
 
 The spans and traces are kept in the store (:mod:`assay.store.spans`), the scores and alerts too
-(:mod:`assay.store.monitor`). The dashboard page is not built yet (docs/monitor.md).
+(:mod:`assay.store.monitor`); the dashboard shows them at ``/monitor`` (:mod:`assay.ui.monitor_pages`).
 """

@@ -81,6 +81,17 @@ class Webhook:
 
 
 @dataclass
+class Export:
+    """Where the scores go as OpenTelemetry ``gen_ai.evaluation.result`` events (OTLP/HTTP logs):
+    ``endpoint`` is the full ``/v1/logs`` URL."""
+
+    endpoint: str
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 10.0
+    service_name: str = "assay-monitor"
+
+
+@dataclass
 class MonitorConfig:
     path: str | None = None
     metrics: dict[str, MetricConfig] = field(default_factory=dict)
@@ -90,6 +101,7 @@ class MonitorConfig:
     batch: int = 200
     log: bool = True
     webhook: Webhook | None = None
+    export: Export | None = None
 
 
 class _Bad(Exception):
@@ -238,7 +250,33 @@ def _alerts(node: Any, where: str, metric: Any) -> list[Gate]:
     return out
 
 
-TOP_KEYS = ("metrics", "interval", "lookback", "retry_after", "batch", "sinks")
+TOP_KEYS = ("metrics", "interval", "lookback", "retry_after", "batch", "sinks", "export")
+LOGS_PATH = "/v1/logs"
+
+
+def logs_url(base: str) -> str:
+    """The OTLP/HTTP logs URL of an endpoint: ``/v1/logs`` appended unless it ends so already."""
+    base = base.rstrip("/")
+    return base if base.endswith(LOGS_PATH) else base + LOGS_PATH
+
+
+def _export(node: Any) -> Export:
+    keys = _mapping(node, "export", ("otlp_endpoint", "headers", "timeout", "service_name"))
+    if "otlp_endpoint" not in keys:
+        raise _Bad(node, "export", "needs an otlp_endpoint (e.g. http://127.0.0.1:4318)")
+    n = keys["otlp_endpoint"][1]
+    url = _text(n, "export.otlp_endpoint")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise _Bad(n, "export.otlp_endpoint", f"must be an http:// or https:// URL, got {url!r}")
+    ex = Export(logs_url(url))
+    if "headers" in keys:
+        hn = keys["headers"][1]
+        ex.headers = {k: _text(v, f"export.headers.{k}") for k, (_, v) in _mapping(hn, "export.headers", ()).items()}
+    if "timeout" in keys:
+        ex.timeout = _number(keys["timeout"][1], "export.timeout", 0.01, 60, "seconds from 0.01 to 60")
+    if "service_name" in keys:
+        ex.service_name = _text(keys["service_name"][1], "export.service_name")
+    return ex
 
 
 def _top(cfg: MonitorConfig, key: str, v: Any) -> None:
@@ -258,6 +296,8 @@ def _top(cfg: MonitorConfig, key: str, v: Any) -> None:
         cfg.lookback = _duration(v, key)[1]
     elif key == "batch":
         cfg.batch = int(_number(v, key, 1, what="a whole number of traces, at least 1"))
+    elif key == "export":
+        cfg.export = _export(v)
     else:
         _sinks(cfg, v)
 

@@ -13,7 +13,9 @@ outage, the circuit breaker, the hourly budget reached) stays due and is tried a
 
 :meth:`OnlineScorer.run_pass` is one pass (``assay monitor serve`` runs one every ``interval``
 seconds on a thread beside the receiver; ``assay monitor backfill`` runs passes over a time window
-until nothing is due).
+until nothing is due). With ``export`` in the config, each score recorded is also queued as an
+OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
+:meth:`OnlineScorer.close` sends what is queued.
 """
 
 from __future__ import annotations
@@ -75,6 +77,17 @@ class OnlineScorer:
         start = time.time() if now is None else now
         self.watermark = {name: start - cfg.lookback for name in cfg.metrics}
         self.paused: dict[str, str] = {}
+        self.export: Any = None
+        if cfg.export is not None:
+            from assay.monitor.export import EvaluationExporter
+
+            self.export = EvaluationExporter(cfg.export, say=self.say)
+
+    def close(self) -> None:
+        """Send the evaluation events still queued (bounded by the export's timeout)."""
+        if self.export is not None:
+            self.export.close()
+            self.export = None
 
     def run_pass(self, *, since_ns: int | None = None, until_ns: int | None = None,
                  everything: bool = False) -> dict[str, dict[str, int]]:
@@ -144,7 +157,9 @@ class OnlineScorer:
         outcomes: dict[str, dict[str, Any]] = {}
         for t in traces:
             spans = self.spans.spans(t["trace_id"])
-            base = {"trace_id": t["trace_id"], "start_ns": t["start_ns"], "completed_at": t["completed_at"]}
+            root = next((s["span_id"] for s in spans if s["parent_id"] is None), spans[0]["span_id"] if spans else None)
+            base = {"trace_id": t["trace_id"], "start_ns": t["start_ns"], "completed_at": t["completed_at"],
+                    "root_span_id": root}
             if not passes_filters(mc, t, spans):
                 outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "filtered out"}
                 continue
@@ -160,6 +175,7 @@ class OnlineScorer:
         for o in outcomes.values():
             o["scored_at"] = now
         self.log.record(mc.name, [o for o in outcomes.values() if o["status"] != UNTRIED])
+        self._send(mc, [o for o in outcomes.values() if o["status"] == SCORED])
         counts: dict[str, Any] = {SCORED: 0, SKIPPED: 0, ERROR: 0, UNTRIED: 0}
         for o in outcomes.values():
             counts[o["status"]] += 1
@@ -171,6 +187,15 @@ class OnlineScorer:
             if self.paused.pop(mc.name, None):
                 self.say(f"assay monitor: {mc.name}: scoring resumed")
         return counts
+
+    def _send(self, mc: MetricConfig, scored: list[dict[str, Any]]) -> None:
+        """The stored scores as evaluation events (queued; a failure is a line, never an error)."""
+        if self.export is None or not scored:
+            return
+        try:
+            self.export.send(mc.name, scored)
+        except Exception as e:  # the scores are stored: the events are a copy
+            self.say(f"assay monitor: {mc.name}: queueing evaluation events failed: {type(e).__name__}: {e}")
 
     def _evaluate(self, mc: MetricConfig, records: list[dict[str, Any]], outcomes: dict[str, dict[str, Any]],
                   max_cost: float | None) -> None:
@@ -211,16 +236,18 @@ class OnlineScorer:
 
     def _collect(self, mc: MetricConfig, run_id: str, outcomes: dict[str, dict[str, Any]], cost: float | None) -> None:
         per_trace: dict[str, list[dict[str, Any]]] = {}
+        span_ids: dict[str, list[str | None]] = {}
         for row in self.store.iter_scored(run_id):
-            tid = str(row.row_id or "").split("-", 1)[0]
+            tid, _, sid = str(row.row_id or "").partition("-")
             if tid in outcomes:
                 per_trace.setdefault(tid, []).append(
                     {o: _score_dict(sc) for o, sc in (row.scores.get(mc.name) or {}).items()})
+                span_ids.setdefault(tid, []).append(sid or None)
         share = (cost / len(per_trace)) if cost and per_trace else None
         for tid, recs in per_trace.items():
             o = outcomes[tid]
             statuses = [s["status"] for r in recs for s in r.values()]
-            o.update(run_id=run_id, scores=recs, cost=share)
+            o.update(run_id=run_id, scores=recs, cost=share, span_ids=span_ids[tid])
             if not statuses or any(s == "error" for s in statuses):
                 err = next((s["reason"] for r in recs for s in r.values() if s["status"] == "error"), None)
                 o.update(status=ERROR, reason=err or o.get("reason") or "no score")

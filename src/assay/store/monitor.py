@@ -5,7 +5,8 @@ scored, and the alerts its rules fired and cleared.
 scored yet for a metric, and those whose last try errored), records each try's outcome per trace
 (:meth:`MonitorLog.record`: ``scored`` with the scores and the run whose rows hold them,
 ``skipped`` with the reason, or ``error``, which leaves the trace due again), reads the scores of a
-time window (:meth:`MonitorLog.scores`), what was spent in the last hour (:meth:`MonitorLog.spent`)
+time window (:meth:`MonitorLog.scores`), the metrics scored so far (:meth:`MonitorLog.metrics`),
+every metric's outcome for some traces (:meth:`MonitorLog.trace_scores`), what was spent in the last hour (:meth:`MonitorLog.spent`)
 and the counts ``assay monitor status`` shows (:meth:`MonitorLog.status`). Alerts are events
 (:meth:`MonitorLog.add_alert`): a rule's state is its latest event (:meth:`MonitorLog.last_alert`,
 :meth:`MonitorLog.open_alerts`).
@@ -92,9 +93,9 @@ class MonitorLog:
 
     def scores(self, metric: str, since_ns: int | None = None, until_ns: int | None = None) -> list[dict[str, Any]]:
         """The traces scored for ``metric`` that started in ``[since_ns, until_ns)``, earliest
-        first: ``trace_id``, ``start_ns``, ``scores`` (read), ``lag_s``, ``run_id``."""
+        first: ``trace_id``, ``start_ns``, ``scores`` (read), ``lag_s``, ``run_id``, ``cost``."""
         ms = S.monitor_scores
-        q = (select(ms.c.trace_id, ms.c.start_ns, ms.c.scores, ms.c.lag_s, ms.c.run_id)
+        q = (select(ms.c.trace_id, ms.c.start_ns, ms.c.scores, ms.c.lag_s, ms.c.run_id, ms.c.cost)
              .where(ms.c.metric == metric, ms.c.status == SCORED).order_by(ms.c.start_ns, ms.c.trace_id))
         if since_ns is not None:
             q = q.where(ms.c.start_ns >= since_ns)
@@ -104,6 +105,29 @@ class MonitorLog:
             out = [dict(r) for r in conn.execute(q).mappings()]
         for d in out:
             d["scores"] = orjson.loads(d["scores"]) if d["scores"] else []
+        return out
+
+    def metrics(self) -> list[str]:
+        """The metrics with a try recorded for some trace, by name."""
+        ms = S.monitor_scores
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(select(ms.c.metric).distinct().order_by(ms.c.metric))]
+
+    def trace_scores(self, trace_ids: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{trace_id: {metric: {status, scores (read), reason, run_id, lag_s, cost, attempts,
+        scored_at}}}`` for the traces given (those never tried are left out)."""
+        ms = S.monitor_scores
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        ids = list(dict.fromkeys(trace_ids))
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), 500):
+                q = (select(ms.c.trace_id, ms.c.metric, ms.c.status, ms.c.scores, ms.c.reason, ms.c.run_id,
+                            ms.c.lag_s, ms.c.cost, ms.c.attempts, ms.c.scored_at)
+                     .where(ms.c.trace_id.in_(ids[i:i + 500])).order_by(ms.c.trace_id, ms.c.metric))
+                for r in conn.execute(q).mappings():
+                    d = dict(r)
+                    d["scores"] = orjson.loads(d["scores"]) if d["scores"] else []
+                    out.setdefault(d.pop("trace_id"), {})[d.pop("metric")] = d
         return out
 
     def spent(self, metric: str, since: float) -> float:

@@ -6,8 +6,9 @@ one ``traces`` row per trace up to date in the same transaction (its span count,
 end, root span, first and last reception), and records when a trace is complete: when its root
 span (the span without a parent) is received, or, by :meth:`SpanLog.complete_quiet`, when no span
 of it came for a quiet period. It reads back what the monitor's status shows
-(:meth:`SpanLog.status`), the traces in a time window (:meth:`SpanLog.traces`) and a trace's
-spans (:meth:`SpanLog.spans`).
+(:meth:`SpanLog.status`), the traces in a time window (:meth:`SpanLog.traces`), a trace's
+spans (:meth:`SpanLog.spans`) and, per trace, its latency, tokens and model cost
+(:meth:`SpanLog.usage`, for the dashboard's ``/monitor`` page).
 
 A span here is a dict of the ``spans`` table's columns (:mod:`assay.store.schema`) without
 ``received_at``, which :meth:`SpanLog.write` sets; ``attributes``, ``events`` and ``resource`` are
@@ -112,6 +113,80 @@ class SpanLog:
             for k in ("attributes", "events", "resource"):
                 d[k] = None if d[k] is None else orjson.loads(d[k])
         return out
+
+
+    def usage(self, *, since_ns: int | None = None, until_ns: int | None = None,
+              limit: int = 100_000) -> list[dict[str, Any]]:
+        """Per trace that started in ``[since_ns, until_ns)``, earliest first: ``trace_id``,
+        ``start_ns``, ``latency_s`` (first start to last end), ``input_tokens`` and
+        ``output_tokens`` (the model calls' ``gen_ai.usage.*`` / OpenInference counts, each call
+        counted once: a span's counts are left out when a span under it has its own) and
+        ``cost_usd`` (those tokens at the price table's price of each call's model; None when no
+        call's model has a price)."""
+        from assay.models.pricing import cost_usd, lookup_price
+
+        got = self.traces(since_ns=since_ns, until_ns=until_ns, limit=limit)
+        out = {t["trace_id"]: {"trace_id": t["trace_id"], "start_ns": t["start_ns"],
+                               "latency_s": _latency(t), "input_tokens": 0, "output_tokens": 0, "cost_usd": None}
+               for t in got}
+        t = S.spans
+        prices: dict[str, Any] = {}
+        with self.engine.connect() as conn:
+            for part in _chunks(list(out)):
+                q = select(t.c.trace_id, t.c.span_id, t.c.parent_id, t.c.attributes).where(t.c.trace_id.in_(part))
+                per: dict[str, list[tuple[str, str | None, dict[str, Any]]]] = {}
+                for tid, sid, parent, attrs in conn.execute(q):
+                    per.setdefault(tid, []).append((sid, parent, orjson.loads(attrs) if attrs else {}))
+                for tid, spans in per.items():
+                    for model, i, o in _calls(spans):
+                        row = out[tid]
+                        row["input_tokens"] += i
+                        row["output_tokens"] += o
+                        if model not in prices:
+                            prices[model] = lookup_price(model) if model else None
+                        c = cost_usd(i, o, prices[model])
+                        if c is not None:
+                            row["cost_usd"] = (row["cost_usd"] or 0.0) + c
+        return list(out.values())
+
+
+TOKEN_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"),
+              ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"))
+MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+
+
+def _latency(trace: Mapping[str, Any]) -> float | None:
+    lo, hi = trace.get("start_ns"), trace.get("end_ns")
+    return None if lo is None or hi is None else max(0, hi - lo) / 1e9
+
+
+def _count(attrs: Mapping[str, Any], keys: Sequence[str]) -> int | None:
+    for k in keys:
+        v = attrs.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return int(v)
+    return None
+
+
+def _calls(spans: list[tuple[str, str | None, dict[str, Any]]]) -> list[tuple[str | None, int, int]]:
+    """``(model, input tokens, output tokens)`` of the spans that carry token counts, less
+    those with such a span under them (an agent span that sums its calls)."""
+    parent = {sid: p for sid, p, _ in spans}
+    counted = {sid: (_count(a, TOKEN_KEYS[0]), _count(a, TOKEN_KEYS[1]), a) for sid, _, a in spans}
+    counted = {sid: c for sid, c in counted.items() if c[0] is not None or c[1] is not None}
+    above: set[str] = set()
+    for sid in counted:
+        p, seen = parent.get(sid), {sid}
+        while p is not None and p not in seen:
+            above.add(p)
+            seen.add(p)
+            p = parent.get(p)
+    out = []
+    for sid, (i, o, a) in counted.items():
+        if sid not in above:
+            model = next((str(a[k]) for k in MODEL_KEYS if a.get(k)), None)
+            out.append((model, i or 0, o or 0))
+    return out
 
 
 def _update_traces(conn: Any, new: list[dict[str, Any]], now: float) -> None:

@@ -142,3 +142,70 @@ def deltas(rows: Sequence[dict[str, Any]], *, width: int = 420) -> Markup:
         body.append(f'<circle cx="{x(r["delta"]):.1f}" cy="{cy:.1f}" r="4" fill="{color}">'
                     f'<title>{escape(tip)}</title></circle>')
     return svg_root(width, height, body, "differences against the baseline with 95% intervals")
+
+
+def _utc(ns: int, fmt: str) -> str:
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).strftime(fmt)
+
+
+def time_series(points: Sequence[dict[str, Any]], *, label: str = "", marks: Sequence[dict[str, Any]] = (),
+                unit: str = "", width: int = 760, height: int = 220) -> Markup:
+    """Values over time (the monitor's windows): ``points`` are ``{t0, t1, y, lo, hi, href, tip}``
+    (a window from ``t0`` to ``t1`` ns, its value and 95% interval, drawn as a band; ``href``: the
+    page a point opens), ``marks`` ``{t, state, tip}``: an alert firing (red) or clearing (green)
+    at a window's start, as a vertical line. Times are UTC; the x axis is to scale."""
+    pts = [p for p in points if p.get("y") is not None and math.isfinite(p["y"])]
+    if not pts:
+        return Markup('<p class="muted">no value in this period</p>')
+    pad_l, pad_r, pad_t, pad_b = 56, 16, 12, 36
+    pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
+    lows = [p["lo"] if p.get("lo") is not None else p["y"] for p in pts]
+    highs = [p["hi"] if p.get("hi") is not None else p["y"] for p in pts]
+    lo, hi = min(lows), max(highs)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5, hi + 0.5
+    span = hi - lo
+    lo, hi = lo - span * 0.08, hi + span * 0.08
+    t_lo = min(p["t0"] for p in pts)
+    t_hi = max(p["t1"] for p in pts)
+    t_span = max(1, t_hi - t_lo)
+
+    def x(t: float) -> float:
+        return pad_l + pw * (t - t_lo) / t_span
+
+    def y(v: float) -> float:
+        return pad_t + ph * (1 - (v - lo) / (hi - lo))
+
+    body = []
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        body.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{pad_l + pw}" y2="{y(v):.1f}" stroke="{GRID}"/>')
+        body.append(f'<text x="{pad_l - 6}" y="{y(v) + 3:.1f}" font-size="10" fill="{MUTED}" '
+                    f'text-anchor="end">{escape(number(v))}{escape(unit)}</text>')
+    mid = [(p["t0"] + p["t1"]) / 2 for p in pts]
+    if any(p.get("lo") is not None for p in pts):
+        band = [f"{x(t):.1f},{y(h):.1f}" for t, h in zip(mid, highs)] + \
+               [f"{x(t):.1f},{y(lw):.1f}" for t, lw in reversed(list(zip(mid, lows)))]
+        body.append(f'<polygon class="band" points="{" ".join(band)}" fill="{BAR}" fill-opacity="0.15" stroke="none"/>')
+    line = " ".join(f"{x(t):.1f},{y(p['y']):.1f}" for t, p in zip(mid, pts))
+    body.append(f'<polyline points="{line}" fill="none" stroke="{BAR}" stroke-width="2"/>')
+    for m in marks:
+        if not t_lo <= m["t"] <= t_hi:
+            continue
+        color = BAD if m.get("state") == "firing" else GOOD
+        body.append(f'<line class="mark {escape(m.get("state") or "")}" x1="{x(m["t"]):.1f}" y1="{pad_t}" '
+                    f'x2="{x(m["t"]):.1f}" y2="{pad_t + ph}" stroke="{color}" stroke-width="2" '
+                    f'stroke-dasharray="4,3"><title>{escape(m.get("tip") or "")}</title></line>')
+    for t, p in zip(mid, pts):
+        dot = (f'<circle cx="{x(t):.1f}" cy="{y(p["y"]):.1f}" r="4" fill="{BAR}">'
+               f'<title>{escape(p.get("tip") or number(p["y"]))}</title></circle>')
+        body.append(f'<a href="{escape(p["href"])}">{dot}</a>' if p.get("href") else dot)
+    same_day = _utc(t_lo, "%Y-%m-%d") == _utc(t_hi, "%Y-%m-%d")
+    for k in range(5):
+        t = t_lo + t_span * k / 4
+        anchor = "start" if k == 0 else "end" if k == 4 else "middle"
+        body.append(f'<text x="{x(t):.1f}" y="{pad_t + ph + 16}" font-size="10" fill="{MUTED}" '
+                    f'text-anchor="{anchor}">{escape(_utc(int(t), "%H:%M:%S" if same_day else "%m-%d %H:%M"))}</text>')
+    body.append(f'<text x="{pad_l + pw}" y="{height - 4}" font-size="10" fill="{MUTED}" text-anchor="end">'
+                f'{escape(_utc(t_hi, "%Y-%m-%d"))} UTC</text>')
+    return svg_root(width, height, body, f"{label} over time")

@@ -301,6 +301,11 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     def api_trend(output: str, name: str | None = None) -> dict[str, Any]:
         return {"output": output, "points": Q.trend(store, output, name=name or None)}
 
+    # -- the monitor (assay monitor): its pages live in assay.ui.monitor_pages --------------------
+    from assay.ui.monitor_pages import register as register_monitor
+
+    register_monitor(app, store, page, NotFound)
+
     # -- judge checks ----------------------------------------------------------------------
     def _checks(judge: str | None, limit: int) -> list[dict[str, Any]]:
         which = JC.ANY if not judge else (None if judge.strip().lower() in JC.NO_JUDGE_WORDS else judge)
