@@ -12,8 +12,10 @@ interval of :mod:`assay.stats`).
   on the wrong side of the bound and **clears** only when it lies wholly on the right side again
   (an interval across the bound changes nothing: no flapping on noise);
 - ``no-regression`` fires when the window's mean is significantly worse than the previous window's
-  (the 95% bootstrap interval of the difference, :func:`assay.stats.bootstrap_diff`, wholly on
-  the worse side), or than the named ``baseline`` run's; while it fires, the window before the
+  (the bootstrap interval of the difference, :func:`assay.stats.bootstrap_diff`, wholly on the
+  worse side), or than the named ``baseline`` run's; the interval's level is corrected for the
+  number of windows a day (:func:`regression_level`: 95% for daily windows, 99.9% for 15m ones),
+  so an unchanged app does not fire on noise once in 40 windows; while it fires, the window before the
   drop stays the reference, and it clears when a window is no longer significantly worse than it.
 
 A window with fewer than ``min_traces`` scored traces decides nothing. Each firing and clearing is
@@ -42,6 +44,8 @@ from assay.store.monitor import CLEARED, FIRING, MonitorLog
 OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, ">": operator.gt,
                                                  "<": operator.lt}
 MAX_TRACE_IDS = 1000
+DAY = 86_400.0
+MAX_LEVEL = 0.999
 
 
 @dataclass
@@ -142,8 +146,17 @@ def read_threshold(g: Gate, mc: MetricConfig, win: Window) -> list[Reading]:
     return out
 
 
+def regression_level(window_s: float) -> float:
+    """The confidence level of ``no-regression``'s interval for windows of ``window_s`` seconds:
+    the rule is decided on every window, so at 95% an unchanged app would fire about once in 40
+    windows (twice a day with 15m windows). The level spreads a 5% chance of a false alert over a
+    day's windows (``1 - 0.05 / windows a day``), at least 95% and at most 99.9%."""
+    per_day = max(1.0, DAY / max(window_s, 1e-9))
+    return min(MAX_LEVEL, max(0.95, 1 - 0.05 / per_day))
+
+
 def read_regression(output: str, mc: MetricConfig, win: Window, ref: Any, hib: bool) -> Reading:
-    from assay.stats import bootstrap_diff
+    from assay.stats import BOOTSTRAP_RESAMPLES, bootstrap_diff
 
     cur = win.values.get(output)
     n = 0 if cur is None else len(cur)
@@ -151,7 +164,9 @@ def read_regression(output: str, mc: MetricConfig, win: Window, ref: Any, hib: b
     bound = f"not significantly {worse}"
     if ref is None or len(ref) < mc.min_traces or n < mc.min_traces:
         return Reading(output, None, None, None, bound, None, n, f"fewer than {mc.min_traces} traces to compare")
-    d = bootstrap_diff(ref, cur)
+    level = regression_level(mc.window_s)
+    tail = (1 - level) / 2                    # resamples enough for ~20 draws beyond each end
+    d = bootstrap_diff(ref, cur, level=level, resamples=max(BOOTSTRAP_RESAMPLES, math.ceil(20 / tail)))
     wrong = d["diff_high"] < 0 if hib else d["diff_low"] > 0
     return Reading(output, d["diff"], d["diff_low"], d["diff_high"], bound, "wrong" if wrong else "right", n,
                    f"{d['a']:.4g} → {d['b']:.4g}")
