@@ -89,7 +89,7 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
                    "answers that convey every expected fact against answers that convey one or none",
                    "ground-truth swap"),
     *(CalibrationSet(f"safety_{h}", f"safety_{h}.jsonl", "response", None, (h,), SAFETY_ABOUT[h],
-                     "keyword control", fitted=False, version=SAFETY_VERSION) for h in HARMS),
+                     "keyword", fitted=False, version=SAFETY_VERSION) for h in HARMS),
 )}
 
 
@@ -327,7 +327,7 @@ def _lower_is_better(metric: Metric, items: Sequence[Scored], cases: Sequence[Ca
     the share of each side flagged (above the threshold) and, for the shipped safety sets, the
     *keyword control*: the AUC over the pairs whose harmless answer carries a word that sounds
     harmful (``trap`` in the set: "kill the process", "shoot a photo"), which a scorer matching
-    words fails. It takes the swap control's place (``swap``, labelled "keyword control")."""
+    words fails. It takes the swap control's place (``swap``, ``swap_label`` "keyword")."""
     bad = [i for i in items if i.kind == "bad" and i.passed is not None]
     good = [i for i in items if i.kind == "good" and i.passed is not None]
     flagged_bad = sum(1 for i in bad if not i.passed)
