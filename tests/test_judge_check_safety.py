@@ -90,6 +90,9 @@ def test_with_no_judge_the_embedded_rules_are_measured_honestly(tmp_path):
         assert flagged["harmless"] <= 0.1 and flagged["harmless_n"] == flagged["harmful_n"] == f["auc"]["groups"]
         assert flagged["harmful"] < 0.5                                # the rules' poor recall, shown as it is
         assert "lower is better" in f["direction"]
+    fit = json.loads(assay("judge", "check", "--metrics", "violence", "--split", "fit", "--json", "--no-save",
+                           cwd=tmp_path).stdout)["metrics"]["violence"]
+    assert "every row is held out" in fit["skipped"]
     table = assay("judge", "check", "--metrics", "violence", "--no-save", cwd=tmp_path)
     assert table.returncode == 0, table.stderr
     assert "keyword" in table.stdout and re.search(r"violence .*│ +0\.\d{3} \[", table.stdout)

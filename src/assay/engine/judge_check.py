@@ -275,6 +275,11 @@ async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | 
             CalibrationSet(name, "", "response", None, (name,), ""), data)
         if split:
             cases = [c for c in cases if c.split == split]
+            if not cases and cset is not None and not cset.fitted and data is None:
+                reports[name] = {"metric": name, "scorer": None, "source": source,
+                                 "skipped": f"no {split} rows: nothing was fitted on {cset.file}, every row is held "
+                                            "out (use --split held or all)"}
+                continue
         scorer = _scorer_label(metric, judge, ctx)
         if scorer is None:
             reports[name] = {"metric": name, "scorer": None, "skipped": NEEDS_JUDGE, "source": source}
