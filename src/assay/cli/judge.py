@@ -40,11 +40,25 @@ def _cost(u: dict[str, Any] | None) -> str:
     return f"{u.get('calls', 0)} calls, {money}"
 
 
+def _flagged_note(name: str, f: dict[str, Any]) -> str:
+    """``violence: severity, lower is better; at the threshold 3 it flags 13% of 30 harmful and 0%
+    of 30 harmless answers`` (a metric where lower is better: the safety harms)."""
+    fl = f["flagged"]
+
+    def pct(v: Any) -> str:
+        return "—" if v is None else f"{100 * v:.0f}%"
+
+    thr = f.get("threshold")
+    return (f"{name}: severity, lower is better; at the threshold {'—' if thr is None else f'{thr:g}'} it flags "
+            f"{pct(fl.get('harmful'))} of {fl.get('harmful_n', 0)} harmful and {pct(fl.get('harmless'))} of "
+            f"{fl.get('harmless_n', 0)} harmless answers")
+
+
 def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -> None:
     table = Table(title=f"judge check: {safe(judge_label)}", title_justify="left")
     for col, kw in (("metric", {}), ("scorer", {"overflow": "fold"}), ("cases", {"justify": "right"}),
                     ("ROC AUC [95% CI]", {"justify": "right"}), ("agreement", {"justify": "right"}),
-                    ("swap control", {"justify": "right"}), ("length-matched", {"justify": "right"}),
+                    ("swap or keyword control", {"justify": "right"}), ("length-matched", {"justify": "right"}),
                     ("errors", {"justify": "right"}), ("cost", {"no_wrap": True}), ("verdict", {"no_wrap": True})):
         table.add_column(col, **kw)
     notes = []
@@ -62,9 +76,11 @@ def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -
                       lm_cell, str(f["errors"]), _cost(f.get("usage")), _verdict(f))
         for reason, n in (f.get("error_reasons") or {}).items():
             notes.append(f"{name}: {n} error(s): {reason}")
+        if f.get("flagged"):
+            notes.append(_flagged_note(name, f))
     out.print(table)
     sources = sorted({str(f.get("source")) for f in reports.values() if f.get("source")})
-    which = {"held": "the held-out half (groups not used to fit the embedded scorers)", "fit": "the fit half",
+    which = {"held": "the held-out rows (groups not used to fit the embedded scorers)", "fit": "the fit half",
              None: "every row"}.get(split, split)
     out.print(f"rows: {safe(', '.join(sources))}; {which}", highlight=False, soft_wrap=True)
     from assay.engine.judge_check import BAR
@@ -78,7 +94,7 @@ def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -
 @app.command("check")
 def check_cmd(
     judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
-    metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics (default: every metric a shipped calibration set covers)."),
+    metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics, or safety (the four harms: violence, hate_unfairness, self_harm, sexual) (default: every metric a shipped calibration set covers)."),
     data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row."),
     split: str | None = typer.Option(None, "--split", help="held, fit or all rows of the shipped sets (default: held for the embedded scorers, all for a judge)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight (default: the backend's)."),

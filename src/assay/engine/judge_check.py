@@ -30,11 +30,12 @@ from typing import Any
 from assay.errors import AssayError, InputError
 from assay.formats.dataset import open_dataset
 from assay.judges.check import Scored, measure, words
-from assay.metrics.base import REGISTRY, EvalContext, Metric, get_metric, load_builtin_metrics
+from assay.metrics.base import GROUPS, REGISTRY, EvalContext, Metric, get_metric, load_builtin_metrics
+from assay.metrics.safety.names import HARMS
 from assay.records import Record
 
 __all__ = ["CHECK_KIND", "SETS", "CalibrationSet", "Case", "calibration_version", "cases_from_records",
-           "check_for_run", "check_judge", "check_record", "get_check", "judge_metrics", "latest_checks", "list_checks",
+           "check_for_run", "check_judge", "expand", "check_record", "get_check", "judge_metrics", "latest_checks", "list_checks",
            "load_cases", "resolve_check_judge", "save_check", "score_cases", "set_for", "total_usage", "verdict"]
 
 
@@ -47,6 +48,21 @@ class CalibrationSet:
     metrics: tuple[str, ...]
     about: str
     swap_label: str = "swap"   # what the control is called: "context swap", "question swap" ...
+    fitted: bool = True        # odd groups fitted embedded scorers; False: every group is held out
+    version: str | None = None  # the set's own version (written into the calibration version)
+
+
+SAFETY_ABOUT = {
+    "violence": "harmless answers that share words with violence (kill a process, shoot a photo, a history "
+                "lesson, self-defence advice) against threats, praise of attacks and instructions to hurt",
+    "hate_unfairness": "answers that discuss groups, prejudice and history factually or oppose discrimination "
+                       "against answers that demean a group, stereotype it or call for excluding it",
+    "self_harm": "medical facts, prevention advice and figures of speech (I could die of embarrassment) against "
+                 "encouragement of self-injury, methods and goodbye plans",
+    "sexual": "health, anatomy, consent and romance told plainly against explicit sexual content, "
+              "sexualised requests and sexual coercion (non-graphic, written to be short)",
+}
+SAFETY_VERSION = "1"
 
 
 SETS: dict[str, CalibrationSet] = {s.name: s for s in (
@@ -72,6 +88,8 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
                    ("response_completeness",),
                    "answers that convey every expected fact against answers that convey one or none",
                    "ground-truth swap"),
+    *(CalibrationSet(f"safety_{h}", f"safety_{h}.jsonl", "response", None, (h,), SAFETY_ABOUT[h],
+                     "keyword", fitted=False, version=SAFETY_VERSION) for h in HARMS),
 )}
 
 
@@ -177,7 +195,8 @@ def load_cases(cset: CalibrationSet, data: Any = None) -> tuple[list[Case], str]
             ds = open_dataset(str(path))
             rows = list(_numbered(ds))
         source = f"assay/judges/calibration/{cset.file}"
-        return cases_from_records(rows, cset, source, split_of=lambda i: "fit" if i % 2 == 0 else "held"), source
+        split_of = (lambda i: "fit" if i % 2 == 0 else "held") if cset.fitted else (lambda i: "held")
+        return cases_from_records(rows, cset, source, split_of=split_of), source
     ds = open_dataset(str(data) if isinstance(data, Path) else data)
     cases = cases_from_records(_numbered(ds), cset, ds.source)
     if not cases:
@@ -194,9 +213,15 @@ async def score_cases(metric: Metric, cases: Sequence[Case], ctx: EvalContext, *
                       output: str | None = None,
                       progress: Callable[[int], None] | None = None) -> tuple[list[Scored], float]:
     """Score every case with ``metric`` (its first output unless ``output``): the scored items
-    and the wall-clock seconds it took."""
+    and the wall-clock seconds it took.
+
+    A metric where lower is better (the safety severities) is *oriented*: its score is negated,
+    so that the AUC is still the probability that the good (harmless) answer comes out better
+    than the bad one, and each case passes when its severity is at or below the metric's
+    threshold (a one-sided scorer's ``not_flagged`` rows included: they are below it)."""
     out_name = output or metric.outputs[0]
     sem = asyncio.Semaphore(max(1, concurrency))
+    lower = not metric.higher_is_better
 
     async def one(c: Case) -> Scored:
         async with sem:
@@ -206,6 +231,10 @@ async def score_cases(metric: Metric, cases: Sequence[Case], ctx: EvalContext, *
         s = res.get(out_name) or next(iter(res.values()))
         if s.status != "completed" or s.score is None:
             return Scored(c.group, c.kind, None, None, c.words, error=s.reason or s.status)
+        if lower:
+            sev = float(s.score)
+            return Scored(c.group, c.kind, -sev, None if metric.threshold is None else sev <= metric.threshold,
+                          c.words)
         return Scored(c.group, c.kind, float(s.score), s.passed, c.words)
 
     t0 = time.perf_counter()
@@ -226,16 +255,18 @@ async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | 
     calibration set (or on ``data``): one report per metric (``judges.check.measure``'s figures,
     plus the scorer, the source, the number of cases, seconds and the judge's usage)."""
     from assay.engine.run import judge_usage
-    from assay.judges.scorers import NEEDS_JUDGE, embedded_scorer
+    from assay.judges.scorers import NEEDS_JUDGE
 
     load_builtin_metrics()
     reports: dict[str, Any] = {}
     ctx = EvalContext(judge=judge, options=dict(options or {}))
     conc = concurrency or int(getattr(judge, "default_concurrency", 0) or 0) or 8
-    for name in metrics:
+    for name in expand(metrics):
         metric = get_metric(name)
-        if metric.kind != "judge":
-            raise AssayError(f"{name} is not a judge metric (kind {metric.kind}); judge check measures judge metrics")
+        if metric.kind not in ("judge", "safety") or (metric.kind == "safety" and set_for(name) is None
+                                                      and data is None):
+            raise AssayError(f"{name} is not a judge metric with a calibration set (kind {metric.kind}); judge check "
+                             f"measures judge metrics and the safety harms ({', '.join(HARMS)})")
         cset = set_for(name)
         if cset is None and data is None:
             raise AssayError(f"no calibration set ships for {name}; give your own labelled rows with --data FILE "
@@ -244,14 +275,15 @@ async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | 
             CalibrationSet(name, "", "response", None, (name,), ""), data)
         if split:
             cases = [c for c in cases if c.split == split]
-        if judge is None:
-            s = embedded_scorer(name)
-            scorer = s.label if s is not None and not s.needs() else None
-            if scorer is None:
-                reports[name] = {"metric": name, "scorer": None, "skipped": NEEDS_JUDGE, "source": source}
+            if not cases and cset is not None and not cset.fitted and data is None:
+                reports[name] = {"metric": name, "scorer": None, "source": source,
+                                 "skipped": f"no {split} rows: nothing was fitted on {cset.file}, every row is held "
+                                            "out (use --split held or all)"}
                 continue
-        else:
-            scorer = str(getattr(judge, "name", "") or type(judge).__name__)
+        scorer = _scorer_label(metric, judge, ctx)
+        if scorer is None:
+            reports[name] = {"metric": name, "scorer": None, "skipped": NEEDS_JUDGE, "source": source}
+            continue
         before = _judge_stats(judge)
         items, wall = await score_cases(metric, cases, ctx, concurrency=conc, progress=progress)
         figures = measure(items)
@@ -259,10 +291,68 @@ async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | 
                        threshold=metric.threshold, ms_per_case=1000 * wall / max(1, len(cases)))
         if cset is not None and cset.swap:
             figures["swap_label"] = cset.swap_label
+        if not metric.higher_is_better:
+            figures.update(_lower_is_better(metric, items, cases, cset))
         if judge is not None:
             figures["usage"] = judge_usage(judge, before, options)
         reports[name] = figures
     return reports
+
+
+def expand(names: Iterable[str]) -> list[str]:
+    """``names`` with metric groups expanded (``safety`` -> the four harms), each name once."""
+    out: list[str] = []
+    for n in names:
+        for m in GROUPS.get(n, (n,)):
+            if m not in out:
+                out.append(m)
+    return out
+
+
+def _scorer_label(metric: Metric, judge: Any, ctx: EvalContext) -> str | None:
+    """Who scores ``metric`` in this check: the judge's name, the embedded safety classifier (a
+    safety harm with no capable judge), an embedded scorer, or None (it needs a judge)."""
+    from assay.judges.scorers import embedded_scorer
+
+    if metric.kind == "safety":
+        from assay.metrics.safety.harms import use_embedded
+        from assay.metrics.safety.rules import NAME
+
+        if use_embedded(ctx):
+            return NAME
+    if judge is None:
+        s = embedded_scorer(metric.name)
+        return s.label if s is not None and not s.needs() else None
+    return str(getattr(judge, "name", "") or type(judge).__name__)
+
+
+def _lower_is_better(metric: Metric, items: Sequence[Scored], cases: Sequence[Case],
+                     cset: CalibrationSet | None) -> dict[str, Any]:
+    """What a check adds for a metric where lower is better (a safety severity): the direction,
+    the share of each side flagged (above the threshold) and, for the shipped safety sets, the
+    *keyword control*: the AUC over the pairs whose harmless answer carries a word that sounds
+    harmful (``trap`` in the set: "kill the process", "shoot a photo"), which a scorer matching
+    words fails. It takes the swap control's place (``swap``, ``swap_label`` "keyword")."""
+    bad = [i for i in items if i.kind == "bad" and i.passed is not None]
+    good = [i for i in items if i.kind == "good" and i.passed is not None]
+    flagged_bad = sum(1 for i in bad if not i.passed)
+    flagged_good = sum(1 for i in good if not i.passed)
+    out: dict[str, Any] = {
+        "direction": "lower is better: scores are negated, so the AUC is P(harmless answer scored below the "
+                     "harmful one)",
+        "flagged": {"harmful": flagged_bad / len(bad) if bad else None, "harmful_n": len(bad),
+                    "harmless": flagged_good / len(good) if good else None, "harmless_n": len(good),
+                    "precision": (flagged_bad / (flagged_bad + flagged_good)) if flagged_bad + flagged_good
+                    else None},
+    }
+    if cset is not None and not cset.swap:
+        traps = {c.group for c in cases if (c.record.extra or {}).get("trap")}
+        if traps:
+            block = measure([i for i in items if i.group in traps])["auc"]
+            out["keyword"] = block
+            out["swap"] = block
+            out["swap_label"] = cset.swap_label
+    return out
 
 
 NO_JUDGE_WORDS = ("none", "scorers", "embedded-scorers")
@@ -344,7 +434,8 @@ def calibration_version(metric: str, data: str | Path | None = None) -> str:
     if cset is None:
         return "none"
     raw = resources.files("assay.judges").joinpath("calibration", cset.file).read_bytes()
-    return f"{cset.file}@{hashlib.sha256(raw).hexdigest()[:12]}"
+    own = f"v{cset.version}-" if cset.version else ""
+    return f"{cset.file}@{own}{hashlib.sha256(raw).hexdigest()[:12]}"
 
 
 CHECK_KIND = "judge_check"          # the benchmarks table's ``kind`` of a stored judge check
@@ -433,7 +524,7 @@ def latest_checks(store: Any) -> dict[str | None, dict[str, Any]]:
     return latest
 
 
-_CHECKED_KINDS = ("judge", "smoke-test judge", "embedded scorer")
+_CHECKED_KINDS = ("judge", "smoke-test judge", "embedded scorer", "embedded classifier")
 
 
 def check_for_run(store: Any, run: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
