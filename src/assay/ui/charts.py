@@ -65,6 +65,16 @@ def histogram(hist: dict[str, Any] | None, *, label: str = "", width: int = 300,
     return svg_root(width, height, body, f"distribution of {label}")
 
 
+def band_range(lows: Sequence[float], highs: Sequence[float]) -> tuple[float, float]:
+    """The y range of values drawn with their interval bands: the lowest low to the highest high,
+    8% of air each side (a flat line gets ±0.5)."""
+    lo, hi = min(lows), max(highs)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5, hi + 0.5
+    span = hi - lo
+    return lo - span * 0.08, hi + span * 0.08
+
+
 def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760, height: int = 260) -> Markup:
     """An output's mean per run over time, with its 95% interval as a band."""
     pts = [p for p in points if p.get("mean") is not None]
@@ -74,11 +84,7 @@ def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
     lows = [p["ci95_low"] if p.get("ci95_low") is not None else p["mean"] for p in pts]
     highs = [p["ci95_high"] if p.get("ci95_high") is not None else p["mean"] for p in pts]
-    lo, hi = min(lows), max(highs)
-    if hi - lo < 1e-12:
-        lo, hi = lo - 0.5, hi + 0.5
-    span = hi - lo
-    lo, hi = lo - span * 0.08, hi + span * 0.08
+    lo, hi = band_range(lows, highs)
     n = len(pts)
 
     def x(i: int) -> float:
@@ -161,11 +167,7 @@ def time_series(points: Sequence[dict[str, Any]], *, label: str = "", marks: Seq
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
     lows = [p["lo"] if p.get("lo") is not None else p["y"] for p in pts]
     highs = [p["hi"] if p.get("hi") is not None else p["y"] for p in pts]
-    lo, hi = min(lows), max(highs)
-    if hi - lo < 1e-12:
-        lo, hi = lo - 0.5, hi + 0.5
-    span = hi - lo
-    lo, hi = lo - span * 0.08, hi + span * 0.08
+    lo, hi = band_range(lows, highs)
     t_lo = min(p["t0"] for p in pts)
     t_hi = max(p["t1"] for p in pts)
     t_span = max(1, t_hi - t_lo)
