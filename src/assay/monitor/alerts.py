@@ -9,7 +9,8 @@ interval of :mod:`assay.stats`).
 :mod:`assay.engine.gates`) to the closed windows in order, as a state per rule and output:
 
 - a threshold rule (``groundedness.mean>=4``) **fires** when the figure's 95% interval lies wholly
-  on the wrong side of the bound and **clears** only when it lies wholly on the right side again
+  on the wrong side of the bound (for a mean, Student's t interval, :func:`mean_interval`: the
+  percentile bootstrap of a window of a few traces is too narrow and fired on noise) and **clears** only when it lies wholly on the right side again
   (an interval across the bound changes nothing: no flapping on noise);
 - ``no-regression`` fires when the window's mean is significantly worse than the previous window's
   (the bootstrap interval of the difference, :func:`assay.stats.bootstrap_diff`, wholly on the
@@ -135,14 +136,34 @@ class Reading:
     note: str = ""
 
 
+def mean_interval(v: Any, level: float = 0.95) -> tuple[float, float] | None:
+    """Student's t interval of the mean of ``v`` (``mean ± t(n-1) · s / sqrt(n)``), right at
+    small n, where the percentile bootstrap is too narrow (6 values: it covers far less than 95%).
+    None for fewer than two values."""
+    import numpy as np
+    from scipy.stats import t as student_t
+
+    x = np.asarray(v, dtype=np.float64)
+    n = len(x)
+    if n < 2:
+        return None
+    m = float(x.mean())
+    half = float(student_t.ppf(0.5 + level / 2, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
+    return m - half, m + half
+
+
 def read_threshold(g: Gate, mc: MetricConfig, win: Window) -> list[Reading]:
     res = check_gates([g], _WindowResult(mc.name, win))
     out = []
     for r in res:
-        n = len(win.values.get(r.output, ()))
-        side = _side(g.op or ">=", float(g.bound or 0), r.figure, r.ci95_low, r.ci95_high) if n >= mc.min_traces else None
+        vals = win.values.get(r.output, ())
+        n = len(vals)
+        lo, hi = r.ci95_low, r.ci95_high
+        if g.stat == "mean" and n >= 2:          # the t interval, not the bootstrap's: right at small n
+            lo, hi = mean_interval(vals) or (lo, hi)
+        side = _side(g.op or ">=", float(g.bound or 0), r.figure, lo, hi) if n >= mc.min_traces else None
         note = "" if n >= mc.min_traces else f"fewer than {mc.min_traces} traces"
-        out.append(Reading(r.output, r.figure, r.ci95_low, r.ci95_high, r.bound, side, n, note))
+        out.append(Reading(r.output, r.figure, lo, hi, r.bound, side, n, note))
     return out
 
 
