@@ -102,8 +102,13 @@ def _say(line: str) -> None:
 
 
 class ScoringLoop:
-    """The online scoring beside the receiver: a pass every ``interval`` seconds (score what is
-    due, then check the rules of the closed windows), on a thread of its own."""
+    """The online scoring beside the receiver: every ``interval`` seconds a pass starts (score what
+    is due) on a thread of its own, up to ``MAX_PASSES`` at once, **without waiting for the passes
+    still running**: a trace completed while a pass waits on the judge is taken by the next pass
+    (the scorer claims each trace a pass takes, and its passes share the judge's limits). The
+    rules of the closed windows are checked between starts, at most once an ``interval``."""
+
+    MAX_PASSES = 8
 
     def __init__(self, st: Any, cfg: Any):
         from assay.monitor.alerts import AlertChecker
@@ -113,6 +118,8 @@ class ScoringLoop:
         self.scorer = OnlineScorer(st, cfg, say=_say)
         self.checker = AlertChecker(st, cfg, say=_say)
         self.halt = threading.Event()
+        self.running = threading.Semaphore(self.MAX_PASSES)
+        self.passes: list[threading.Thread] = []
         self.thread = threading.Thread(target=self.run, name="assay-monitor-scoring", daemon=True)
 
     def start(self) -> None:
@@ -121,15 +128,28 @@ class ScoringLoop:
     def stop(self) -> None:
         self.halt.set()
         self.thread.join(30)
+        for t in list(self.passes):
+            t.join(30)
         self.scorer.close()          # the evaluation events still queued (bounded by the export's timeout)
+
+    def one_pass(self) -> None:
+        try:
+            self.scorer.run_pass()
+        except Exception as exc:  # a pass that fails is logged and tried again: the loop goes on
+            _say(f"assay monitor: a scoring pass failed: {type(exc).__name__}: {exc}")
+        finally:
+            self.running.release()
 
     def run(self) -> None:
         while not self.halt.is_set():
+            if self.running.acquire(timeout=self.cfg.interval):
+                t = threading.Thread(target=self.one_pass, name="assay-monitor-pass", daemon=True)
+                self.passes = [p for p in self.passes if p.is_alive()] + [t]
+                t.start()
             try:
-                self.scorer.run_pass()
                 self.checker.check(time.time_ns() - int(self.cfg.lookback * 1e9))
-            except Exception as exc:  # a pass that fails is logged and tried again: the loop goes on
-                _say(f"assay monitor: a scoring pass failed: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # a check that fails is logged and tried again
+                _say(f"assay monitor: checking the alert rules failed: {type(exc).__name__}: {exc}")
             self.halt.wait(self.cfg.interval)
 
 

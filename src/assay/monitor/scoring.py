@@ -11,15 +11,23 @@ the run, the scores and the lag from completion to score. A trace whose scores e
 outage, the circuit breaker, the hourly budget reached) stays due and is tried again after
 ``retry_after`` seconds: nothing is lost, only delayed.
 
-:meth:`OnlineScorer.run_pass` is one pass (``assay monitor serve`` runs one every ``interval``
-seconds on a thread beside the receiver; ``assay monitor backfill`` runs passes over a time window
-until nothing is due). With ``export`` in the config, each score recorded is also queued as an
+:meth:`OnlineScorer.run_pass` is one pass (``assay monitor serve`` starts one every ``interval``
+seconds on threads beside the receiver, **overlapping**: a trace completed while an earlier pass
+waits on the judge is picked up by the next one, not after it; ``assay monitor backfill`` runs
+passes over a time window until nothing is due). Passes may run at once on one scorer: a trace a
+pass has taken is claimed (in flight) until its outcome is stored, so no other pass takes it, and
+a metric's watermark never moves past a trace still in flight. The passes share one
+:class:`ProcessLimits` per judge (its limiters' leases: one concurrency limit and one pause after
+a 429 for the whole process), and a pass running beside another of the same metric spends at most
+half of what is left of the hourly budget, so the cap holds for them together. With ``export`` in the config, each score recorded is also queued as an
 OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
 :meth:`OnlineScorer.close` sends what is queued.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -66,6 +74,41 @@ def _score_dict(sc: Any) -> dict[str, Any]:
             "threshold": sc.threshold}
 
 
+class ProcessLimits:
+    """Limits shared by the limiters of the passes of one process (an
+    :class:`assay.models.limiter.SharedLimits`): one concurrency limit for the judge's requests in
+    flight, and one pause after a 429 (the server's ``Retry-After``) for every pass at once. The
+    passes' limiters each run in their own event loop, so this is guarded by a thread lock."""
+
+    def __init__(self, concurrency: int):
+        self.concurrency = max(1, int(concurrency))
+        self.in_flight = self.peak = 0
+        self.pause_until = 0.0
+        self._lock = threading.Lock()
+
+    def _wait(self) -> float:
+        return max(0.0, self.pause_until - time.monotonic())
+
+    async def acquire(self, tokens: int, hold: float | None) -> tuple[Any, float]:
+        while True:
+            with self._lock:
+                if self.in_flight < self.concurrency:
+                    self.in_flight += 1
+                    self.peak = max(self.peak, self.in_flight)
+                    return object(), self._wait()
+            await asyncio.sleep(0.005)
+
+    async def recheck(self, lease: Any) -> float:
+        with self._lock:
+            return self._wait()
+
+    def release(self, lease: Any, outcome: str, *, tokens: int | None = None, pause: float | None = None) -> None:
+        with self._lock:
+            self.in_flight = max(0, self.in_flight - 1)
+            if pause:
+                self.pause_until = max(self.pause_until, time.monotonic() + pause)
+
+
 class OnlineScorer:
     """The scoring passes of a :class:`MonitorConfig` over a store. ``say``: a line to log."""
 
@@ -78,6 +121,10 @@ class OnlineScorer:
         self.watermark = {name: start - cfg.lookback for name in cfg.metrics}
         self.paused: dict[str, str] = {}
         self.export: Any = None
+        self._lock = threading.Lock()
+        self.in_flight: dict[str, dict[str, float]] = {name: {} for name in cfg.metrics}   # claimed traces
+        self.reserved: dict[str, float] = {name: 0.0 for name in cfg.metrics}              # budget held by passes
+        self.limits: dict[str, ProcessLimits] = {}                                          # per judge spec
         if cfg.export is not None:
             from assay.monitor.export import EvaluationExporter
 
@@ -99,22 +146,51 @@ class OnlineScorer:
     def _metric(self, mc: MetricConfig, since_ns: int | None, until_ns: int | None,
                 everything: bool) -> dict[str, int]:
         counts = {SCORED: 0, SKIPPED: 0, "errored": 0, "sampled_out": 0}
-        now = time.time()
-        limit = 100_000 if everything else max(self.cfg.batch * 20, 1000)
-        due = self.log.due(mc.name, completed_since=None if everything else self.watermark[mc.name],
-                           start_since_ns=since_ns, start_until_ns=until_ns, retry_before=now - self.cfg.retry_after,
-                           limit=limit)
-        picked = [t for t in due if sampled(t["trace_id"], mc.name, mc.sample)]
+        due, picked = self._claim(mc, since_ns, until_ns, everything)
         counts["sampled_out"] = len(due) - len(picked)
         untried: list[dict[str, Any]] = []       # left for a later pass: the watermark stays before them
+        try:
+            self._batches(mc, picked, counts, untried)
+        finally:
+            with self._lock:
+                for t in picked:
+                    self.in_flight[mc.name].pop(t["trace_id"], None)
+                if not everything:
+                    self._advance(mc.name, due, untried)
+        return counts
+
+    def _claim(self, mc: MetricConfig, since_ns: int | None, until_ns: int | None,
+               everything: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The due traces no other pass has in flight, and those of them the sample picks, claimed."""
+        limit = 100_000 if everything else max(self.cfg.batch * 20, 1000)
+        with self._lock:
+            mine = self.in_flight[mc.name]
+            due = self.log.due(mc.name, completed_since=None if everything else self.watermark[mc.name],
+                               start_since_ns=since_ns, start_until_ns=until_ns,
+                               retry_before=time.time() - self.cfg.retry_after, limit=limit)
+            due = [t for t in due if t["trace_id"] not in mine]
+            picked = [t for t in due if sampled(t["trace_id"], mc.name, mc.sample)]
+            for t in picked:
+                mine[t["trace_id"]] = t["completed_at"]
+        return due, picked
+
+    def _batches(self, mc: MetricConfig, picked: list[dict[str, Any]], counts: dict[str, int],
+                 untried: list[dict[str, Any]]) -> None:
         step = self.cfg.batch
         for i in range(0, len(picked), step):
-            left = self._budget_left(mc)
+            left = self._hold_budget(mc)
             if left is not None and left <= 0:
+                with self._lock:
+                    self.reserved[mc.name] -= left
                 self._pause(mc, f"the budget of ${mc.max_cost_per_hour:g} an hour is spent")
                 untried.extend(picked[i:])
                 break
-            got = self.score(mc, picked[i:i + step], max_cost=left)
+            try:
+                got = self.score(mc, picked[i:i + step], max_cost=left)
+            finally:
+                if left is not None:
+                    with self._lock:
+                        self.reserved[mc.name] -= left
             untried.extend(got.pop("untried_traces"))
             for k in (SCORED, SKIPPED):
                 counts[k] += got[k]
@@ -124,14 +200,13 @@ class OnlineScorer:
                     self._pause(mc, f"the budget of ${mc.max_cost_per_hour:g} an hour is spent")
                 untried.extend(picked[i + step:])   # the judge is down, the budget spent: the rest waits
                 break
-        if not everything:
-            self._advance(mc.name, due, untried)
-        return counts
 
     def _advance(self, metric: str, due: list[dict[str, Any]], untried: list[dict[str, Any]]) -> None:
         """Move the metric's watermark past the new traces this pass looked at, but not past one
-        it left untried (the budget, an outage), so a later pass finds it again."""
+        it left untried (the budget, an outage) nor past one another pass has in flight, so a later
+        pass finds it again. Called under the lock."""
         waiting = [t["completed_at"] for t in untried if t["attempts"] == 0]
+        waiting += [c for c in self.in_flight[metric].values() if c is not None]
         fresh = [t["completed_at"] for t in due if t["attempts"] == 0]
         if waiting:
             self.watermark[metric] = max(self.watermark[metric], min(waiting))
@@ -142,6 +217,19 @@ class OnlineScorer:
         if mc.max_cost_per_hour is None:
             return None
         return mc.max_cost_per_hour - self.log.spent(mc.name, time.time() - HOUR)
+
+    def _hold_budget(self, mc: MetricConfig) -> float | None:
+        """The cost cap of the next batch, held until it is stored: what is left of the hour's
+        budget less what the passes running beside it hold; half of that while they run, so
+        passes side by side never spend more than the budget together."""
+        if mc.max_cost_per_hour is None:
+            return None
+        spent = self.log.spent(mc.name, time.time() - HOUR)
+        with self._lock:
+            free = mc.max_cost_per_hour - spent - self.reserved[mc.name]
+            cap = free / 2 if self.reserved[mc.name] > 0 else free
+            self.reserved[mc.name] += cap
+        return cap
 
     def _pause(self, mc: MetricConfig, why: str) -> None:
         if self.paused.get(mc.name) != why:
@@ -205,9 +293,10 @@ class OnlineScorer:
         untried = False
         run_id: str | None = None
         failure: str | None = None
+        judge, timeout, attempts = self._judge(mc)
         try:
-            res = evaluate(records, metrics=[mc.name], judge=mc.judge, store=self.store, name=name,
-                           options=mc.options or None, timeout=mc.timeout, max_attempts=mc.max_attempts,
+            res = evaluate(records, metrics=[mc.name], judge=judge, store=self.store, name=name,
+                           options=mc.options or None, timeout=timeout, max_attempts=attempts,
                            max_consecutive_failures=mc.max_consecutive_failures, max_cost=max_cost, workers=1)
             run_id = res.run.get("run_id")
         except BudgetExceeded as e:      # the rows scored are stored; the others were never tried
@@ -227,6 +316,24 @@ class OnlineScorer:
         if run_id is None:
             return
         self._collect(mc, run_id, outcomes, self._run_cost(run_id))
+
+    def _judge(self, mc: MetricConfig) -> tuple[Any, float | None, int | None]:
+        """The judge of a batch, with the limits every pass of this process shares: a model of
+        its own (each pass runs its own event loop) whose limiter takes its leases from the
+        judge's :class:`ProcessLimits`. Returns the judge and the timeout / attempts still to
+        give :func:`~assay.engine.evaluate.evaluate` (None once they are the limiter's)."""
+        if not isinstance(mc.judge, str) or not mc.judge:
+            return mc.judge, mc.timeout, mc.max_attempts
+        from assay.engine.evaluate import resolve_judge
+
+        model, _ = resolve_judge(mc.judge, [], None, timeout=mc.timeout, max_attempts=mc.max_attempts)
+        limiter = getattr(model, "limiter", None)
+        if limiter is None or not hasattr(limiter, "share"):
+            return mc.judge, mc.timeout, mc.max_attempts
+        with self._lock:
+            shared = self.limits.setdefault(mc.judge, ProcessLimits(getattr(limiter, "concurrency", 16)))
+        limiter.share(shared)
+        return model, None, None
 
     def _run_cost(self, run_id: str) -> float | None:
         """What the run's judge calls cost (USD; every session's, also of a run the budget stopped)."""
