@@ -150,6 +150,8 @@ def test_overlapping_passes_never_score_a_trace_twice(tmp_path, monkeypatch, jud
             assert _attempts(st) == {tid: ("scored", 1) for tid in [first, *ids]}
             assert len(judge.requests) == 4
             assert MonitorLog(st).due("coherence") == []
+            (limits,) = scorer.limits.values()     # one set of judge limits for both passes
+            assert limits.peak >= 2 and limits.in_flight == 0
         finally:
             judge.release()
             st.close()
