@@ -98,3 +98,14 @@ def post(url: str, body: bytes, content_type: str = "application/x-protobuf", *,
     except urllib.error.HTTPError as e:
         with e:
             return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def record_window(log: Any, start_s: int, values: list[float], tag: str, metric: str = "tool_errors") -> None:
+    """Store one window of scored traces in ``log`` (a :class:`~assay.store.monitor.MonitorLog`):
+    a trace per value of ``metric``, started from ``start_s`` on, ids ``TAG-0000``, ``TAG-0001`` ..."""
+    log.record(metric, [
+        {"trace_id": f"{tag}-{i:04d}", "status": "scored", "start_ns": start_s * 10**9 + i, "completed_at": 1.0,
+         "scored_at": 2.0, "scores": [{metric: {"value": v, "score": v, "passed": v == 0, "result": "pass",
+                                                "reason": None, "status": "completed", "threshold": 0.0}}]}
+        for i, v in enumerate(values)])
+

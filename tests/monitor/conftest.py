@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from assay.store import Store
+from assay.store.monitor import MonitorLog
 from tests.helpers.postgres_server import PostgresServer, pg_bin
 
 
@@ -13,3 +15,12 @@ def postgres_url():
     server = PostgresServer().start()
     yield server.url
     server.stop()
+
+
+@pytest.fixture
+def log(tmp_path):
+    """The monitor's score log over a fresh SQLite store."""
+    st = Store(str(tmp_path / "a.db"))
+    yield MonitorLog(st)
+    st.close()
+

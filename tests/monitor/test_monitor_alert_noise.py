@@ -7,30 +7,14 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 from assay.monitor.alerts import AlertChecker
 from assay.monitor.config import parse_config
-from assay.store import Store
-from assay.store.monitor import MonitorLog
+from tests.helpers.monitor import record_window
 
 W = 15 * 60          # 15m windows: 96 a day
 T0 = 1_700_006_400   # a day boundary (s)
 
 
-@pytest.fixture
-def log(tmp_path):
-    st = Store(str(tmp_path / "a.db"))
-    yield MonitorLog(st)
-    st.close()
-
-
-def _window(log: MonitorLog, start_s: int, values: list[float], tag: str) -> None:
-    log.record("tool_errors", [
-        {"trace_id": f"{tag}-{i:04d}", "status": "scored", "start_ns": start_s * 10**9 + i, "completed_at": 1.0,
-         "scored_at": 2.0, "scores": [{"tool_errors": {"value": v, "score": v, "passed": v == 0, "result": "pass",
-                                                       "reason": None, "status": "completed", "threshold": 0.0}}]}
-        for i, v in enumerate(values)])
 
 
 def _unchanged(rng: random.Random) -> list[float]:
@@ -44,7 +28,7 @@ CONFIG = "metrics:\n  tool_errors:\n    window: 15m\n    min_traces: 5\n    aler
 def test_no_regression_stays_quiet_over_a_day_of_an_unchanged_app(log):
     rng = random.Random(2)
     for k in range(96):
-        _window(log, T0 + k * W, _unchanged(rng), f"w{k}")
+        record_window(log, T0 + k * W, _unchanged(rng), f"w{k}")
     r = AlertChecker(log.store, parse_config(CONFIG)).check(T0 * 10**9, now_ns=(T0 + 96 * W) * 10**9)
     assert len(r["metrics"]["tool_errors"]["windows"]) == 96
     assert [(e["state"], e["window_start_ns"], e["figure"], e["ci_low"]) for e in r["events"]] == []
@@ -54,8 +38,8 @@ def test_no_regression_stays_quiet_over_a_day_of_an_unchanged_app(log):
 def test_no_regression_still_fires_on_the_window_of_a_real_drop(log):
     rng = random.Random(3)
     for k in range(8):
-        _window(log, T0 + k * W, _unchanged(rng), f"w{k}")
+        record_window(log, T0 + k * W, _unchanged(rng), f"w{k}")
     bad = [float((rng.random() < 0.5) + (rng.random() < 0.5)) for _ in range(12)]    # tool calls fail at 50%
-    _window(log, T0 + 8 * W, bad, "bad")
+    record_window(log, T0 + 8 * W, bad, "bad")
     r = AlertChecker(log.store, parse_config(CONFIG)).check(T0 * 10**9, now_ns=(T0 + 9 * W) * 10**9)
     assert [(e["state"], e["window_start_ns"]) for e in r["events"]] == [("firing", (T0 + 8 * W) * 10**9)]

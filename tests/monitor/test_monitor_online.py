@@ -22,7 +22,7 @@ from assay.monitor.scoring import OnlineScorer
 from assay.store import Store
 from assay.store.monitor import MonitorLog
 from tests.helpers.fake_openai_server import FakeOpenAI
-from tests.helpers.monitor import ROOT, Receiver, env
+from tests.helpers.monitor import ROOT, Receiver, env, record_window
 
 
 class Hook:
@@ -225,19 +225,6 @@ metrics:
         fake.stop()
 
 
-@pytest.fixture
-def log(tmp_path):
-    st = Store(str(tmp_path / "a.db"))
-    yield MonitorLog(st)
-    st.close()
-
-
-def _window(log: MonitorLog, start_s: int, values: list[float], tag: str) -> None:
-    log.record("tool_errors", [
-        {"trace_id": f"{tag}{i:04d}", "status": "scored", "start_ns": start_s * 10**9 + i, "completed_at": 1.0,
-         "scored_at": 2.0, "scores": [{"tool_errors": {"value": v, "score": v, "passed": v == 0, "result": "pass",
-                                                       "reason": None, "status": "completed", "threshold": 0.0}}]}
-        for i, v in enumerate(values)])
 
 
 def test_a_rule_fires_only_when_the_interval_is_wholly_on_the_wrong_side(log):
@@ -245,19 +232,19 @@ def test_a_rule_fires_only_when_the_interval_is_wholly_on_the_wrong_side(log):
 
     cfg = parse_config("metrics:\n  tool_errors:\n    window: 10s\n    min_traces: 3\n"
                        "    alerts: ['tool_errors.mean<=0.3']\n")
-    _window(log, 1000, [0.0] * 12, "a")                   # mean 0: right side
-    _window(log, 1010, [0.0] * 6 + [1.0] * 4, "b")         # mean 0.4, interval across 0.3: no change
+    record_window(log, 1000, [0.0] * 12, "a")                   # mean 0: right side
+    record_window(log, 1010, [0.0] * 6 + [1.0] * 4, "b")         # mean 0.4, interval across 0.3: no change
     checker = AlertChecker(log.store, cfg)
     r = checker.check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
     rule = r["metrics"]["tool_errors"]["rules"][0]
     assert rule["last"]["ci_low"] < 0.3 < rule["last"]["ci_high"] and rule["last"]["side"] is None
     assert r["firing"] == [] and log.alerts() == []
-    _window(log, 1020, [1.0] * 9 + [0.0], "c")             # mean 0.9, wholly above: fires
-    _window(log, 1030, [0.0] * 6 + [1.0] * 4, "d")         # across the bound again: still firing
+    record_window(log, 1020, [1.0] * 9 + [0.0], "c")             # mean 0.9, wholly above: fires
+    record_window(log, 1030, [0.0] * 6 + [1.0] * 4, "d")         # across the bound again: still firing
     r = checker.check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
     assert [(a["state"], a["window_start_ns"]) for a in log.alerts()] == [("firing", 1020 * 10**9)]
     assert len(r["firing"]) == 1
-    _window(log, 1040, [0.0] * 10, "e")                    # wholly below: clears
+    record_window(log, 1040, [0.0] * 10, "e")                    # wholly below: clears
     r = checker.check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
     assert [a["state"] for a in log.alerts()] == ["firing", "cleared"] and r["firing"] == []
     again = checker.check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
@@ -268,9 +255,9 @@ def test_no_regression_against_the_previous_window(log):
     from assay.monitor.alerts import AlertChecker
 
     cfg = parse_config("metrics:\n  tool_errors:\n    window: 10s\n    min_traces: 3\n    alerts: [no-regression]\n")
-    _window(log, 1000, [0.0] * 10, "a")
-    _window(log, 1010, [0.0] * 9 + [1.0], "b")             # a little worse: not significant
-    _window(log, 1020, [1.0] * 8 + [0.0] * 2, "c")         # significantly worse: fires
+    record_window(log, 1000, [0.0] * 10, "a")
+    record_window(log, 1010, [0.0] * 9 + [1.0], "b")             # a little worse: not significant
+    record_window(log, 1020, [1.0] * 8 + [0.0] * 2, "c")         # significantly worse: fires
     r = AlertChecker(log.store, cfg).check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
     (ev,) = r["events"]
     assert ev["state"] == "firing" and ev["window_start_ns"] == 1020 * 10**9 and ev["ci_low"] > 0
@@ -363,9 +350,9 @@ def test_no_regression_against_a_named_baseline_run(log):
                    store=log.store, name="release-41")
     cfg = parse_config("metrics:\n  tool_errors:\n    window: 10s\n    min_traces: 3\n    baseline: release-41\n"
                        "    alerts: [no-regression]\n")
-    _window(log, 1000, [0.0] * 10, "a")                    # as good as the baseline
-    _window(log, 1010, [1.0] * 7 + [0.0] * 3, "b")         # significantly worse than it: fires
-    _window(log, 1020, [0.0] * 10, "c")                    # as good again: clears
+    record_window(log, 1000, [0.0] * 10, "a")                    # as good as the baseline
+    record_window(log, 1010, [1.0] * 7 + [0.0] * 3, "b")         # significantly worse than it: fires
+    record_window(log, 1020, [0.0] * 10, "c")                    # as good again: clears
     r = AlertChecker(log.store, cfg).check(since_ns=1000 * 10**9, until_ns=1100 * 10**9, now_ns=1100 * 10**9)
     assert [(e["state"], e["window_start_ns"] // 10**9) for e in r["events"]] == [("firing", 1010), ("cleared", 1020)]
     assert r["events"][0]["ci_high"] > r["events"][0]["ci_low"] > 0           # the difference from the baseline

@@ -7,31 +7,15 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 from assay.monitor.alerts import AlertChecker
 from assay.monitor.config import parse_config
-from assay.store import Store
-from assay.store.monitor import MonitorLog
+from tests.helpers.monitor import record_window
 
 W = 5 * 60           # 5m windows: 288 a day
 T0 = 1_700_006_400   # a day boundary (s)
 CONFIG = "metrics:\n  tool_errors:\n    window: 5m\n    min_traces: 5\n    alerts: ['tool_errors.mean<=0.3']\n"
 
 
-@pytest.fixture
-def log(tmp_path):
-    st = Store(str(tmp_path / "a.db"))
-    yield MonitorLog(st)
-    st.close()
-
-
-def _window(log: MonitorLog, start_s: int, values: list[float], tag: str) -> None:
-    log.record("tool_errors", [
-        {"trace_id": f"{tag}-{i:04d}", "status": "scored", "start_ns": start_s * 10**9 + i, "completed_at": 1.0,
-         "scored_at": 2.0, "scores": [{"tool_errors": {"value": v, "score": v, "passed": v == 0, "result": "pass",
-                                                       "reason": None, "status": "completed", "threshold": 0.0}}]}
-        for i, v in enumerate(values)])
 
 
 def _unchanged(rng: random.Random) -> list[float]:
@@ -42,9 +26,9 @@ def _unchanged(rng: random.Random) -> list[float]:
 def test_small_windows_of_an_unchanged_app_never_fire(log):
     rng = random.Random(7)
     for k in range(288):
-        _window(log, T0 + k * W, _unchanged(rng), f"w{k}")
+        record_window(log, T0 + k * W, _unchanged(rng), f"w{k}")
     # the benchmark's false alert: 4 of 6 traces with a failed tool call (true mean 0.1)
-    _window(log, T0 + 288 * W, [1.0, 1.0, 1.0, 1.0, 0.0, 0.0], "unlucky")
+    record_window(log, T0 + 288 * W, [1.0, 1.0, 1.0, 1.0, 0.0, 0.0], "unlucky")
     r = AlertChecker(log.store, parse_config(CONFIG)).check(T0 * 10**9, now_ns=(T0 + 289 * W) * 10**9)
     assert len(r["metrics"]["tool_errors"]["windows"]) == 289
     assert [(e["state"], e["window_start_ns"], e["n"], e["figure"], e["ci_low"]) for e in r["events"]] == []
@@ -54,8 +38,8 @@ def test_small_windows_of_an_unchanged_app_never_fire(log):
 def test_a_real_drop_still_fires_in_its_window(log):
     rng = random.Random(3)
     for k in range(8):
-        _window(log, T0 + k * W, _unchanged(rng), f"w{k}")
+        record_window(log, T0 + k * W, _unchanged(rng), f"w{k}")
     bad = [float((rng.random() < 0.5) + (rng.random() < 0.5)) for _ in range(12)]    # tool calls fail at 50%
-    _window(log, T0 + 8 * W, bad, "bad")
+    record_window(log, T0 + 8 * W, bad, "bad")
     r = AlertChecker(log.store, parse_config(CONFIG)).check(T0 * 10**9, now_ns=(T0 + 9 * W) * 10**9)
     assert [(e["state"], e["window_start_ns"]) for e in r["events"]] == [("firing", (T0 + 8 * W) * 10**9)]

@@ -112,10 +112,16 @@ def fmt(v: Any, digits: int = 3) -> str:
     return safe(v)
 
 
-def open_store(url: str | None) -> Any:
+def store_or_off(url: str | None) -> Any:
+    """The store results are saved in, or None where saving is off (``--store off``, ``$ASSAY_STORE=off``)."""
     from assay.store import open_store as _open
 
-    st = _open(url or None)
+    return _open(url or None)
+
+
+def open_store(url: str | None) -> Any:
+    """The store a command reads; saving turned off is an error naming how it was turned off."""
+    st = store_or_off(url)
     if st is None:
         how = "--store off" if url and url.strip() else "$ASSAY_STORE=off"
         raise AssayError(f"the store is turned off ({how}); name a store with --store")

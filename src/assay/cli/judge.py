@@ -9,7 +9,19 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from assay.cli.common import STORE_OPT, err, fmt, open_store, out, print_json, progress_bar, safe, text_arg, when
+from assay.cli.common import (
+    STORE_OPT,
+    err,
+    fmt,
+    open_store,
+    out,
+    print_json,
+    progress_bar,
+    safe,
+    store_or_off,
+    text_arg,
+    when,
+)
 from assay.errors import AssayError
 
 app = typer.Typer(no_args_is_help=True, help="Measure a judge before trusting it; list and show the checks kept.")
@@ -111,14 +123,13 @@ def check_cmd(
     errors and cost. The result is kept in the store (`assay judge list`, `assay judge show`,
     and the dashboard beside the runs that used this judge)."""
     from assay.engine.judge_check import check_judge, check_record, judge_metrics, resolve_check_judge, save_check
-    from assay.store import open_store as store_or_none
 
     names = [m.strip() for m in (metrics or "").split(",") if m.strip()] or judge_metrics()
     if data is not None and not metrics:
         raise AssayError("--data needs --metrics: name the judge metric(s) your labelled rows are for")
     if split not in (None, "held", "fit", "all"):
         raise AssayError(f"--split must be held, fit or all, got {split!r}")
-    st = None if no_save else store_or_none(store or None)     # a bad --store fails before any judge call
+    st = None if no_save else store_or_off(store)     # a bad --store fails before any judge call
     model, label = resolve_check_judge(judge, concurrency)
     if data is not None:
         split = None

@@ -75,6 +75,17 @@ def band_range(lows: Sequence[float], highs: Sequence[float]) -> tuple[float, fl
     return lo - span * 0.08, hi + span * 0.08
 
 
+def y_grid(lo: float, hi: float, y: Any, left: float, plot_w: float, unit: str = "") -> list[str]:
+    """Five horizontal grid lines from ``lo`` to ``hi``, each labelled at the left (``y``: value -> pixel)."""
+    out = []
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + plot_w}" y2="{y(v):.1f}" stroke="{GRID}"/>')
+        out.append(f'<text x="{left - 6}" y="{y(v) + 3:.1f}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="end">{escape(number(v))}{escape(unit)}</text>')
+    return out
+
+
 def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760, height: int = 260) -> Markup:
     """An output's mean per run over time, with its 95% interval as a band."""
     pts = [p for p in points if p.get("mean") is not None]
@@ -93,12 +104,7 @@ def trend(points: Sequence[dict[str, Any]], *, label: str = "", width: int = 760
     def y(v: float) -> float:
         return pad_t + ph * (1 - (v - lo) / (hi - lo))
 
-    body = []
-    for k in range(5):
-        v = lo + (hi - lo) * k / 4
-        body.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{pad_l + pw}" y2="{y(v):.1f}" stroke="{GRID}"/>')
-        body.append(f'<text x="{pad_l - 6}" y="{y(v) + 3:.1f}" font-size="10" fill="{MUTED}" '
-                    f'text-anchor="end">{escape(number(v))}</text>')
+    body = y_grid(lo, hi, y, pad_l, pw)
     band = [f"{x(i):.1f},{y(h):.1f}" for i, h in enumerate(highs)] + \
            [f"{x(i):.1f},{y(lw):.1f}" for i, lw in reversed(list(enumerate(lows)))]
     body.append(f'<polygon points="{" ".join(band)}" fill="{BAR}" fill-opacity="0.15" stroke="none"/>')
@@ -178,12 +184,7 @@ def time_series(points: Sequence[dict[str, Any]], *, label: str = "", marks: Seq
     def y(v: float) -> float:
         return pad_t + ph * (1 - (v - lo) / (hi - lo))
 
-    body = []
-    for k in range(5):
-        v = lo + (hi - lo) * k / 4
-        body.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{pad_l + pw}" y2="{y(v):.1f}" stroke="{GRID}"/>')
-        body.append(f'<text x="{pad_l - 6}" y="{y(v) + 3:.1f}" font-size="10" fill="{MUTED}" '
-                    f'text-anchor="end">{escape(number(v))}{escape(unit)}</text>')
+    body = y_grid(lo, hi, y, pad_l, pw, unit)
     mid = [(p["t0"] + p["t1"]) / 2 for p in pts]
     if any(p.get("lo") is not None for p in pts):
         band = [f"{x(t):.1f},{y(h):.1f}" for t, h in zip(mid, highs)] + \

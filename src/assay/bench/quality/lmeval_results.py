@@ -46,10 +46,11 @@ def _split_key(key: str) -> tuple[str, str]:
     return metric, filt or "none"
 
 
-def _task_results(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+def _figures(name: str, figures: Any) -> dict[str, Any]:
+    """A task's or group's entry in lm-eval's ``results``: ``(lm-eval key, {mean, stderr})`` pairs as
+    ``key: mean`` and ``metric_stderr,filter: stderr`` (``"N/A"`` without one), beside its alias."""
     out: dict[str, Any] = {"alias": name}
-    for stat in entry.get("metrics", {}).values():
-        key = stat.get("lm_eval")
+    for key, stat in figures:
         if not key or stat.get("mean") is None:
             continue
         metric, filt = _split_key(key)
@@ -59,16 +60,12 @@ def _task_results(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _task_results(name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return _figures(name, ((stat.get("lm_eval"), stat) for stat in entry.get("metrics", {}).values()))
+
+
 def _group_results(name: str, group: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"alias": name}
-    for key, fig in (group.get("metrics") or {}).items():
-        if fig.get("mean") is None:
-            continue
-        metric, filt = _split_key(key)
-        out[key] = fig["mean"]
-        se = fig.get("stderr")
-        out[f"{metric}_stderr,{filt}"] = se if isinstance(se, (int, float)) else "N/A"
-    return out
+    return _figures(name, (group.get("metrics") or {}).items())
 
 
 def _arguments(task: Any, i: int, item: dict[str, Any]) -> list[list[Any]]:

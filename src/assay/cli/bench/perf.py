@@ -25,6 +25,7 @@ from assay.cli.common import (
     print_sides,
     safe,
     stage_progress,
+    store_or_off,
     text_arg,
     when,
 )
@@ -144,20 +145,13 @@ def perf_cmd(
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
                      name=text_arg(name), max_time=_durations(max_time, "--max-time"))
     cfg.check()
-    st = _bench_store(store)
+    st = store_or_off(store)
     track = text_arg(track_name) or ((cfg.name or secrets.token_hex(6)) if repeat > 1 else None)
     problems = _repeats(cfg, st, repeat=repeat, gap=gap, track=track, model_name=text_arg(model_name),
                         out_dir=out_dir, json_out=json_out, quiet=quiet)
     if problems:
         raise RunIncomplete(problems[0] if len(problems) == 1 else
                             f"{len(problems)} of {repeat} repeats did not complete: {problems[-1]}")
-
-
-def _bench_store(store: str | None) -> Any:
-    """The store runs are saved in, or None where saving is off (``--store off``, ``$ASSAY_STORE=off``)."""
-    from assay.store import open_store as open_or_off
-
-    return open_or_off(store or None)
 
 
 def _repeats(cfg: Any, st: Any, *, repeat: int, gap: float | None, track: str | None, model_name: str | None,
