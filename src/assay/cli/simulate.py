@@ -1,4 +1,4 @@
-"""``assay simulate``: adversarial, jailbreak and user simulations.
+"""``assay simulate``: adversarial, jailbreak and user simulations, and test sets from documents.
 
 Problems with the user's input raise :class:`~assay.errors.AssayError`: one line, exit 2.
 """
@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from assay.cli.common import load_target, out, progress_bar, safe
+from assay.cli.common import err, load_target, out, progress_bar, safe
 from assay.errors import AssayError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -144,3 +144,68 @@ def users_cmd(
         res = simulate_users(fn, text=body, tasks=task_list, max_conversations=max_, turns=turns, seed=seed,
                              model=model, out=out_path, concurrency=concurrency, progress=advance)
     _report(res)
+
+
+@app.command("testset")
+def testset_cmd(
+    docs: Path = typer.Option(..., "--docs", help="A folder (or file) of Markdown, text, HTML and PDF documents."),
+    n: int = typer.Option(50, "--n", "-n", help="Items to make: exactly this many, or a line saying why fewer."),
+    mix: str = typer.Option("single_hop=0.6,multi_hop=0.3,unanswerable=0.1", "--mix",
+                            help="Shares of the question types single_hop, multi_hop, unanswerable."),
+    out_path: Path | None = typer.Option(None, "--out", "-o", help="The evaluation set to write (JSONL)."),
+    model: str | None = typer.Option(None, "--model", help=MODEL_HELP.replace("simulating", "writing and checking")),
+    embedder: str | None = typer.Option(None, "--embedder", help="Embeddings for near-duplicates and neighbours: "
+                                        "embedded (default), an embedder spec, or 'words' (hashed word counts)."),
+    estimate: bool = typer.Option(False, "--estimate", help="Print the calls, tokens, cost and time; call nothing."),
+    seed: int = SEED_OPT,
+    styles: str | None = typer.Option(None, "--styles", help="Question styles, comma-separated: plain, terse, "
+                                      "verbose, misspelt, language (default: all)."),
+    language: str = typer.Option("French", "--language", help="The language of the 'language' style."),
+    personas: Path | None = typer.Option(None, "--personas", help="A file of personas who ask, one a line."),
+    shape: str = typer.Option("databricks", "--shape", help="Row shape: databricks (request, expected_response) "
+                              "or azure (query, ground_truth); both with expected_facts and expected_retrieved_context."),
+    max_tries: int | None = typer.Option(None, "--max-tries", help="Items tried at most (default 4 per item, "
+                                         "at least 20)."),
+    chunk_chars: int = typer.Option(1000, "--chunk-chars", help="Characters per chunk, about."),
+    duplicate_threshold: float | None = typer.Option(None, "--duplicate-threshold", help="Cosine similarity "
+                                                     "from which a question is a near-duplicate (default 0.93)."),
+    price: str | None = typer.Option(None, "--price", help="For --estimate: USD per 1M input,output tokens."),
+    seconds_per_call: float | None = typer.Option(None, "--seconds-per-call", help="For --estimate: seconds a call."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items tried at once."),
+    quiet: bool = QUIET_OPT,
+) -> None:
+    """Questions, reference answers and sources from your own documents (checked before kept)."""
+    from assay.simulate.testset import estimate as estimate_fn
+    from assay.simulate.testset import generate_testset
+    from assay.simulate.testset.run import read_personas
+
+    _check_count(n, "--n")
+    _check_count(concurrency, "--concurrency")
+    if max_tries is not None:
+        _check_count(max_tries, "--max-tries")
+    persona_list = read_personas(personas) if personas is not None else None
+    if estimate:
+        est, skipped = estimate_fn(docs, n=n, mix=mix, model=model, chunk_chars=chunk_chars, styles=styles,
+                                   personas=persona_list, seed=seed, language=language, max_tries=max_tries,
+                                   concurrency=concurrency, price=price, seconds_per_call=seconds_per_call)
+        for line in skipped:
+            err.print(f"[yellow]{safe(line)}[/yellow]", highlight=False, soft_wrap=True)
+        for line in est.lines():
+            out.print(safe(line), highlight=False, soft_wrap=True)
+        return
+    if out_path is None:
+        raise AssayError("give --out FILE (the evaluation set to write), or --estimate to see what it would cost")
+    with progress_bar("items", n, quiet) as advance:
+        res = generate_testset(docs, n=n, mix=mix, model=model, embedder=embedder, seed=seed, styles=styles,
+                               personas=persona_list, language=language, max_tries=max_tries,
+                               concurrency=concurrency, shape=shape, chunk_chars=chunk_chars,
+                               duplicate_threshold=duplicate_threshold, out=out_path, progress=advance)
+    for line in res.skipped_files + res.notes:
+        err.print(f"[yellow]{safe(line)}[/yellow]", highlight=False, soft_wrap=True)
+    out.print(safe(res.summary()), highlight=False, soft_wrap=True)
+    short = res.shortfall()
+    if short:
+        err.print(f"[yellow]{safe(short)}[/yellow]", highlight=False, soft_wrap=True)
+        raise typer.Exit(3)
+    out.print(f"next: assay eval {safe(out_path)} --target YOUR_APP --metrics document_recall,correctness",
+              highlight=False, soft_wrap=True)
