@@ -33,11 +33,14 @@ def _fragment(sentence: str) -> str:
 
 @dataclass
 class Brain:
-    """``choices``: distinct questions per passage (seed modulo); ``leak_every``: every k-th
+    """``choices``: distinct questions per passage (seed modulo); ``repeats``: when set, the k-th
+    question about a passage is about its sentence k // repeats (each asked ``repeats`` times);
+    ``leak_every``: every k-th
     unanswerable question quotes its own passage; ``trivia_every``: every k-th single-hop question
     is general knowledge; ``broken_every``: every k-th answer is not JSON."""
 
     choices: int = 1000
+    repeats: int = 0
     leak_every: int = 0
     trivia_every: int = 0
     broken_every: int = 0
@@ -83,14 +86,35 @@ class Brain:
         n = self._count("single")
         if self.broken_every and n % self.broken_every == 0:
             return {"content": "Sure! Here is a question: what is the leave policy?"}
-        if self.trivia_every and n % self.trivia_every == 0:
-            return _reply({"question": f'What is the capital of France ("{seed}")?', "answer": "Paris",
-                           "facts": ["Paris"]})
         ss = _sentences(passage)
-        s = ss[seed % min(self.choices, len(ss))]
+        if self.trivia_every and n % self.trivia_every == 0:
+            return _reply({"question": f'What is the capital of France, and "{_fragment(ss[0])}"?',
+                           "answer": "Paris", "facts": ["Paris"]})
+        if self.repeats:
+            s = ss[(self._count(passage) - 1) // self.repeats % len(ss)]
+        else:
+            s = ss[seed % min(self.choices, len(ss))]
         frag = _fragment(s)
         return _reply({"question": f'What does the handbook say about "{frag}"?', "answer": s, "facts": [s]})
 
 
 def _reply(obj: dict[str, Any]) -> dict[str, Any]:
     return {"content": json.dumps(obj)}
+
+
+def handbook_app(query: str, history: list | None = None, contexts: list | None = None) -> dict[str, Any]:
+    """A small retrieval app over the shipped example handbook: the two chunks sharing the most
+    words with the question, and the better one as the answer."""
+    from assay.simulate.testset.run import load_chunks
+
+    global _CHUNKS
+    if _CHUNKS is None:
+        _CHUNKS = load_chunks(EXAMPLE_DOCS)[0]
+    words = set(_norm(query).split())
+    ranked = sorted(_CHUNKS, key=lambda c: -len(words & set(_norm(c.text).split())))[:2]
+    return {"response": ranked[0].text,
+            "contexts": [{"doc_uri": c.doc_uri, "content": c.text} for c in ranked]}
+
+
+_CHUNKS: Any = None
+EXAMPLE_DOCS = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "docs"
