@@ -72,22 +72,21 @@ def read_markdown(text: str) -> list[Block]:
     para: list[str] = []
     fenced = False
 
-    def flush() -> None:
+    def flush(raw: bool = False) -> None:
         body = "\n".join(para).strip()
         if body:
-            blocks.append(Block(0, body if fenced_body else _clean(body)))
+            blocks.append(Block(0, body if raw else _clean(body)))
         para.clear()
 
-    fenced_body = False
     for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         if _FENCE.match(line):
-            if fenced:
+            if fenced:                  # the closing fence: the block stays as written
                 para.append(line)
-                flush()
-                fenced = fenced_body = False
+                flush(raw=True)
+                fenced = False
                 continue
             flush()
-            fenced = fenced_body = True
+            fenced = True
         if fenced:
             para.append(line)
             continue
@@ -100,7 +99,7 @@ def read_markdown(text: str) -> list[Block]:
             flush()
         else:
             para.append(line)
-    flush()
+    flush(raw=fenced)
     return blocks
 
 
