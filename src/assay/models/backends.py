@@ -117,6 +117,8 @@ BUILTIN: tuple[Backend, ...] = (
             chat="assay.models.local:local_model", embed="assay.models.local_embedder:local_embedder"),
     Backend("embedded", syntax="word", chat="assay.models.embedded:embedded_judge",
             embed="assay.models.embedded_embedder:embedded_embedder"),
+    Backend("anthropic", "anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)",
+            chat="assay.models.anthropic:AnthropicModel", http=True, roles=("judge", "simulator", "model")),
 )
 _BY_KIND = {b.kind: b for b in BUILTIN}
 
