@@ -119,6 +119,10 @@ BUILTIN: tuple[Backend, ...] = (
             embed="assay.models.embedded_embedder:embedded_embedder"),
     Backend("anthropic", "anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)",
             chat="assay.models.anthropic:AnthropicModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("gemini", "gemini:MODEL (e.g. gemini:gemini-2.5-flash)",
+            chat="assay.models.gemini:GeminiModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("vertex", "vertex:MODEL (e.g. vertex:gemini-2.5-flash)",
+            chat="assay.models.vertex:VertexModel", http=True, roles=("judge", "simulator", "model")),
 )
 _BY_KIND = {b.kind: b for b in BUILTIN}
 
