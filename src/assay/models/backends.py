@@ -123,6 +123,8 @@ BUILTIN: tuple[Backend, ...] = (
             chat="assay.models.gemini:GeminiModel", http=True, roles=("judge", "simulator", "model")),
     Backend("vertex", "vertex:MODEL (e.g. vertex:gemini-2.5-flash)",
             chat="assay.models.vertex:VertexModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("bedrock", "bedrock:MODEL_ID (e.g. bedrock:anthropic.claude-3-5-haiku-20241022-v1:0)", missing="model id",
+            chat="assay.models.bedrock:BedrockModel", http=True, roles=("judge", "simulator", "model")),
 )
 _BY_KIND = {b.kind: b for b in BUILTIN}
 
