@@ -125,6 +125,8 @@ BUILTIN: tuple[Backend, ...] = (
             chat="assay.models.vertex:VertexModel", http=True, roles=("judge", "simulator", "model")),
     Backend("bedrock", "bedrock:MODEL_ID (e.g. bedrock:anthropic.claude-3-5-haiku-20241022-v1:0)", missing="model id",
             chat="assay.models.bedrock:BedrockModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("litellm", "litellm:MODEL (any LiteLLM provider; pip install litellm)",
+            chat="assay.models.litellm_backend:LiteLLMModel", http=True, roles=("judge", "simulator", "model")),
 )
 _BY_KIND = {b.kind: b for b in BUILTIN}
 
