@@ -133,6 +133,7 @@ class AnthropicModel(NativeModel):
     wrap it in :class:`~assay.models.limited.LimitedModel` for retries, limits and the cache."""
 
     provider = "Anthropic Messages API"
+    kind = "anthropic"
     #: what the judge probe reports without asking (the API has no such field)
     capabilities = {"json_mode": None, "logprobs": False, "max_tokens_param": "max_tokens"}
 
@@ -157,17 +158,6 @@ class AnthropicModel(NativeModel):
         self._url = f"{base}/v1/messages"
         self._post = ProviderPost(self.name, base, timeout=self.timeout, scrub=self._key.scrub)
 
-    @property
-    def name(self) -> str:
-        return f"anthropic:{self.model}"
-
-    @property
-    def cache_identity(self) -> str:
-        return f"anthropic|{self.base_url}|{self.model}"
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel(name={self.name!r}, base_url={self.base_url!r}, stream={self.stream})"
-
     def build_body(self, messages: Messages, *, max_tokens: int | None = None,
                    temperature: float | None = 0.0, **_: Any) -> dict[str, Any]:
         """The JSON body :meth:`generate` sends (``response_format`` and ``logprobs`` have no field)."""
@@ -184,9 +174,3 @@ class AnthropicModel(NativeModel):
         if isinstance(data, bytes):
             return read_stream(self.name, data, latency, self.model)
         return read_message(self.name, data, latency, self.model)
-
-    async def generate(self, messages: Messages, *, max_tokens: int | None = None,
-                       temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
-                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
-        data, latency = await self.send(self.build_body(messages, max_tokens=max_tokens, temperature=temperature))
-        return self.read(data, latency)

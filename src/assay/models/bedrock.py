@@ -90,6 +90,7 @@ class BedrockModel(NativeModel):
     """A model behind Bedrock's Converse API (see the module doc)."""
 
     provider = "Bedrock Converse API"
+    kind = "bedrock"
     capabilities = {"json_mode": None, "logprobs": False, "max_tokens_param": "inferenceConfig.maxTokens"}
 
     def __init__(self, model: str, *, region: str | None = None, credentials: Credentials | None = None,
@@ -118,22 +119,11 @@ class BedrockModel(NativeModel):
         return text.replace(tok, "***") if tok and text else text
 
     @property
-    def name(self) -> str:
-        return f"bedrock:{self.model}"
-
-    @property
-    def cache_identity(self) -> str:
-        return f"bedrock|{self.base_url}|{self.model}"
-
-    @property
     def price_model(self) -> str:
         mid = self.model.rsplit("/", 1)[-1]                 # an ARN's last part
         mid = _PROFILE.sub("", mid)
         mid = mid.split(".", 1)[1] if "." in mid else mid    # the vendor: anthropic., amazon., meta.
         return _VERSION.sub("", mid)
-
-    def __repr__(self) -> str:
-        return f"BedrockModel(name={self.name!r}, region={self.region!r}, base_url={self.base_url!r})"
 
     def build_body(self, messages: Messages, *, max_tokens: int | None = None, temperature: float | None = 0.0,
                    **_: Any) -> dict[str, Any]:
@@ -154,9 +144,3 @@ class BedrockModel(NativeModel):
 
     def read(self, data: Any, latency: float) -> Generation:
         return read_converse(self.name, data, latency, self.model)
-
-    async def generate(self, messages: Messages, *, max_tokens: int | None = None,
-                       temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
-                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
-        data, latency = await self.send(self.build_body(messages, max_tokens=max_tokens, temperature=temperature))
-        return self.read(data, latency)

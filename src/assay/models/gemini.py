@@ -171,6 +171,7 @@ class GeminiModel(NativeModel):
     request (two when rejected log-probabilities are dropped)."""
 
     provider = "Gemini API"
+    kind = "gemini"
     gives_distributions = True
     capabilities = {"max_tokens_param": "generationConfig.maxOutputTokens"}
 
@@ -199,17 +200,6 @@ class GeminiModel(NativeModel):
         self._model_url = url
         self._headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
         self._post = ProviderPost(self.name, base, timeout=self.timeout, scrub=self._key.scrub)
-
-    @property
-    def name(self) -> str:
-        return f"gemini:{self.model}"
-
-    @property
-    def cache_identity(self) -> str:
-        return f"gemini|{self.base_url}|{self.model}"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r}, stream={self.stream})"
 
     def build_body(self, messages: Messages, *, max_tokens: int | None = None, temperature: float | None = 0.0,
                    response_format: Mapping[str, Any] | None = None, logprobs: bool = False,

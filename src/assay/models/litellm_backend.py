@@ -46,6 +46,7 @@ class LiteLLMModel(NativeModel):
     """A model behind ``litellm.acompletion`` (see the module doc)."""
 
     provider = "LiteLLM"
+    kind = "litellm"
 
     def __init__(self, model: str, *, timeout: float = 120.0, extra_body: Mapping[str, Any] | None = None,
                  **litellm_kwargs: Any):
@@ -57,19 +58,8 @@ class LiteLLMModel(NativeModel):
         self.default_concurrency = 8
 
     @property
-    def name(self) -> str:
-        return f"litellm:{self.model}"
-
-    @property
-    def cache_identity(self) -> str:
-        return f"litellm|{self.model}"
-
-    @property
     def price_model(self) -> str:
         return self.model.rsplit("/", 1)[-1]
-
-    def __repr__(self) -> str:
-        return f"LiteLLMModel(name={self.name!r})"
 
     def build_body(self, messages: Messages, *, max_tokens: int | None = None, temperature: float | None = 0.0,
                    response_format: Mapping[str, Any] | None = None, logprobs: bool = False,
@@ -116,12 +106,7 @@ class LiteLLMModel(NativeModel):
             return ModelCallError(f"{self.name}: connection failed: {text}", kind="connection", retryable=True)
         return ModelCallError(f"{self.name}: {kind}: {text}", kind="bad_request")
 
-    async def generate(self, messages: Messages, *, max_tokens: int | None = None,
-                       temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
-                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
-        body = self.build_body(messages, max_tokens=max_tokens, temperature=temperature,
-                               response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
-        data, latency = await self.send(body)
+    def read(self, data: Any, latency: float) -> Generation:
         return read_generation(self.name, data, latency, self.model)
 
     async def aclose(self) -> None:

@@ -273,12 +273,41 @@ class NativeModel:
 
     gives_distributions = False
     provider = "provider"
+    kind = "provider"             # the spec's prefix
     _post: ProviderPost
     model: str
+    base_url = ""
 
     @property
-    def name(self) -> str:  # pragma: no cover - every subclass names itself
+    def name(self) -> str:
+        return f"{self.kind}:{self.model}"
+
+    @property
+    def cache_identity(self) -> str:
+        """Endpoint and model (never a credential): what the cache key says about this model."""
+        return f"{self.kind}|{self.base_url}|{self.model}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    def build_body(self, messages: Messages, **kw: Any) -> dict[str, Any]:  # pragma: no cover - per provider
         raise NotImplementedError
+
+    async def send(self, body: Mapping[str, Any]) -> tuple[Any, float]:  # pragma: no cover - per provider
+        raise NotImplementedError
+
+    def read(self, data: Any, latency: float) -> Generation:  # pragma: no cover - per provider
+        raise NotImplementedError
+
+    async def generate(self, messages: Messages, *, max_tokens: int | None = None,
+                       temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
+                       logprobs: bool = False, top_logprobs: int | None = None) -> Generation:
+        """One request: :meth:`build_body`, :meth:`send`, :meth:`read` (a field the provider has
+        no use for is left out by its ``build_body``)."""
+        body = self.build_body(messages, max_tokens=max_tokens, temperature=temperature,
+                               response_format=response_format, logprobs=logprobs, top_logprobs=top_logprobs)
+        data, latency = await self.send(body)
+        return self.read(data, latency)
 
     @property
     def price_model(self) -> str:

@@ -52,6 +52,7 @@ class VertexModel(GeminiModel):
     """A Gemini model on Vertex AI (see the module doc)."""
 
     provider = "Vertex AI"
+    kind = "vertex"
 
     def __init__(self, model: str, *, project: str | None = None, location: str | None = None,
                  access_token: str | None = None, base_url: str | None = None, timeout: float = 120.0,
@@ -72,10 +73,6 @@ class VertexModel(GeminiModel):
         self._token_lock: asyncio.Lock | None = None
         url = f"{base}/v1/projects/{project}/locations/{loc}/publishers/google/models/{model}"
         self._setup(model, base, url, dict(headers or {}), timeout, stream, extra_body)
-
-    @property
-    def name(self) -> str:
-        return f"vertex:{self.model}"
 
     @property
     def cache_identity(self) -> str:
