@@ -98,6 +98,9 @@ class Wire:
     def text(self, data: Any) -> str:
         return self.read(data, 0.0).text
 
+    async def aclose(self) -> None:
+        """Close what the probe opened itself (the backend's own connections are its caller's)."""
+
     async def plain(self) -> Generation:
         """A short judgment as a run would ask it: latency and tokens."""
         if self.family == "generic":
@@ -133,6 +136,10 @@ class OpenAIWire(Wire):
             self._post = ProviderPost(self.model.name, url, timeout=getattr(self.model, "timeout", 60.0))
         data, _ = await self._post.post(url_target(url), headers, orjson.dumps(body))
         return data
+
+    async def aclose(self) -> None:
+        if self._post is not None:
+            await self._post.aclose()
 
     def read(self, data: Any, latency: float) -> Generation:
         from assay.models.openai_wire import read_generation
@@ -390,7 +397,7 @@ async def _generic(w: Wire, name: str) -> Finding:
 async def probe(model: Any, *, capabilities: tuple[str, ...] = CAPABILITIES) -> ProbeReport:
     """Probe ``model`` (a bare backend or a :class:`~assay.models.limited.LimitedModel`, whose
     backend is called directly: no cache, no retries) and report what it can do."""
-    from assay.models.pricing import cost_usd, judge_price
+    from assay.models.pricing import judge_price
 
     backend = getattr(model, "model", model) if hasattr(model, "limiter") else model
     if hasattr(backend, "ensure_model"):
@@ -399,9 +406,18 @@ async def probe(model: Any, *, capabilities: tuple[str, ...] = CAPABILITIES) -> 
     price, rep.price_source = judge_price(model)
     rep.price_per_1m = {"input": price[0], "output": price[1]} if price else None
     w = wire_of(backend)
-    order = [c for c in capabilities if c == "max_tokens_param"] + [c for c in capabilities if c != "max_tokens_param"]
+    try:
+        return await _run(w, rep, price, capabilities)
+    finally:
+        await w.aclose()
+
+
+async def _run(w: Wire, rep: ProbeReport, price: tuple[float, float] | None,
+               capabilities: tuple[str, ...]) -> ProbeReport:
+    from assay.models.pricing import cost_usd
+
     found: dict[str, Finding] = {}
-    if order and order[0] == "max_tokens_param":     # first: the later calls need the field the server takes
+    if "max_tokens_param" in capabilities:     # first: the later calls need the field the server takes
         found["max_tokens_param"] = await _finding(w, "max_tokens_param")
     try:
         g = await w.plain()
@@ -413,7 +429,7 @@ async def probe(model: Any, *, capabilities: tuple[str, ...] = CAPABILITIES) -> 
     rep.latency_s = g.latency_s
     rep.usage = g.usage.to_dict()
     rep.cost_per_call_usd = cost_usd(g.usage.input_tokens, g.usage.output_tokens, price)
-    for name in order:
+    for name in capabilities:
         if name not in found:
             found[name] = await _finding(w, name)
     rep.findings = [found[c] for c in capabilities]

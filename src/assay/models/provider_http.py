@@ -14,6 +14,11 @@ with the latency; an error status becomes :func:`provider_error`:
 * other 5xx, 408 and 409 ``server`` (retryable), 401/403 ``auth``, 404 ``not_found``, the rest
   ``bad_request``: as :func:`~assay.models.openai_wire.http_error` does for OpenAI.
 
+:class:`NativeModel` is what the backends share (the name ``KIND:MODEL``, the cache identity, the
+price from the table, ``generate`` as build body / send / read, the one-line "cannot" of
+``distribution``); :func:`split_system`, :func:`merge_turns` and :func:`finish_reason` turn chat
+messages and stop reasons into and out of the providers' shapes.
+
 Credentials never reach a message: every text quoted is passed through the backend's ``scrub``.
 """
 
