@@ -204,7 +204,7 @@ def test_estimated_cost_and_cost_index():
 
 def test_price_rows_rank_cheapest_first_and_unknown_last():
     rows = price_rows(builtin_table())
-    assert rows[0]["model"] == "gpt-5-nano" and rows[0]["rank"] == 1
+    assert rows[0]["model"] == "nova-micro" and rows[0]["rank"] == 1
     assert [r["cost_index"] for r in rows] == sorted(r["cost_index"] for r in rows)
     minis = [r for r in rows if r["model"] in ("o1-mini", "o3-mini", "o4-mini")]
     assert len({r["rank"] for r in minis}) == 1                        # equal indices share a rank

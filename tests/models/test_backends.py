@@ -74,9 +74,10 @@ def toy(tmp_path, monkeypatch):
 
 # -- the table ------------------------------------------------------------------------------------
 def test_the_built_in_rows_are_the_grammar():
-    assert KINDS == ("openai", "azure", "http", "local", "embedded") == tuple(b.kind for b in BUILTIN)
+    native = ("anthropic", "gemini", "vertex", "bedrock", "litellm")
+    assert KINDS == ("openai", "azure", "http", "local", "embedded", *native) == tuple(b.kind for b in BUILTIN)
     assert ACCEPTED_FORMS == tuple(b.form for b in BUILTIN if b.form)
-    assert [b.kind for b in BUILTIN if b.http] == ["openai", "azure", "http"]
+    assert [b.kind for b in BUILTIN if b.http] == ["openai", "azure", "http", *native]
     assert [b.kind for b in BUILTIN if "target" in b.roles] == ["http"]
     assert ROLES["target"].kinds == ("http",) and ROLES["judge"].kinds == KINDS
 

@@ -231,7 +231,7 @@ def test_parse_judge_spec(spec, kind, model, base_url, path):
     assert (js.kind, js.model, js.base_url, js.path) == (kind, model, base_url, path)
 
 
-@pytest.mark.parametrize("spec", ["gpt-4o", "anthropic:claude", "openai:", "azure:", "local:", "",
+@pytest.mark.parametrize("spec", ["gpt-4o", "cohere:command", "openai:", "azure:", "local:", "",
                                   "ftp://x/v1#m", "http://#m"])
 def test_unknown_specs_list_the_accepted_forms(spec):
     with pytest.raises(AssayError) as ei:

@@ -61,7 +61,7 @@ def test_a_local_path_expands_the_home_folder():
     ("", f"empty judge spec; accepted forms: {FORMS}"),
     ("   ", f"empty judge spec; accepted forms: {FORMS}"),
     ("gpt-4o", f"unknown judge 'gpt-4o'; accepted forms: {FORMS}"),
-    ("anthropic:claude", f"unknown judge 'anthropic:claude'; accepted forms: {FORMS}"),
+    ("cohere:command", f"unknown judge 'cohere:command'; accepted forms: {FORMS}"),
     ("default", f"unknown judge 'default'; accepted forms: {FORMS}"),
     ("openai:", f"judge 'openai:': no model named; accepted forms: {FORMS}"),
     ("azure: ", f"judge 'azure: ': no deployment named; accepted forms: {FORMS}"),

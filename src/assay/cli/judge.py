@@ -1,4 +1,5 @@
-"""``assay judge check``: measure a judge on labelled good/bad answers before trusting it."""
+"""``assay judge check``: measure a judge on labelled good/bad answers before trusting it; ``assay judge
+probe``: find out what a judge model can do (JSON mode, log-probabilities, tools, ...) before spending on it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from assay.cli.common import (
 )
 from assay.errors import AssayError
 
-app = typer.Typer(no_args_is_help=True, help="Measure a judge before trusting it; list and show the checks kept.")
+app = typer.Typer(no_args_is_help=True,
+                  help="Measure a judge before trusting it, probe what it can do; list and show the checks kept.")
 
 COLORS = {"separates": "green", "fails a control": "yellow", "does not separate": "red", "skipped": "yellow"}
 
@@ -105,7 +107,7 @@ def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -
 
 @app.command("check")
 def check_cmd(
-    judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
+    judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, anthropic:MODEL, gemini:MODEL, vertex:MODEL, bedrock:MODEL_ID, litellm:MODEL, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
     metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics, or safety (the four harms: violence, hate_unfairness, self_harm, sexual) (default: every metric a shipped calibration set covers)."),
     data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row."),
     split: str | None = typer.Option(None, "--split", help="held, fit or all rows of the shipped sets (default: held for the embedded scorers, all for a judge)."),
@@ -275,3 +277,66 @@ def print_run_check(st: Any, run: dict[str, Any]) -> None:
     missing = [m for m in judged if m not in figures]
     if missing:
         out.print(f"  not in that check: {safe(', '.join(missing))}", highlight=False, soft_wrap=True)
+
+
+def _mark(supported: bool | None) -> str:
+    return {True: "[green]yes[/green]", False: "[yellow]no[/yellow]", None: "[red]?[/red]"}[supported]
+
+
+@app.command("probe")
+def probe_cmd(
+    judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to probe (any model spec: openai:MODEL, anthropic:MODEL, gemini:MODEL, vertex:MODEL, bedrock:MODEL_ID, litellm:MODEL, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded). Default: $ASSAY_JUDGE."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds each probe call may take."),
+    json_out: bool = typer.Option(False, "--json", help="Print the findings as JSON instead of a table."),
+) -> None:
+    """Find out what a judge model can do before spending on it: JSON mode, log-probabilities, tools, the output-length parameter, reasoning, latency and price.
+
+    One cheap call per capability (a few output tokens each), sent in the backend's own wire format,
+    no call cache; prints what assay will use and what it falls back to."""
+    import os
+
+    from assay.models import resolve
+    from assay.models.probe import probe
+
+    spec = judge or os.environ.get("ASSAY_JUDGE")
+    if not spec:
+        raise AssayError("judge probe needs a judge: --judge SPEC (or $ASSAY_JUDGE)")
+    model = resolve(spec, role="judge", cache=None, timeout=timeout)
+
+    async def run() -> Any:
+        try:
+            return await probe(model)
+        finally:
+            await model.aclose()
+
+    rep = asyncio.run(run())
+    if json_out:
+        print_json(rep.to_dict())
+    else:
+        _print_probe(rep)
+    if rep.error:
+        err.print(safe(rep.error))
+        raise typer.Exit(3)
+
+
+def _print_probe(rep: Any) -> None:
+    cfg = rep.config
+    where = f" at {cfg['base_url']}" if cfg.get("base_url") else ""
+    out.print(f"[bold]{safe(rep.judge)}[/bold] ({safe(cfg.get('backend'))}{safe(where)})", highlight=False)
+    if rep.error:
+        return
+    price = rep.price_per_1m
+    money = (f"${price['input']:g} / ${price['output']:g} per 1M input / output tokens ({safe(rep.price_source)})"
+             if price else "price unknown (not in the price table: --price or $ASSAY_JUDGE_PRICE)")
+    per_call = f"${rep.cost_per_call_usd:.6f}" if rep.cost_per_call_usd is not None else "cost unknown"
+    out.print(f"a short judgment: {rep.latency_s * 1000:.0f} ms, {rep.usage.get('input_tokens', 0)} + "
+              f"{rep.usage.get('output_tokens', 0)} tokens, {per_call}; {money}", highlight=False, soft_wrap=True)
+    t = Table(title=None, show_lines=False)
+    for col in ("capability", "supported", "what the probe saw", "assay uses", "falls back to", "ms"):
+        t.add_column(col)
+    for f in rep.findings:
+        t.add_row(safe(f.name), _mark(f.supported), safe(f.detail), safe(f.uses), safe(f.fallback),
+                  f"{f.latency_s * 1000:.0f}" if f.latency_s is not None else "—")
+    out.print(t)
+    out.print(f"{rep.calls} calls; the judge's configuration is recorded with each run's judge usage",
+              highlight=False)

@@ -42,7 +42,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Attack an app with objectives per risk category and strategies; print the attack success rate."),
     ("bench", "assay.cli.bench",
      "Benchmark models: serving performance, cost, quality on tasks, embedding models."),
-    ("judge", "assay.cli.judge", "Measure a judge before trusting it; list and show the checks kept."),
+    ("judge", "assay.cli.judge", "Measure a judge before trusting it, probe what it can do; list and show the checks kept."),
     ("monitor", "assay.cli.monitor",
      "Watch a live app: receive its OpenTelemetry traces and keep them in the store."),
 )

@@ -117,6 +117,16 @@ BUILTIN: tuple[Backend, ...] = (
             chat="assay.models.local:local_model", embed="assay.models.local_embedder:local_embedder"),
     Backend("embedded", syntax="word", chat="assay.models.embedded:embedded_judge",
             embed="assay.models.embedded_embedder:embedded_embedder"),
+    Backend("anthropic", "anthropic:MODEL (e.g. anthropic:claude-sonnet-4-5)",
+            chat="assay.models.anthropic:AnthropicModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("gemini", "gemini:MODEL (e.g. gemini:gemini-2.5-flash)",
+            chat="assay.models.gemini:GeminiModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("vertex", "vertex:MODEL (e.g. vertex:gemini-2.5-flash)",
+            chat="assay.models.vertex:VertexModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("bedrock", "bedrock:MODEL_ID (e.g. bedrock:anthropic.claude-3-5-haiku-20241022-v1:0)", missing="model id",
+            chat="assay.models.bedrock:BedrockModel", http=True, roles=("judge", "simulator", "model")),
+    Backend("litellm", "litellm:MODEL (any LiteLLM provider; pip install litellm)",
+            chat="assay.models.litellm_backend:LiteLLMModel", http=True, roles=("judge", "simulator", "model")),
 )
 _BY_KIND = {b.kind: b for b in BUILTIN}
 

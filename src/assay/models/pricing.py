@@ -93,8 +93,9 @@ def judge_usage(model: Any, since: Mapping[str, int] | None = None,
                 options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """A run's judge usage: calls (generated and probability-scored), cache hits, errors, paid
     prompt and completion tokens and their cost, counted after ``since`` (a
-    :meth:`~assay.models.limited.CallStats.snapshot` taken when the run began). None for a
-    judge that keeps no counts."""
+    :meth:`~assay.models.limited.CallStats.snapshot` taken when the run began), and under ``judge``
+    the judge's configuration (:func:`~assay.models.judge_config.judge_config`). None for a judge that
+    keeps no counts."""
     stats = getattr(model, "stats", None)
     if stats is None or not hasattr(stats, "since"):
         return None
@@ -103,6 +104,9 @@ def judge_usage(model: Any, since: Mapping[str, int] | None = None,
     d["cost_usd"] = cost_usd(d["prompt_tokens"], d["completion_tokens"], price)
     d["price_per_1m"] = {"input": price[0], "output": price[1]} if price is not None else None
     d["price_source"] = source
+    from assay.models.judge_config import judge_config
+
+    d["judge"] = judge_config(model)     # the judge's configuration, recorded with the run
     return d
 
 
