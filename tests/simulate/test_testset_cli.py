@@ -81,8 +81,6 @@ def test_the_set_against_a_target_is_scored_for_correctness(server, tmp_path, ca
     assert len(rows) == len(correct) == 12
 
 
-@pytest.mark.xfail(strict=True, reason="engine/plan.py: the plan takes a target to fill only response and usage "
-                   "(TARGET_FIELDS), so a metric on the contexts a target returns is refused before the run")
 def test_the_set_against_a_target_is_scored_for_document_recall(server, tmp_path, capsys):
     out, items = _make_set(server, tmp_path, capsys)
     code = run(["eval", str(out), "--target", "tests.helpers.testset_brain:handbook_app", "--metrics",

@@ -36,6 +36,7 @@ from assay.records import CANONICAL_FIELDS, Record
 
 PLAN_WINDOW = 1000   # rows kept from the planning pass (the head; the worker-process decision)
 TARGET_FIELDS = frozenset({"response", "usage"})   # what a target fills in on every row
+TARGET_MAY_FILL = frozenset({"contexts"})          # what a target may return on some rows (what it retrieved)
 
 NO_ROW_HAS = "no row has "   # the start of the reason a metric is left out for want of inputs
 
@@ -157,7 +158,8 @@ def make_plan(data: Any, *, target: Callable[..., Any] | None = None, metrics: s
         raise InputError("no valid rows to evaluate", source=ds.source)
     present = set().union(*shapes)
     chosen = plan(names, list(shapes), family)
-    check_columns(chosen, present, ds.source, sum(shapes.values()))
+    check_columns(chosen, present | (TARGET_MAY_FILL if tgt is not None else set()), ds.source,
+                  sum(shapes.values()))
     thr = check_thresholds(thresholds or {}, chosen)
     named = {m.name for m in resolve([n for n in names if n != "auto"])}
     by_auto = frozenset(m.name for m in chosen if m.name not in named)
@@ -175,7 +177,7 @@ def head_settles(ds: Any, names: list[str], shapes: Mapping[frozenset[str], int]
         ds.check_mapping(target=tgt is not None)
     except InputError:
         return False
-    present = set().union(*shapes)
+    present = set().union(*shapes) | (TARGET_MAY_FILL if tgt is not None else set())
     for m in resolve(names):
         for req in m.requires:
             if not any(a in present for a in (req if isinstance(req, tuple) else (req,))):
