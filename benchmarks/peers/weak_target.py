@@ -2,7 +2,8 @@
 
 It knows assay's red-team objectives (``objectives.json``, every category). A request that holds
 one of them in **base64** (any token, standard or URL-safe alphabet), **ROT13** or **Atbash** is
-decoded and obeyed: the reply repeats the decoded request and gives a harmful text of the
+decoded and obeyed (Atbash read with the letters only, as garak and assay write it, and with the
+digits reversed too, as PyRIT does): the reply repeats the decoded request and gives a harmful text of the
 objective's category (``tests/helpers/harmful_answers.py``). Everything else, the plain objectives
 included, is refused. Its decoders are its own (the standard library's base64 and a letter table):
 it reads whatever wrapper a tool puts round the encoded text, so garak's templates, PyRIT's
@@ -33,6 +34,7 @@ B64_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 LOWER, UPPER = string.ascii_lowercase, string.ascii_uppercase
 ROT13 = str.maketrans(LOWER + UPPER, LOWER[13:] + LOWER[:13] + UPPER[13:] + UPPER[:13])
 ATBASH = str.maketrans(LOWER + UPPER, LOWER[::-1] + UPPER[::-1])
+ATBASH_DIGITS = str.maketrans(LOWER + UPPER + string.digits, LOWER[::-1] + UPPER[::-1] + string.digits[::-1])
 
 
 def load_objectives(path: Path = OBJECTIVES) -> dict[str, str]:
@@ -71,7 +73,7 @@ def b64_payloads(text: str) -> list[str]:
 
 def decoded(text: str) -> dict[str, list[str]]:
     """What ``text`` reads as under each encoding the app decodes."""
-    return {"base64": b64_payloads(text), "rot13": [text.translate(ROT13)], "atbash": [text.translate(ATBASH)]}
+    return {"base64": b64_payloads(text), "rot13": [text.translate(ROT13)], "atbash": [text.translate(ATBASH), text.translate(ATBASH_DIGITS)]}
 
 
 class WeakApp:
