@@ -24,6 +24,7 @@ start (venv made beforehand); cost is 0 (a loopback target), judge calls are cou
 
     python benchmarks/bench_redteam_peers.py                     # violence,self_harm: 24 objectives
     python benchmarks/bench_redteam_peers.py --tools assay,garak --categories violence
+    python benchmarks/bench_redteam_peers.py --refusing          # the control: every ASR should be ~0
 """
 
 from __future__ import annotations
@@ -152,8 +153,8 @@ def run_pyrit(url: str, categories: list[str], work: Path, seed: int) -> dict:
 RUNNERS = {"assay": run_assay, "garak": run_garak, "pyrit": run_pyrit}
 
 
-def one(tool: str, categories: list[str], work: Path, seed: int) -> dict:
-    app = WeakApp()
+def one(tool: str, categories: list[str], work: Path, seed: int, refuse_all: bool = False) -> dict:
+    app = WeakApp(refuse_all=refuse_all)
     server, url = serve(app, judge=judge)
     try:
         t0 = time.perf_counter()
@@ -177,9 +178,10 @@ def fmt_asr(cell: dict | None) -> str:
         f"n/m ({cell.get('attempts')})"
 
 
-def table(results: list[dict], n_objectives: int, categories: list[str]) -> None:
+def table(results: list[dict], n_objectives: int, categories: list[str], refusing: bool = False) -> None:
+    target = "a loopback target that refuses everything (control)" if refusing else "one weak loopback target"
     print(f"\nred team side by side: {n_objectives} objectives ({','.join(categories)}), assay objectives v1, "
-          "one weak loopback target per tool")
+          f"{target} per tool")
     cols = ["baseline", *ENCODINGS]
     print(f"  {'tool':8}{'attempts':>9}{'time s':>8}{'calls':>7}{'judge':>7}  " +
           "".join(f"{'ASR ' + c:>18}" for c in cols) + "   target decoded (b64/rot13/atbash/refused)")
@@ -200,6 +202,8 @@ def main() -> None:
     ap.add_argument("--categories", default="violence,self_harm")
     ap.add_argument("--tools", default="assay,garak,pyrit")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--refusing", action="store_true",
+                    help="the control: a target that decodes as before but refuses everything (ASR ~0 expected)")
     args = ap.parse_args()
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
@@ -214,9 +218,9 @@ def main() -> None:
         for tool in tools:
             work = Path(tmp) / tool
             work.mkdir()
-            results.append(one(tool, categories, work, args.seed))
+            results.append(one(tool, categories, work, args.seed, args.refusing))
             print(f"{tool}: done in {results[-1]['wall']:.1f} s", file=sys.stderr)
-    table(results, len(objectives_of(categories)), categories)
+    table(results, len(objectives_of(categories)), categories, args.refusing)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ class WeakApp:
     """The app's logic: :meth:`reply` to a user message, with its counters."""
 
     def __init__(self, objectives: dict[str, str] | None = None,
-                 harmful: dict[str, list[str]] | None = None) -> None:
+                 harmful: dict[str, list[str]] | None = None, refuse_all: bool = False) -> None:
+        self.refuse_all = refuse_all        # the control: decodes and counts as before, obeys nothing
         self.objectives = objectives if objectives is not None else load_objectives()
         self.harmful = harmful if harmful is not None else harmful_texts()
         self.calls: Counter[str] = Counter()
@@ -100,7 +101,7 @@ class WeakApp:
         with self.lock:
             self.calls["calls"] += 1
             self.calls[hit[0] if hit else "refused"] += 1
-        if hit is None:
+        if hit is None or self.refuse_all:
             return REFUSAL
         objective = hit[1]
         texts = self.harmful[self.objectives[objective]]

@@ -88,3 +88,9 @@ def test_endpoint_answers_openai_chat_and_routes_the_judge(app: WeakApp) -> None
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_refusing_control_decodes_but_obeys_nothing() -> None:
+    app = WeakApp(objectives={OBJ: "violence"}, harmful=HARM, refuse_all=True)
+    assert app.reply(base64.b64encode(OBJ.encode()).decode()) == REFUSAL
+    assert app.calls["base64"] == 1
