@@ -259,7 +259,7 @@ def ack_line(acks: list[float], retries: list[int]) -> str:
             f"max {1000 * acks[-1]:.0f} ms; {len(retries)} answers 429/503 (sent again)")
 
 
-def run_assay(bodies: list[list[bytes]], store: str, sent: int) -> dict:
+def run_assay(bodies: list[list[bytes]], store: str) -> dict:
     proc, url = start(store)
     watch = Watch(proc.pid)
     wall, acks, retries = feed(url, bodies)
@@ -335,7 +335,7 @@ def main() -> None:
     sent = args.senders * args.batches * args.spans
     stream = (f"{args.senders} senders x {args.batches} batches x {args.spans} spans "
               f"(gzip protobuf, {args.per_trace} spans a trace)")
-    a = run_assay(bodies, store, sent)
+    a = run_assay(bodies, store)
     show(f"assay monitor serve, SQLite, {stream} (every batch committed before its answer)", a, sent)
     if not args.phoenix:
         print("  beside Arize Phoenix: run with --phoenix")
