@@ -109,3 +109,40 @@ def record_window(log: Any, start_s: int, values: list[float], tag: str, metric:
                                                 "reason": None, "status": "completed", "threshold": 0.0}}]}
         for i, v in enumerate(values)])
 
+
+
+class Served:
+    """The receiver of ``assay monitor serve`` in this process (its Starlette app and ingest queue
+    under uvicorn, on a thread, on a free loopback port): ``url`` is its ``/v1/traces`` address,
+    ``ingest`` its queue. ``with Served(store) as rx: ...``; leaving stores what is queued."""
+
+    def __init__(self, store: Any, quiet_period: float = 30.0):
+        import socket
+        import threading
+
+        import uvicorn
+
+        from assay.monitor.ingest import Ingest
+        from assay.monitor.receiver import create_app
+        from assay.store.spans import SpanLog
+
+        self.ingest = Ingest(SpanLog(store), quiet_period=quiet_period)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/traces"
+        cfg = uvicorn.Config(create_app(self.ingest), log_level="warning", access_log=False)
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the in-process receiver did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.sock.close()

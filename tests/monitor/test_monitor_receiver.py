@@ -138,7 +138,9 @@ def test_bad_bodies_get_one_line(tmp_path):
         assert code == 413
         code, _, body = post(rx.url, b"[" + b" " * 50_000 + b"]", JSON, gzipped=True)   # small once compressed
         assert code == 413 and "decompressed" in json.loads(body)["message"]
-        assert post(rx.url.replace("/v1/traces", "/v1/logs"), b"{}", JSON)[0] == 404
+        assert post(rx.url.replace("/v1/traces", "/v1/metrics"), b"{}", JSON)[0] == 404
+        code, _, body = post(rx.url.replace("/v1/traces", "/v1/logs"), b"{}", JSON)   # logs are taken, not this
+        assert code == 400 and "resourceLogs" in json.loads(body)["message"]
     assert _status(str(tmp_path / "m.db"))["spans"] == 0
 
 
