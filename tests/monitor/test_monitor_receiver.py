@@ -215,8 +215,15 @@ def test_monitor_status(tmp_path, capsys):
     _chat(rec, 3)
     with Receiver(store) as rx:
         assert post(rx.url, rec.request().SerializeToString())[0] == 200
+        _wait(lambda: run(["monitor", "status", "--store", store]) == 0 and
+              f"server         running: pid {rx.proc.pid}" in capsys.readouterr().out, "the server's heartbeat")
+        assert run(["monitor", "status", "--store", store]) == 0
+        said = capsys.readouterr().out
+        assert "  queue        0 spans received, not yet committed" in said and "  scoring      off" in said
+        rx.stop()
     assert run(["monitor", "status", "--store", store]) == 0
     said = capsys.readouterr().out
+    assert "server         not running" in said                # stopped: its heartbeat removed
     assert "spans          6" in said and "traces         3 (3 complete, 0 open)" in said and "UTC" in said
     assert run(["monitor", "status", "--store", store, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)

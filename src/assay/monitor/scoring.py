@@ -130,6 +130,20 @@ class OnlineScorer:
 
             self.export = EvaluationExporter(cfg.export, say=self.say)
 
+    def backlog(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        """Per metric, the traces waiting to be scored: complete, picked by the sample, not scored
+        yet (or errored and due again; those in flight included), ``waiting``, and the current
+        evaluation lag, ``lag_s``: how long the oldest of them has been complete (0 when none
+        waits). Counts at most 10,000 traces per metric."""
+        now = time.time() if now is None else now
+        out: dict[str, dict[str, Any]] = {}
+        for name, mc in self.cfg.metrics.items():
+            due = self.log.due(name, completed_since=self.watermark[name], limit=10_000)
+            picked = [t for t in due if sampled(t["trace_id"], name, mc.sample)]
+            oldest = min((t["completed_at"] for t in picked), default=None)
+            out[name] = {"waiting": len(picked), "lag_s": 0.0 if oldest is None else max(0.0, now - oldest)}
+        return out
+
     def close(self) -> None:
         """Send the evaluation events still queued (bounded by the export's timeout)."""
         if self.export is not None:

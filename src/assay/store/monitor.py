@@ -158,6 +158,33 @@ class MonitorLog:
                     ms.c.metric == metric, ms.c.status == SCORED)).scalar_one()
         return {"metrics": per, "open_alerts": self.open_alerts()}
 
+    # -- the running servers ---------------------------------------------------------------
+    def beat(self, server: Mapping[str, Any]) -> None:
+        """Write a server's heartbeat (``id``, ``pid``, ``host``, ``url``, ``started_at``,
+        ``beat_at``, ``period``, ``state``: a dict), replacing its previous one."""
+        sv = S.monitor_servers
+        row = {c.name: server.get(c.name) for c in sv.columns}
+        row["state"] = orjson.dumps(server.get("state") or {}).decode()
+        with self.engine.begin() as conn:
+            conn.execute(delete(sv).where(sv.c.id == row["id"]))
+            conn.execute(insert(sv), [row])
+
+    def stopped(self, server_id: str) -> None:
+        """Remove a server's heartbeat (it stopped cleanly)."""
+        sv = S.monitor_servers
+        with self.engine.begin() as conn:
+            conn.execute(delete(sv).where(sv.c.id == server_id))
+
+    def servers(self) -> list[dict[str, Any]]:
+        """The heartbeats kept, latest first, their ``state`` read (a server killed keeps its last
+        one: a heartbeat older than a few periods is of a server no longer running)."""
+        sv = S.monitor_servers
+        with self.engine.connect() as conn:
+            out = [dict(r) for r in conn.execute(select(sv).order_by(sv.c.beat_at.desc())).mappings()]
+        for d in out:
+            d["state"] = orjson.loads(d["state"]) if d["state"] else {}
+        return out
+
     # -- alerts ----------------------------------------------------------------------------
     def add_alert(self, event: Mapping[str, Any]) -> None:
         """Record a firing or clearing: ``metric``, ``rule``, ``output``, ``state``,

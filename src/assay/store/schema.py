@@ -51,6 +51,9 @@ so they read the same on both and ``LIKE`` searches work on both.
   with the messages: read as events of their span (:mod:`assay.store.spans`).
 - ``monitor_claims`` (since version 9): a lease per (monitor metric, trace) a scoring pass holds,
   with its holder and expiry, so two monitor processes on one store never score a trace twice.
+- ``monitor_servers`` (since version 9): each running ``assay monitor serve``'s heartbeat: its
+  pid, host and address, and what it holds that the tables do not show (spans not yet committed,
+  traces waiting to be scored, the evaluation lag), for ``assay monitor status``.
 - ``monitor_scores.export`` (since version 9): ``pending``, ``sent`` or ``failed``: whether the
   score's ``gen_ai.evaluation.result`` events reached the user's endpoint (failed ones are re-sent).
 - ``assay_meta``: ``schema_version``.
@@ -323,6 +326,19 @@ monitor_claims = Table(
     PrimaryKeyConstraint("metric", "trace_id"),
 )
 
+# Since version 9: the heartbeat of each running ``assay monitor serve`` (see :mod:`assay.store.monitor`).
+monitor_servers = Table(
+    "monitor_servers", metadata,
+    Column("id", String(32), primary_key=True),
+    Column("pid", Integer),
+    Column("host", String(255)),
+    Column("url", Text),
+    Column("started_at", Float, nullable=False),
+    Column("beat_at", Float, nullable=False),
+    Column("period", Float, nullable=False),           # seconds between beats
+    Column("state", Text),                             # JSON: the queue depth and the scoring backlog
+)
+
 
 def _v2(conn: Connection) -> None:
     """Version 2: the score and result indexes also carry the row position, so a sorted or
@@ -409,9 +425,11 @@ def _v8(conn: Connection) -> None:
 
 
 def _v9(conn: Connection) -> None:
-    """Version 9: log records on spans, the scoring leases, and the export state of a score."""
+    """Version 9: log records on spans, the scoring leases, the servers' heartbeats, and the
+    export state of a score."""
     span_events.create(conn, checkfirst=True)
     monitor_claims.create(conn, checkfirst=True)
+    monitor_servers.create(conn, checkfirst=True)
     if "export" not in {c["name"] for c in inspect(conn).get_columns("monitor_scores")}:
         conn.exec_driver_sql("ALTER TABLE monitor_scores ADD COLUMN export VARCHAR(8)")
 
