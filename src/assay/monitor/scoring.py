@@ -19,7 +19,12 @@ pass has taken is claimed (in flight) until its outcome is stored, so no other p
 a metric's watermark never moves past a trace still in flight. The passes share one
 :class:`ProcessLimits` per judge (its limiters' leases: one concurrency limit and one pause after
 a 429 for the whole process), and a pass running beside another of the same metric spends at most
-half of what is left of the hourly budget, so the cap holds for them together. With ``export`` in the config, each score recorded is also queued as an
+half of what is left of the hourly budget, so the cap holds for them together. Between
+processes (two ``monitor serve`` on one store), a pass also takes a **lease** on each trace in the
+store (:meth:`~assay.store.monitor.MonitorLog.claim`, one transaction; ``lease`` seconds, renewed
+between batches) and releases it once the outcome is stored: a trace another process holds, or
+scored since it was found due, is left alone, and the lease of a process that crashed expires, so
+the trace is scored by the other one, once. With ``export`` in the config, each score recorded is also queued as an
 OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
 :meth:`OnlineScorer.close` sends what is queued.
 """
@@ -27,6 +32,8 @@ OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 import time
 import uuid
@@ -37,6 +44,7 @@ from assay.errors import AssayError, BudgetExceeded, RunIncomplete
 from assay.formats.otlp import Event, Span, Trace
 from assay.monitor.config import MetricConfig, MonitorConfig, sampled
 from assay.store.monitor import ERROR, SCORED, SKIPPED, MonitorLog
+from assay.store.sessions import pid_alive, this_host
 from assay.store.spans import SpanLog
 
 HOUR = 3600.0
@@ -125,6 +133,8 @@ class OnlineScorer:
         self.in_flight: dict[str, dict[str, float]] = {name: {} for name in cfg.metrics}   # claimed traces
         self.reserved: dict[str, float] = {name: 0.0 for name in cfg.metrics}              # budget held by passes
         self.limits: dict[str, ProcessLimits] = {}                                          # per judge spec
+        # this scorer's name on the leases it takes in the store: host, pid, and its own id
+        self.holder = f"{this_host()}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
         if cfg.export is not None:
             from assay.monitor.export import EvaluationExporter
 
@@ -164,6 +174,7 @@ class OnlineScorer:
         counts["sampled_out"] = len(due) - len(picked)
         untried: list[dict[str, Any]] = []       # left for a later pass: the watermark stays before them
         try:
+            picked = self._lease(mc, picked, untried)
             self._batches(mc, picked, counts, untried)
         finally:
             with self._lock:
@@ -171,7 +182,76 @@ class OnlineScorer:
                     self.in_flight[mc.name].pop(t["trace_id"], None)
                 if not everything:
                     self._advance(mc.name, due, untried)
+            self._release(mc, picked)
         return counts
+
+    def _lease(self, mc: MetricConfig, picked: list[dict[str, Any]],
+               untried: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The picked traces whose lease in the store this scorer took; the others (another
+        process scores them, or has scored them since they were found due) are given up here and
+        left for a later pass (so the watermark stays before them, should their holder crash)."""
+        if not picked:
+            return picked
+        try:
+            self._drop_dead_holders(mc)
+            got = set(self.log.claim(mc.name, {t["trace_id"]: t["attempts"] for t in picked}, self.holder,
+                                     self.cfg.lease, time.time()))
+        except Exception:
+            self._unclaim(mc, picked)
+            raise
+        mine = [t for t in picked if t["trace_id"] in got]
+        others = [t for t in picked if t["trace_id"] not in got]
+        if others:
+            self._unclaim(mc, others)
+            untried.extend(others)
+        return mine
+
+    def _drop_dead_holders(self, mc: MetricConfig) -> None:
+        """Remove the leases of scorers on this host whose process is gone (killed, then restarted
+        here): their traces need not wait for the leases to expire."""
+        host = this_host()
+        for h in self.log.holders(mc.name):
+            where, _, rest = h.partition("|")
+            pid = rest.partition("|")[0]
+            if h != self.holder and where == host and pid.isdigit() and pid_alive(int(pid)) is False:
+                self.log.drop_holder(mc.name, h)
+
+    @contextlib.contextmanager
+    def _leased(self, mc: MetricConfig, trace_ids: list[str]) -> Any:
+        """Renew the leases on ``trace_ids`` every third of the lease while the block runs (a batch
+        waiting on the judge), so they never expire under a live scorer."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.cfg.lease / 3):
+                try:
+                    self.log.renew(mc.name, trace_ids, self.holder, self.cfg.lease, time.time())
+                except Exception as exc:   # tried again a third of a lease later
+                    self.say(f"assay monitor: {mc.name}: could not renew {len(trace_ids)} lease(s): {exc}")
+
+        t = threading.Thread(target=renew, name="assay-monitor-leases", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
+
+    def _unclaim(self, mc: MetricConfig, traces: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for t in traces:
+                self.in_flight[mc.name].pop(t["trace_id"], None)
+
+    def _release(self, mc: MetricConfig, traces: list[dict[str, Any]]) -> None:
+        """Give up the store's leases on ``traces`` (their outcome is stored, or they wait for a
+        later pass); if that fails, the leases expire."""
+        if not traces:
+            return
+        try:
+            self.log.release(mc.name, [t["trace_id"] for t in traces], self.holder)
+        except Exception as exc:
+            self.say(f"assay monitor: {mc.name}: could not release {len(traces)} lease(s) ({exc}); they expire "
+                     f"in {self.cfg.lease:g} s")
 
     def _claim(self, mc: MetricConfig, since_ns: int | None, until_ns: int | None,
                everything: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -192,6 +272,8 @@ class OnlineScorer:
                  untried: list[dict[str, Any]]) -> None:
         step = self.cfg.batch
         for i in range(0, len(picked), step):
+            if i:   # the traces still to score keep their leases while the earlier batches ran
+                self.log.renew(mc.name, [t["trace_id"] for t in picked[i:]], self.holder, self.cfg.lease, time.time())
             left = self._hold_budget(mc)
             if left is not None and left <= 0:
                 with self._lock:
@@ -200,7 +282,8 @@ class OnlineScorer:
                 untried.extend(picked[i:])
                 break
             try:
-                got = self.score(mc, picked[i:i + step], max_cost=left)
+                with self._leased(mc, [t["trace_id"] for t in picked[i:]]):
+                    got = self.score(mc, picked[i:i + step], max_cost=left)
             finally:
                 if left is not None:
                     with self._lock:

@@ -6,7 +6,9 @@ scored yet for a metric, and those whose last try errored), records each try's o
 (:meth:`MonitorLog.record`: ``scored`` with the scores and the run whose rows hold them,
 ``skipped`` with the reason, or ``error``, which leaves the trace due again), reads the scores of a
 time window (:meth:`MonitorLog.scores`), the metrics scored so far (:meth:`MonitorLog.metrics`),
-every metric's outcome for some traces (:meth:`MonitorLog.trace_scores`), what was spent in the last hour (:meth:`MonitorLog.spent`)
+every metric's outcome for some traces (:meth:`MonitorLog.trace_scores`), what was spent in the last hour (:meth:`MonitorLog.spent`),
+the leases scoring passes hold on traces so that two processes never score one twice
+(:meth:`MonitorLog.claim`, :meth:`MonitorLog.renew`, :meth:`MonitorLog.release`), the running servers' heartbeats
 and the counts ``assay monitor status`` shows (:meth:`MonitorLog.status`). Alerts are events
 (:meth:`MonitorLog.add_alert`): a rule's state is its latest event (:meth:`MonitorLog.last_alert`,
 :meth:`MonitorLog.open_alerts`).
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, delete, func, insert, or_, select
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 
 from assay.store import schema as S
 from assay.store.store import Store
@@ -63,6 +65,67 @@ class MonitorLog:
             q = q.where(tr.c.start_ns < start_until_ns)
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(q).mappings()]
+
+    def claim(self, metric: str, attempts: Mapping[str, int], holder: str, lease_s: float,
+              now: float) -> list[str]:
+        """Take the lease on the traces of ``attempts`` (``{trace_id: tries seen when it was
+        found due}``) for ``holder`` until ``now + lease_s``, in one transaction: a trace free, or
+        whose lease has expired (its holder crashed), is taken; one another holder leases is not;
+        one whose tries changed since it was found due (another process scored it meanwhile) is
+        not. Returns the trace ids taken, in the order given."""
+        cl, ms = S.monitor_claims, S.monitor_scores
+        ids = list(attempts)
+        if not ids:
+            return []
+        until = now + lease_s
+        taken: set[str] = set()
+        with self.engine.begin() as conn:
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                conn.execute(update(cl).where(cl.c.metric == metric, cl.c.trace_id.in_(part), cl.c.expires_at < now)
+                             .values(holder=holder, expires_at=until))
+                conn.execute(_insert_new(conn, cl), [{"metric": metric, "trace_id": t, "holder": holder,
+                                                      "expires_at": until} for t in part])
+                mine = {r[0] for r in conn.execute(select(cl.c.trace_id).where(
+                    cl.c.metric == metric, cl.c.trace_id.in_(part), cl.c.holder == holder))}
+                tries = dict(conn.execute(select(ms.c.trace_id, ms.c.attempts).where(
+                    ms.c.metric == metric, ms.c.trace_id.in_(list(mine)))).all()) if mine else {}
+                stale = [t for t in mine if tries.get(t, 0) != attempts[t]]
+                if stale:
+                    conn.execute(delete(cl).where(cl.c.metric == metric, cl.c.trace_id.in_(stale),
+                                                  cl.c.holder == holder))
+                taken |= mine - set(stale)
+        return [t for t in ids if t in taken]
+
+    def renew(self, metric: str, trace_ids: Sequence[str], holder: str, lease_s: float, now: float) -> None:
+        """Extend ``holder``'s leases on ``trace_ids`` to ``now + lease_s``."""
+        cl = S.monitor_claims
+        with self.engine.begin() as conn:
+            for i in range(0, len(trace_ids), 500):
+                conn.execute(update(cl).where(cl.c.metric == metric, cl.c.trace_id.in_(list(trace_ids[i:i + 500])),
+                                              cl.c.holder == holder).values(expires_at=now + lease_s))
+
+    def release(self, metric: str, trace_ids: Sequence[str], holder: str) -> None:
+        """Give up ``holder``'s leases on ``trace_ids`` (their outcome is stored, or they wait)."""
+        cl = S.monitor_claims
+        ids = list(trace_ids)
+        with self.engine.begin() as conn:
+            for i in range(0, len(ids), 500):
+                conn.execute(delete(cl).where(cl.c.metric == metric, cl.c.trace_id.in_(ids[i:i + 500]),
+                                              cl.c.holder == holder))
+
+    def holders(self, metric: str) -> list[str]:
+        """The holders of leases on ``metric``'s traces (live or expired)."""
+        cl = S.monitor_claims
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(select(cl.c.holder).where(cl.c.metric == metric).distinct())]
+
+    def drop_holder(self, metric: str, holder: str) -> int:
+        """Remove every lease of ``holder`` on ``metric`` (a process known to be gone); how many."""
+        cl = S.monitor_claims
+        with self.engine.begin() as conn:
+            res = conn.execute(delete(cl).where(cl.c.metric == metric, cl.c.holder == holder))
+            return int(res.rowcount or 0)
 
     def record(self, metric: str, outcomes: Sequence[Mapping[str, Any]]) -> None:
         """Store one try per trace in one transaction: each outcome has ``trace_id``, ``status``,
@@ -221,6 +284,17 @@ class MonitorLog:
         for a in self.alerts():
             latest[(a["metric"], a["rule"], a["output"])] = a
         return [a for a in latest.values() if a["state"] == FIRING]
+
+
+def _insert_new(conn: Any, table: Any) -> Any:
+    """``INSERT`` that leaves a row whose key is taken alone (``ON CONFLICT DO NOTHING``)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(table).on_conflict_do_nothing()
 
 
 def _alert(r: Any) -> dict[str, Any]:
