@@ -3,6 +3,8 @@
 :class:`Receiver` starts the command on a free loopback port (``--port 0``) over a store and
 reads the address it prints once it accepts connections; :func:`post` sends one body to it
 with ``urllib`` and returns the status, the headers and the body, whatever the status.
+:class:`Served` is the same receiver in the test's own process; :class:`LogsEndpoint` a loopback
+OTLP/HTTP logs endpoint (where the scores are sent back as events).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +150,68 @@ class Served:
         self.server.should_exit = True
         self.thread.join(30)
         self.sock.close()
+
+
+class LogsEndpoint:
+    """A loopback OTLP/HTTP logs endpoint: keeps each request's headers and decoded records.
+    ``status``: what it answers; ``hold``: an Event it waits on before answering (a hung collector)."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.requests: list[dict] = []
+        self.status = status
+        self.hold: threading.Event | None = None
+        me = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+                    ExportLogsServiceRequest,
+                    ExportLogsServiceResponse,
+                )
+
+                req = ExportLogsServiceRequest()
+                req.ParseFromString(body)
+                me.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                                    "request": req})
+                if me.hold is not None:
+                    me.hold.wait(30)
+                out = ExportLogsServiceResponse().SerializeToString() if me.status == 200 else b"down"
+                self.send_response(me.status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def records(self) -> list[tuple[dict, object]]:
+        """(resource attributes, LogRecord) of every record received."""
+        out = []
+        for r in list(self.requests):
+            for rl in r["request"].resource_logs:
+                res = {kv.key: kv.value.string_value for kv in rl.resource.attributes}
+                for sl in rl.scope_logs:
+                    out.extend((res, rec) for rec in sl.log_records)
+        return out
+
+    def close(self) -> None:
+        if self.hold is not None:
+            self.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def attrs(rec) -> dict:
+    out = {}
+    for kv in rec.attributes:
+        v = kv.value
+        out[kv.key] = getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
+    return out

@@ -155,6 +155,10 @@ class ScoringLoop:
                 self.checker.check(time.time_ns() - int(self.cfg.lookback * 1e9))
             except Exception as exc:  # a check that fails is logged and tried again
                 _say(f"assay monitor: checking the alert rules failed: {type(exc).__name__}: {exc}")
+            try:
+                self.scorer.resend_exports()
+            except Exception as exc:  # tried again at the next turn
+                _say(f"assay monitor: re-sending evaluation events failed: {type(exc).__name__}: {exc}")
             self.halt.wait(self.cfg.interval)
 
 

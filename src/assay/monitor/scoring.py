@@ -26,7 +26,9 @@ between batches) and releases it once the outcome is stored: a trace another pro
 scored since it was found due, is left alone, and the lease of a process that crashed expires, so
 the trace is scored by the other one, once. With ``export`` in the config, each score recorded is also queued as an
 OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
-:meth:`OnlineScorer.close` sends what is queued.
+:meth:`OnlineScorer.close` sends what is queued. Each such score is marked in the store
+(``pending``, then ``sent`` or ``failed`` as the export went); :meth:`OnlineScorer.resend_exports`
+(every ``interval`` in ``monitor serve``) queues the failed ones again after ``retry_after``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ def passes_filters(mc: MetricConfig, trace: dict[str, Any], spans: list[dict[str
         if all(attrs.get(k) == v for k, v in f.attributes.items()):
             return True
     return False
+
+
+def _has_events(metric: str, outcome: dict[str, Any]) -> bool:
+    """Whether a scored trace gives any evaluation event (a finished score)."""
+    from assay.monitor.export import events
+
+    return next(iter(events(metric, outcome)), None) is not None
 
 
 def _score_dict(sc: Any) -> dict[str, Any]:
@@ -138,7 +147,7 @@ class OnlineScorer:
         if cfg.export is not None:
             from assay.monitor.export import EvaluationExporter
 
-            self.export = EvaluationExporter(cfg.export, say=self.say)
+            self.export = EvaluationExporter(cfg.export, say=self.say, on_result=self._exported)
 
     def backlog(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         """Per metric, the traces waiting to be scored: complete, picked by the sample, not scored
@@ -359,6 +368,8 @@ class OnlineScorer:
         now = time.time()
         for o in outcomes.values():
             o["scored_at"] = now
+            if self.export is not None and o["status"] == SCORED and _has_events(mc.name, o):
+                o["export"] = "pending"
         self.log.record(mc.name, [o for o in outcomes.values() if o["status"] != UNTRIED])
         self._send(mc, [o for o in outcomes.values() if o["status"] == SCORED])
         counts: dict[str, Any] = {SCORED: 0, SKIPPED: 0, ERROR: 0, UNTRIED: 0}
@@ -372,6 +383,32 @@ class OnlineScorer:
             if self.paused.pop(mc.name, None):
                 self.say(f"assay monitor: {mc.name}: scoring resumed")
         return counts
+
+    def _exported(self, pairs: list[tuple[str, str]], ok: bool) -> None:
+        """The export's word on a batch of events: their scores marked ``sent`` or ``failed``."""
+        if pairs:
+            self.log.mark_export(pairs, ok, time.time())
+
+    def resend_exports(self, now: float | None = None, limit: int = 500) -> int:
+        """Queue again the evaluation events of the scores whose export failed ``retry_after``
+        seconds ago or more, or that stayed ``pending`` long after being queued (a process that
+        stopped before sending them); how many scores. Nothing without ``export``."""
+        if self.export is None:
+            return 0
+        now = time.time() if now is None else now
+        rows = self.log.export_due(now - self.cfg.retry_after, now - max(60.0, 3 * self.export.timeout), limit)
+        if not rows:
+            return 0
+        self.log.requeue_export([(r["metric"], r["trace_id"]) for r in rows], now)
+        by_metric: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_metric.setdefault(r["metric"], []).append(r)
+        for metric, outcomes in by_metric.items():
+            try:
+                self.export.send(metric, outcomes)
+            except Exception as e:  # marked pending: tried again once that is old
+                self.say(f"assay monitor: {metric}: queueing evaluation events failed: {type(e).__name__}: {e}")
+        return len(rows)
 
     def _send(self, mc: MetricConfig, scored: list[dict[str, Any]]) -> None:
         """The stored scores as evaluation events (queued; a failure is a line, never an error)."""

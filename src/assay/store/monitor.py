@@ -151,7 +151,9 @@ class MonitorLog:
                              "start_ns": o.get("start_ns"), "completed_at": o.get("completed_at"),
                              "scored_at": o["scored_at"], "attempts": tries + 1,
                              "lag_s": max(0.0, o["scored_at"] - o["completed_at"]) if done else None,
-                             "cost": cost})
+                             "cost": cost, "export": o.get("export"),
+                             "export_at": o["scored_at"] if o.get("export") else None,
+                             "span_ids": orjson.dumps(o["span_ids"]).decode() if o.get("span_ids") else None})
             conn.execute(insert(ms), rows)
 
     def scores(self, metric: str, since_ns: int | None = None, until_ns: int | None = None) -> list[dict[str, Any]]:
@@ -169,6 +171,57 @@ class MonitorLog:
         for d in out:
             d["scores"] = orjson.loads(d["scores"]) if d["scores"] else []
         return out
+
+    # -- evaluation events ---------------------------------------------------------------
+    def mark_export(self, pairs: Sequence[tuple[str, str]], ok: bool, now: float) -> None:
+        """Record how sending the events of ``(metric, trace_id)`` went: a success turns a
+        ``pending`` score ``sent``; a failure makes it ``failed`` (due to be sent again)."""
+        ms = S.monitor_scores
+        by_metric: dict[str, list[str]] = {}
+        for metric, tid in dict.fromkeys(pairs):
+            by_metric.setdefault(metric, []).append(tid)
+        with self.engine.begin() as conn:
+            for metric, tids in by_metric.items():
+                for i in range(0, len(tids), 500):
+                    q = update(ms).where(ms.c.metric == metric, ms.c.trace_id.in_(tids[i:i + 500]),
+                                         ms.c.export.is_not(None))
+                    if ok:
+                        q = q.where(ms.c.export == "pending")
+                    conn.execute(q.values(export="sent" if ok else "failed", export_at=now))
+
+    def export_due(self, failed_before: float, pending_before: float, limit: int = 500) -> list[dict[str, Any]]:
+        """Scores whose events are to be sent again: ``failed`` before ``failed_before``, or
+        ``pending`` since before ``pending_before`` (queued by a process that died before sending
+        them); oldest first. Each: ``metric``, ``trace_id``, ``run_id``, ``scores`` and ``span_ids``
+        (read), ``scored_at``, ``root_span_id``."""
+        ms, tr = S.monitor_scores, S.traces
+        q = (select(ms.c.metric, ms.c.trace_id, ms.c.run_id, ms.c.scores, ms.c.span_ids, ms.c.scored_at,
+                    tr.c.root_span_id)
+             .select_from(ms.outerjoin(tr, tr.c.trace_id == ms.c.trace_id))
+             .where(ms.c.status == SCORED, or_(and_(ms.c.export == "failed", ms.c.export_at < failed_before),
+                                               and_(ms.c.export == "pending", ms.c.export_at < pending_before)))
+             .order_by(ms.c.export_at).limit(limit))
+        with self.engine.connect() as conn:
+            out = [dict(r) for r in conn.execute(q).mappings()]
+        for d in out:
+            d["scores"] = orjson.loads(d["scores"]) if d["scores"] else []
+            d["span_ids"] = orjson.loads(d["span_ids"]) if d["span_ids"] else []
+        return out
+
+    def requeue_export(self, pairs: Sequence[tuple[str, str]], now: float) -> None:
+        """Mark the scores of ``(metric, trace_id)`` ``pending`` again (their events queued anew)."""
+        ms = S.monitor_scores
+        with self.engine.begin() as conn:
+            for metric, tid in dict.fromkeys(pairs):
+                conn.execute(update(ms).where(ms.c.metric == metric, ms.c.trace_id == tid)
+                             .values(export="pending", export_at=now))
+
+    def export_counts(self) -> dict[str, int]:
+        """Scores per export state (``pending``, ``sent``, ``failed``)."""
+        ms = S.monitor_scores
+        with self.engine.connect() as conn:
+            return {state: int(n) for state, n in conn.execute(
+                select(ms.c.export, func.count()).where(ms.c.export.is_not(None)).group_by(ms.c.export))}
 
     def metrics(self) -> list[str]:
         """The metrics with a try recorded for some trace, by name."""

@@ -54,8 +54,9 @@ so they read the same on both and ``LIKE`` searches work on both.
 - ``monitor_servers`` (since version 9): each running ``assay monitor serve``'s heartbeat: its
   pid, host and address, and what it holds that the tables do not show (spans not yet committed,
   traces waiting to be scored, the evaluation lag), for ``assay monitor status``.
-- ``monitor_scores.export`` (since version 9): ``pending``, ``sent`` or ``failed``: whether the
-  score's ``gen_ai.evaluation.result`` events reached the user's endpoint (failed ones are re-sent).
+- ``monitor_scores.export`` / ``export_at`` / ``span_ids`` (since version 9): ``pending``, ``sent``
+  or ``failed``: whether the score's ``gen_ai.evaluation.result`` events reached the user's endpoint
+  (failed ones are re-sent), since when, and the span each record scored (the events' context).
 - ``assay_meta``: ``schema_version``.
 
 Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
@@ -278,6 +279,8 @@ monitor_scores = Table(
     Column("attempts", Integer, nullable=False),
     Column("cost", Float),                             # USD of judge calls, the run's share
     Column("export", String(8)),                       # pending | sent | failed (version 9); null: none
+    Column("export_at", Float),                        # when ``export`` was last set (version 9)
+    Column("span_ids", Text),                          # JSON: the span each record scored (version 9)
     PrimaryKeyConstraint("metric", "trace_id"),
     Index("ix_monitor_scores_start", "metric", "start_ns"),
     Index("ix_monitor_scores_status", "status", "scored_at"),
@@ -430,8 +433,10 @@ def _v9(conn: Connection) -> None:
     span_events.create(conn, checkfirst=True)
     monitor_claims.create(conn, checkfirst=True)
     monitor_servers.create(conn, checkfirst=True)
-    if "export" not in {c["name"] for c in inspect(conn).get_columns("monitor_scores")}:
-        conn.exec_driver_sql("ALTER TABLE monitor_scores ADD COLUMN export VARCHAR(8)")
+    have = {c["name"] for c in inspect(conn).get_columns("monitor_scores")}
+    for name, sql_type in (("export", "VARCHAR(8)"), ("export_at", "FLOAT"), ("span_ids", "TEXT")):
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE monitor_scores ADD COLUMN {name} {sql_type}")
 
 
 def create_text_index(conn: Connection) -> None:
