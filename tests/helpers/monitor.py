@@ -215,3 +215,38 @@ def attrs(rec) -> dict:
         v = kv.value
         out[kv.key] = getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
     return out
+
+
+def store_with_traces(path: str, n: int, *, fail: bool = False) -> list[str]:
+    """``n`` traces (an agent root, a chat call, a tool call) stored in the store at ``path`` as the
+    receiver stores them; their trace ids. ``fail``: the tool calls fail."""
+    from assay.monitor import decode
+    from assay.store import Store
+    from assay.store.spans import SpanLog
+    from tests.helpers.otlp import Recorder
+
+    rec = Recorder()
+    for _ in range(n):
+        with rec.span("invoke_agent shop", {"gen_ai.operation.name": "invoke_agent"}):
+            with rec.span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                     "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2}):
+                with rec.span("execute_tool search", {"gen_ai.operation.name": "execute_tool",
+                                                      "gen_ai.tool.name": "search"},
+                              error="timed out" if fail else None):
+                    pass
+    rows, rejected, _ = decode.parse(rec.request().SerializeToString(), "protobuf")
+    assert rejected == 0
+    st = Store(path)
+    try:
+        SpanLog(st).write(rows, time.time())
+    finally:
+        st.close()
+    return sorted({r["trace_id"] for r in rows})
+
+
+def export_config(endpoint: str, timeout: float = 1) -> Any:
+    """A ``monitor.yaml`` scoring ``tool_errors`` and sending the scores to ``endpoint``."""
+    from assay.monitor.config import parse_config
+
+    return parse_config(f"retry_after: 0.01\nexport: {{otlp_endpoint: '{endpoint}', timeout: {timeout}}}\n"
+                        "metrics:\n  tool_errors: {}\n")

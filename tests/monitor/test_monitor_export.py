@@ -17,14 +17,12 @@ import time
 import pytest
 
 from assay.errors import AssayError
-from assay.monitor import decode
 from assay.monitor.config import parse_config, sampled
 from assay.monitor.scoring import OnlineScorer
 from assay.store import Store
 from assay.store.monitor import MonitorLog
 from assay.store.spans import SpanLog
-from tests.helpers.monitor import ROOT, LogsEndpoint, Receiver, attrs, env
-from tests.helpers.otlp import Recorder
+from tests.helpers.monitor import ROOT, LogsEndpoint, Receiver, attrs, env, export_config, store_with_traces
 
 
 def _wait(pred, what: str, timeout: float = 60.0) -> None:
@@ -94,43 +92,17 @@ metrics:
         ep.close()
 
 
-def _store_with_traces(path: str, n: int, *, fail: bool = False) -> list[str]:
-    """``n`` traces (an agent root, a chat call, a tool call) stored as the receiver stores them."""
-    rec = Recorder()
-    for _ in range(n):
-        with rec.span("invoke_agent shop", {"gen_ai.operation.name": "invoke_agent"}):
-            with rec.span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                                     "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2}):
-                with rec.span("execute_tool search", {"gen_ai.operation.name": "execute_tool",
-                                                      "gen_ai.tool.name": "search"},
-                              error="timed out" if fail else None):
-                    pass
-    rows, rejected, _ = decode.parse(rec.request().SerializeToString(), "protobuf")
-    assert rejected == 0
-    st = Store(path)
-    try:
-        SpanLog(st).write(rows, time.time())
-    finally:
-        st.close()
-    return sorted({r["trace_id"] for r in rows})
-
-
-def _cfg(endpoint: str, timeout: float = 1) -> object:
-    return parse_config(f"retry_after: 0.01\nexport: {{otlp_endpoint: '{endpoint}', timeout: {timeout}}}\n"
-                        "metrics:\n  tool_errors: {}\n")
-
-
 @pytest.mark.parametrize("status", [500, 0], ids=["endpoint-500", "endpoint-closed"])
 def test_a_failing_endpoint_never_blocks_scoring_and_loses_no_score(tmp_path, status):
     ep = LogsEndpoint(status=status or 200)
     url = ep.base
     if not status:                      # nothing listens there any more: connection refused
         ep.close()
-    ids = _store_with_traces(str(tmp_path / "m.db"), 4)
+    ids = store_with_traces(str(tmp_path / "m.db"), 4)
     said: list[str] = []
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(url), say=said.append)
+        scorer = OnlineScorer(st, export_config(url), say=said.append)
         got = scorer.run_pass(everything=True)["tool_errors"]
         assert got["scored"] == 4 and got["errored"] == 0
         assert {r["trace_id"] for r in MonitorLog(st).scores("tool_errors")} == set(ids)   # all kept
@@ -152,16 +124,16 @@ def test_a_failing_endpoint_never_blocks_scoring_and_loses_no_score(tmp_path, st
 def test_a_hanging_endpoint_does_not_hold_up_scoring(tmp_path):
     ep = LogsEndpoint()
     ep.hold = threading.Event()                             # answers nothing until released
-    _store_with_traces(str(tmp_path / "m.db"), 3)
-    _store_with_traces(str(tmp_path / "m.db"), 2, fail=True)
+    store_with_traces(str(tmp_path / "m.db"), 3)
+    store_with_traces(str(tmp_path / "m.db"), 2, fail=True)
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(ep.base, timeout=30), say=lambda line: None)
+        scorer = OnlineScorer(st, export_config(ep.base, timeout=30), say=lambda line: None)
         first = scorer.run_pass(everything=True)["tool_errors"]
         _wait(lambda: ep.requests, "the first export")
         assert not ep.hold.is_set()
         # more traces come in and are scored while the endpoint still holds the first batch
-        _store_with_traces(str(tmp_path / "m.db"), 2)
+        store_with_traces(str(tmp_path / "m.db"), 2)
         second = scorer.run_pass(everything=True)["tool_errors"]
         assert (first["scored"], second["scored"]) == (5, 2)
         assert len(MonitorLog(st).scores("tool_errors")) == 7
@@ -179,16 +151,16 @@ def test_a_hanging_endpoint_does_not_hold_up_scoring(tmp_path):
 
 def test_an_outage_of_the_endpoint_is_one_line_and_its_end_another(tmp_path):
     ep = LogsEndpoint(status=503)
-    _store_with_traces(str(tmp_path / "m.db"), 2)
+    store_with_traces(str(tmp_path / "m.db"), 2)
     said: list[str] = []
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(ep.base, timeout=0.5), say=said.append)
+        scorer = OnlineScorer(st, export_config(ep.base, timeout=0.5), say=said.append)
         scorer.run_pass(everything=True)
         assert not scorer.export.flush(timeout=5) or scorer.export.lost == 2
         _wait(lambda: scorer.export.lost == 2, "the failed export")
         ep.status = 200
-        _store_with_traces(str(tmp_path / "m.db"), 3)
+        store_with_traces(str(tmp_path / "m.db"), 3)
         assert scorer.run_pass(everything=True)["tool_errors"]["scored"] == 3
         scorer.export.flush(timeout=5)
         assert scorer.export.sent == 3

@@ -10,8 +10,7 @@ import time
 from assay.monitor.scoring import OnlineScorer
 from assay.store import Store
 from assay.store.monitor import MonitorLog
-from tests.helpers.monitor import LogsEndpoint, attrs
-from tests.monitor.test_monitor_export import _cfg, _store_with_traces
+from tests.helpers.monitor import LogsEndpoint, attrs, export_config, store_with_traces
 
 
 def _wait(pred, what: str, timeout: float = 30.0) -> None:
@@ -23,10 +22,10 @@ def _wait(pred, what: str, timeout: float = 30.0) -> None:
 
 def test_failed_exports_are_resent_once_the_endpoint_recovers(tmp_path):
     ep = LogsEndpoint(status=503)
-    ids = _store_with_traces(str(tmp_path / "m.db"), 4)
+    ids = store_with_traces(str(tmp_path / "m.db"), 4)
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(ep.base, timeout=0.5), say=lambda line: None)
+        scorer = OnlineScorer(st, export_config(ep.base, timeout=0.5), say=lambda line: None)
         assert scorer.run_pass(everything=True)["tool_errors"]["scored"] == 4
         log = MonitorLog(st)
         _wait(lambda: log.export_counts() == {"failed": 4}, "the failed export marked")
@@ -47,10 +46,10 @@ def test_failed_exports_are_resent_once_the_endpoint_recovers(tmp_path):
 
 def test_a_score_left_pending_by_a_stopped_process_is_resent(tmp_path):
     ep = LogsEndpoint()
-    ids = _store_with_traces(str(tmp_path / "m.db"), 2)
+    ids = store_with_traces(str(tmp_path / "m.db"), 2)
     st = Store(str(tmp_path / "m.db"))
     try:
-        first = OnlineScorer(st, _cfg(ep.base), say=lambda line: None)
+        first = OnlineScorer(st, export_config(ep.base), say=lambda line: None)
         first.export.provider.shutdown()          # stops before its queue is sent (as a killed process)
         first.export = type(first.export).__new__(type(first.export))   # an exporter that sends nothing
         first.export.send = lambda metric, outcomes: 0
@@ -58,7 +57,7 @@ def test_a_score_left_pending_by_a_stopped_process_is_resent(tmp_path):
         assert first.run_pass(everything=True)["tool_errors"]["scored"] == 2
         log = MonitorLog(st)
         assert log.export_counts() == {"pending": 2}
-        later = OnlineScorer(st, _cfg(ep.base), say=lambda line: None)      # the restarted server
+        later = OnlineScorer(st, export_config(ep.base), say=lambda line: None)      # the restarted server
         assert later.resend_exports(now=time.time() + 10) == 0               # still recent: maybe in flight
         assert later.resend_exports(now=time.time() + 120) == 2
         later.close()
@@ -72,7 +71,7 @@ def test_a_score_left_pending_by_a_stopped_process_is_resent(tmp_path):
 def test_without_export_nothing_is_marked(tmp_path):
     from assay.monitor.config import parse_config
 
-    _store_with_traces(str(tmp_path / "m.db"), 2)
+    store_with_traces(str(tmp_path / "m.db"), 2)
     st = Store(str(tmp_path / "m.db"))
     try:
         scorer = OnlineScorer(st, parse_config("metrics:\n  tool_errors: {}\n"))
