@@ -81,3 +81,27 @@ def test_status_shows_the_queue_the_waiting_traces_and_the_lag(tmp_path, capsys)
         ingest.close()
     finally:
         st.close()
+
+
+def test_the_dashboard_shows_the_running_servers_queue(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from assay.ui.server import create_app
+
+    st = Store(str(tmp_path / "m.db"))
+    try:
+        client = TestClient(create_app(st), base_url="http://127.0.0.1")
+        assert "not running</dd>" in client.get("/monitor").text
+        ingest = Ingest(SpanLog(st))            # not started: what is submitted stays queued
+        ingest.submit([_span("0" * 31 + "1")] * 3)
+        beat = Heartbeat(st, ingest, "http://127.0.0.1:4318/v1/traces",
+                         OnlineScorer(st, parse_config("metrics:\n  token_count: {}\n")))
+        beat.beat()
+        page = client.get("/monitor").text
+        assert "3 spans received, not yet committed; token_count: 0 traces waiting" in page
+        (srv,) = client.get("/api/monitor").json()["status"]["servers"]
+        assert srv["running"] and srv["state"]["spans_pending"] == 3
+        beat.stop()
+        assert "not running</dd>" in client.get("/monitor").text
+    finally:
+        st.close()
