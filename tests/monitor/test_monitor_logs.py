@@ -105,3 +105,49 @@ def test_older_per_message_events_as_protobuf_log_records(tmp_path):
         assert rec["query"] == "Is it raining?" and rec["response"] == "No, it is sunny."
     finally:
         st.close()
+
+
+def test_a_trace_skipped_for_want_of_content_is_scored_once_its_log_records_come(tmp_path):
+    """A chat span without messages (content capture off, or the messages still to come as log
+    records) is skipped, not an error retried forever; its log records make it due again."""
+    from assay.monitor.config import parse_config
+    from assay.monitor.scoring import OnlineScorer
+    from assay.store.monitor import MonitorLog
+
+    st = Store(str(tmp_path / "m.db"))
+    try:
+        ctx, spans = _span(st)
+        scorer = OnlineScorer(st, parse_config("metrics:\n  token_count: {}\n"))
+        with Served(st) as rx:
+            assert post(rx.url, json.dumps(spans).encode(), JSON)[0] == 200           # the spans first
+            first = scorer.run_pass()["token_count"]                                  # nothing to score yet:
+            assert first["skipped"] == 1 and first["errored"] == 0                    # skipped, not an error
+            details = _record(ctx, "gen_ai.client.inference.operation.details", {
+                "gen_ai.input.messages": [{"role": "user", "parts": [{"type": "text", "content": "Hi?"}]}],
+                "gen_ai.output.messages": [{"role": "assistant", "parts": [{"type": "text", "content": "Hello."}]}]})
+            assert post(rx.url.replace("/v1/traces", "/v1/logs"), json.dumps(_logs(details)).encode(), JSON)[0] == 200
+        assert scorer.run_pass()["token_count"]["scored"] == 1                        # due again, and scored
+        (row,) = MonitorLog(st).scores("token_count")
+        assert row["trace_id"] == ctx[0] and row["scores"][0]["total_output_token_count"]["value"] > 0
+    finally:
+        st.close()
+
+
+def test_without_content_a_metric_that_needs_none_still_scores(tmp_path):
+    """Content capture off: latency (it needs only the usage) is scored; token_count (it needs the
+    answer) skips the trace, saying so, rather than erroring it again and again."""
+    from assay.monitor.config import parse_config
+    from assay.monitor.scoring import OnlineScorer
+    from assay.store.monitor import MonitorLog
+
+    st = Store(str(tmp_path / "m.db"))
+    try:
+        ctx, spans = _span(st)
+        with Served(st) as rx:
+            assert post(rx.url, json.dumps(spans).encode(), JSON)[0] == 200
+        got = OnlineScorer(st, parse_config("metrics:\n  latency: {}\n  token_count: {}\n")).run_pass()
+        assert (got["latency"]["scored"], got["token_count"]["skipped"], got["token_count"]["errored"]) == (1, 1, 0)
+        reason = MonitorLog(st).trace_scores([ctx[0]])[ctx[0]]["token_count"]["reason"]
+        assert reason == "no GenAI content in the trace"
+    finally:
+        st.close()

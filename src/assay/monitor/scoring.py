@@ -47,7 +47,7 @@ from assay.formats.otlp import Event, Span, Trace
 from assay.monitor.config import MetricConfig, MonitorConfig, sampled
 from assay.store.monitor import ERROR, SCORED, SKIPPED, MonitorLog
 from assay.store.sessions import pid_alive, this_host
-from assay.store.spans import SpanLog
+from assay.store.spans import NO_CONTENT, SpanLog
 
 HOUR = 3600.0
 UNTRIED = "untried"        # a trace a budget stop never reached: not recorded, due again
@@ -76,6 +76,27 @@ def passes_filters(mc: MetricConfig, trace: dict[str, Any], spans: list[dict[str
         if all(attrs.get(k) == v for k, v in f.attributes.items()):
             return True
     return False
+
+
+CONTENT_FIELDS = ("query", "response", "history", "tool_calls", "contexts", "steps")
+
+
+def _has_content(record: dict[str, Any]) -> bool:
+    """Whether a trace's record holds any message content (an instrumentation with content capture
+    off gives only the model, the tokens and the latency)."""
+    return any(record.get(k) not in (None, "", [], {}) for k in CONTENT_FIELDS)
+
+
+def _missing(metric: str, record: dict[str, Any]) -> str | None:
+    """The first field ``metric`` requires that ``record`` lacks (``a or b`` for a choice), or None."""
+    from assay.metrics.base import REGISTRY
+
+    m = REGISTRY.get(metric)
+    for req in getattr(m, "requires", ()):
+        names = req if isinstance(req, tuple) else (req,)
+        if not any(record.get(n) not in (None, "", [], {}) for n in names):
+            return " or ".join(names)
+    return None
 
 
 def _has_events(metric: str, outcome: dict[str, Any]) -> bool:
@@ -358,9 +379,14 @@ class OnlineScorer:
                 outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "filtered out"}
                 continue
             recs = trace_records(trace_of(t["trace_id"], spans), mc.per)
-            if not recs:
-                outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "no GenAI content in the trace"}
+            lacking = [_missing(mc.name, r) for r in recs]
+            if not recs or all(lacking):
+                why = next((m for m in lacking if m), None) if any(map(_has_content, recs)) else None
+                outcomes[t["trace_id"]] = {**base, "status": SKIPPED,
+                                           "reason": f"the trace has no {why} ({mc.name} needs it)" if why
+                                           else NO_CONTENT}
                 continue
+            recs = [r for r, m in zip(recs, lacking) if not m]
             records.extend(recs)
             outcomes[t["trace_id"]] = {**base, "status": ERROR, "reason": "not scored", "scores": None}
         if records:

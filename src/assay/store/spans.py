@@ -12,7 +12,8 @@ spans (:meth:`SpanLog.spans`) and, per trace, its latency, tokens and model cost
 
 The log records received on a span (``POST /v1/logs``: message content an instrumentation emits
 as events) are written beside the spans (``span_events``, each kept once) and read back as the
-span's events.
+span's events; a trace the online evaluation skipped for want of content is due again when they
+arrive (content exported after the spans).
 
 A span here is a dict of the ``spans`` table's columns (:mod:`assay.store.schema`) without
 ``received_at``, which :meth:`SpanLog.write` sets; ``attributes``, ``events`` and ``resource`` are
@@ -25,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from assay.store import schema as S
 from assay.store.store import Store
@@ -218,6 +219,25 @@ def _write_events(conn: Any, events: Sequence[Mapping[str, Any]], now: float) ->
             fresh.pop(tuple(key), None)
     if fresh:
         conn.execute(insert(ev), [{**e, "received_at": now} for e in fresh.values()])
+        _reopen(conn, sorted({k[0] for k in fresh}), now)
+
+
+NO_CONTENT = "no GenAI content in the trace"    # the reason a scorer skips a trace without messages
+
+
+def _reopen(conn: Any, trace_ids: list[str], now: float) -> None:
+    """Traces skipped for want of content that now get log records (the messages, exported
+    after the spans): their skips are forgotten and they are complete again now, so the online
+    evaluation finds them due once more."""
+    ms, tr = S.monitor_scores, S.traces
+    for part in _chunks(trace_ids):
+        skipped = [r[0] for r in conn.execute(select(ms.c.trace_id).where(
+            ms.c.trace_id.in_(part), ms.c.status == "skipped", ms.c.reason == NO_CONTENT).distinct())]
+        if skipped:
+            conn.execute(delete(ms).where(ms.c.trace_id.in_(skipped), ms.c.status == "skipped",
+                                          ms.c.reason == NO_CONTENT))
+            conn.execute(update(tr).where(tr.c.trace_id.in_(skipped), tr.c.completed_at.is_not(None))
+                         .values(completed_at=now))
 
 
 def _update_traces(conn: Any, new: list[dict[str, Any]], now: float) -> None:
