@@ -22,10 +22,10 @@ a 429 for the whole process), and a pass running beside another of the same metr
 half of what is left of the hourly budget, so the cap holds for them together. Between
 processes (two ``monitor serve`` on one store), a pass also takes a **lease** on each trace in the
 store (:meth:`~assay.store.monitor.MonitorLog.claim`, one transaction; ``lease`` seconds, renewed
-between batches) and releases it once the outcome is stored: a trace another process holds, or
-scored since it was found due, is left alone, and the lease of a process that crashed expires, so
-the trace is scored by the other one, once. With ``export`` in the config, each score recorded is also queued as an
-OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
+every third of that while it is scored) and releases it once the outcome is stored: a trace another
+process holds, or scored since it was found due, is left alone, and the lease of a process that
+crashed expires (at once when it ran on this host), so the trace is scored by the other one, once.
+With ``export`` in the config, each score recorded is also queued as an OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
 :meth:`OnlineScorer.close` sends what is queued. Each such score is marked in the store
 (``pending``, then ``sent`` or ``failed`` as the export went); :meth:`OnlineScorer.resend_exports`
 (every ``interval`` in ``monitor serve``) queues the failed ones again after ``retry_after``.
