@@ -3,6 +3,8 @@
 :class:`Receiver` starts the command on a free loopback port (``--port 0``) over a store and
 reads the address it prints once it accepts connections; :func:`post` sends one body to it
 with ``urllib`` and returns the status, the headers and the body, whatever the status.
+:class:`Served` is the same receiver in the test's own process; :class:`LogsEndpoint` a loopback
+OTLP/HTTP logs endpoint (where the scores are sent back as events).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +113,140 @@ def record_window(log: Any, start_s: int, values: list[float], tag: str, metric:
                                                 "reason": None, "status": "completed", "threshold": 0.0}}]}
         for i, v in enumerate(values)])
 
+
+
+class Served:
+    """The receiver of ``assay monitor serve`` in this process (its Starlette app and ingest queue
+    under uvicorn, on a thread, on a free loopback port): ``url`` is its ``/v1/traces`` address,
+    ``ingest`` its queue. ``with Served(store) as rx: ...``; leaving stores what is queued."""
+
+    def __init__(self, store: Any, quiet_period: float = 30.0):
+        import socket
+        import threading
+
+        import uvicorn
+
+        from assay.monitor.ingest import Ingest
+        from assay.monitor.receiver import create_app
+        from assay.store.spans import SpanLog
+
+        self.ingest = Ingest(SpanLog(store), quiet_period=quiet_period)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1/traces"
+        cfg = uvicorn.Config(create_app(self.ingest), log_level="warning", access_log=False)
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the in-process receiver did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.sock.close()
+
+
+class LogsEndpoint:
+    """A loopback OTLP/HTTP logs endpoint: keeps each request's headers and decoded records.
+    ``status``: what it answers; ``hold``: an Event it waits on before answering (a hung collector)."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.requests: list[dict] = []
+        self.status = status
+        self.hold: threading.Event | None = None
+        me = self
+
+        class H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+                    ExportLogsServiceRequest,
+                    ExportLogsServiceResponse,
+                )
+
+                req = ExportLogsServiceRequest()
+                req.ParseFromString(body)
+                me.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                                    "request": req})
+                if me.hold is not None:
+                    me.hold.wait(30)
+                out = ExportLogsServiceResponse().SerializeToString() if me.status == 200 else b"down"
+                self.send_response(me.status)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def records(self) -> list[tuple[dict, object]]:
+        """(resource attributes, LogRecord) of every record received."""
+        out = []
+        for r in list(self.requests):
+            for rl in r["request"].resource_logs:
+                res = {kv.key: kv.value.string_value for kv in rl.resource.attributes}
+                for sl in rl.scope_logs:
+                    out.extend((res, rec) for rec in sl.log_records)
+        return out
+
+    def close(self) -> None:
+        if self.hold is not None:
+            self.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def attrs(rec) -> dict:
+    out = {}
+    for kv in rec.attributes:
+        v = kv.value
+        out[kv.key] = getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
+    return out
+
+
+def store_with_traces(path: str, n: int, *, fail: bool = False) -> list[str]:
+    """``n`` traces (an agent root, a chat call, a tool call) stored in the store at ``path`` as the
+    receiver stores them; their trace ids. ``fail``: the tool calls fail."""
+    from assay.monitor import decode
+    from assay.store import Store
+    from assay.store.spans import SpanLog
+    from tests.helpers.otlp import Recorder
+
+    rec = Recorder()
+    for _ in range(n):
+        with rec.span("invoke_agent shop", {"gen_ai.operation.name": "invoke_agent"}):
+            with rec.span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                     "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2}):
+                with rec.span("execute_tool search", {"gen_ai.operation.name": "execute_tool",
+                                                      "gen_ai.tool.name": "search"},
+                              error="timed out" if fail else None):
+                    pass
+    rows, rejected, _ = decode.parse(rec.request().SerializeToString(), "protobuf")
+    assert rejected == 0
+    st = Store(path)
+    try:
+        SpanLog(st).write(rows, time.time())
+    finally:
+        st.close()
+    return sorted({r["trace_id"] for r in rows})
+
+
+def export_config(endpoint: str, timeout: float = 1) -> Any:
+    """A ``monitor.yaml`` scoring ``tool_errors`` and sending the scores to ``endpoint``."""
+    from assay.monitor.config import parse_config
+
+    return parse_config(f"retry_after: 0.01\nexport: {{otlp_endpoint: '{endpoint}', timeout: {timeout}}}\n"
+                        "metrics:\n  tool_errors: {}\n")

@@ -8,89 +8,21 @@ hanging endpoint never blocks the scoring and loses no score (they are in the st
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
-)
 
 from assay.errors import AssayError
-from assay.monitor import decode
 from assay.monitor.config import parse_config, sampled
 from assay.monitor.scoring import OnlineScorer
 from assay.store import Store
 from assay.store.monitor import MonitorLog
 from assay.store.spans import SpanLog
-from tests.helpers.monitor import ROOT, Receiver, env
-from tests.helpers.otlp import Recorder
-
-
-class LogsEndpoint:
-    """A loopback OTLP/HTTP logs endpoint: keeps each request's headers and decoded records.
-    ``status``: what it answers; ``hold``: an Event it waits on before answering (a hung collector)."""
-
-    def __init__(self, status: int = 200) -> None:
-        self.requests: list[dict] = []
-        self.status = status
-        self.hold: threading.Event | None = None
-        me = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                req = ExportLogsServiceRequest()
-                req.ParseFromString(body)
-                me.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                                    "request": req})
-                if me.hold is not None:
-                    me.hold.wait(30)
-                out = ExportLogsServiceResponse().SerializeToString() if me.status == 200 else b"down"
-                self.send_response(me.status)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *a: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def records(self) -> list[tuple[dict, object]]:
-        """(resource attributes, LogRecord) of every record received."""
-        out = []
-        for r in list(self.requests):
-            for rl in r["request"].resource_logs:
-                res = {kv.key: kv.value.string_value for kv in rl.resource.attributes}
-                for sl in rl.scope_logs:
-                    out.extend((res, rec) for rec in sl.log_records)
-        return out
-
-    def close(self) -> None:
-        if self.hold is not None:
-            self.hold.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def attrs(rec) -> dict:
-    out = {}
-    for kv in rec.attributes:
-        v = kv.value
-        out[kv.key] = getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
-    return out
+from tests.helpers.monitor import ROOT, LogsEndpoint, Receiver, attrs, env, export_config, store_with_traces
 
 
 def _wait(pred, what: str, timeout: float = 60.0) -> None:
@@ -160,43 +92,17 @@ metrics:
         ep.close()
 
 
-def _store_with_traces(path: str, n: int, *, fail: bool = False) -> list[str]:
-    """``n`` traces (an agent root, a chat call, a tool call) stored as the receiver stores them."""
-    rec = Recorder()
-    for _ in range(n):
-        with rec.span("invoke_agent shop", {"gen_ai.operation.name": "invoke_agent"}):
-            with rec.span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                                     "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 2}):
-                with rec.span("execute_tool search", {"gen_ai.operation.name": "execute_tool",
-                                                      "gen_ai.tool.name": "search"},
-                              error="timed out" if fail else None):
-                    pass
-    rows, rejected, _ = decode.parse(rec.request().SerializeToString(), "protobuf")
-    assert rejected == 0
-    st = Store(path)
-    try:
-        SpanLog(st).write(rows, time.time())
-    finally:
-        st.close()
-    return sorted({r["trace_id"] for r in rows})
-
-
-def _cfg(endpoint: str, timeout: float = 1) -> object:
-    return parse_config(f"retry_after: 0.01\nexport: {{otlp_endpoint: '{endpoint}', timeout: {timeout}}}\n"
-                        "metrics:\n  tool_errors: {}\n")
-
-
 @pytest.mark.parametrize("status", [500, 0], ids=["endpoint-500", "endpoint-closed"])
 def test_a_failing_endpoint_never_blocks_scoring_and_loses_no_score(tmp_path, status):
     ep = LogsEndpoint(status=status or 200)
     url = ep.base
     if not status:                      # nothing listens there any more: connection refused
         ep.close()
-    ids = _store_with_traces(str(tmp_path / "m.db"), 4)
+    ids = store_with_traces(str(tmp_path / "m.db"), 4)
     said: list[str] = []
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(url), say=said.append)
+        scorer = OnlineScorer(st, export_config(url), say=said.append)
         got = scorer.run_pass(everything=True)["tool_errors"]
         assert got["scored"] == 4 and got["errored"] == 0
         assert {r["trace_id"] for r in MonitorLog(st).scores("tool_errors")} == set(ids)   # all kept
@@ -218,16 +124,16 @@ def test_a_failing_endpoint_never_blocks_scoring_and_loses_no_score(tmp_path, st
 def test_a_hanging_endpoint_does_not_hold_up_scoring(tmp_path):
     ep = LogsEndpoint()
     ep.hold = threading.Event()                             # answers nothing until released
-    _store_with_traces(str(tmp_path / "m.db"), 3)
-    _store_with_traces(str(tmp_path / "m.db"), 2, fail=True)
+    store_with_traces(str(tmp_path / "m.db"), 3)
+    store_with_traces(str(tmp_path / "m.db"), 2, fail=True)
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(ep.base, timeout=30), say=lambda line: None)
+        scorer = OnlineScorer(st, export_config(ep.base, timeout=30), say=lambda line: None)
         first = scorer.run_pass(everything=True)["tool_errors"]
         _wait(lambda: ep.requests, "the first export")
         assert not ep.hold.is_set()
         # more traces come in and are scored while the endpoint still holds the first batch
-        _store_with_traces(str(tmp_path / "m.db"), 2)
+        store_with_traces(str(tmp_path / "m.db"), 2)
         second = scorer.run_pass(everything=True)["tool_errors"]
         assert (first["scored"], second["scored"]) == (5, 2)
         assert len(MonitorLog(st).scores("tool_errors")) == 7
@@ -245,16 +151,16 @@ def test_a_hanging_endpoint_does_not_hold_up_scoring(tmp_path):
 
 def test_an_outage_of_the_endpoint_is_one_line_and_its_end_another(tmp_path):
     ep = LogsEndpoint(status=503)
-    _store_with_traces(str(tmp_path / "m.db"), 2)
+    store_with_traces(str(tmp_path / "m.db"), 2)
     said: list[str] = []
     st = Store(str(tmp_path / "m.db"))
     try:
-        scorer = OnlineScorer(st, _cfg(ep.base, timeout=0.5), say=said.append)
+        scorer = OnlineScorer(st, export_config(ep.base, timeout=0.5), say=said.append)
         scorer.run_pass(everything=True)
         assert not scorer.export.flush(timeout=5) or scorer.export.lost == 2
         _wait(lambda: scorer.export.lost == 2, "the failed export")
         ep.status = 200
-        _store_with_traces(str(tmp_path / "m.db"), 3)
+        store_with_traces(str(tmp_path / "m.db"), 3)
         assert scorer.run_pass(everything=True)["tool_errors"]["scored"] == 3
         scorer.export.flush(timeout=5)
         assert scorer.export.sent == 3

@@ -138,7 +138,9 @@ def test_bad_bodies_get_one_line(tmp_path):
         assert code == 413
         code, _, body = post(rx.url, b"[" + b" " * 50_000 + b"]", JSON, gzipped=True)   # small once compressed
         assert code == 413 and "decompressed" in json.loads(body)["message"]
-        assert post(rx.url.replace("/v1/traces", "/v1/logs"), b"{}", JSON)[0] == 404
+        assert post(rx.url.replace("/v1/traces", "/v1/metrics"), b"{}", JSON)[0] == 404
+        code, _, body = post(rx.url.replace("/v1/traces", "/v1/logs"), b"{}", JSON)   # logs are taken, not this
+        assert code == 400 and "resourceLogs" in json.loads(body)["message"]
     assert _status(str(tmp_path / "m.db"))["spans"] == 0
 
 
@@ -213,8 +215,15 @@ def test_monitor_status(tmp_path, capsys):
     _chat(rec, 3)
     with Receiver(store) as rx:
         assert post(rx.url, rec.request().SerializeToString())[0] == 200
+        _wait(lambda: run(["monitor", "status", "--store", store]) == 0 and
+              f"server         running: pid {rx.proc.pid}" in capsys.readouterr().out, "the server's heartbeat")
+        assert run(["monitor", "status", "--store", store]) == 0
+        said = capsys.readouterr().out
+        assert "  queue        0 spans received, not yet committed" in said and "  scoring      off" in said
+        rx.stop()
     assert run(["monitor", "status", "--store", store]) == 0
     said = capsys.readouterr().out
+    assert "server         not running" in said                # stopped: its heartbeat removed
     assert "spans          6" in said and "traces         3 (3 complete, 0 open)" in said and "UTC" in said
     assert run(["monitor", "status", "--store", store, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)

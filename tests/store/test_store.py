@@ -229,7 +229,7 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
         UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""" + BEFORE_V6)
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 8
+    assert st.schema_version() == S.SCHEMA_VERSION == 9
     assert {"spans", "traces"} <= set(sa_inspect(st.engine).get_table_names())    # version 7: the monitor's
     assert {ix["name"] for ix in sa_inspect(st.engine).get_indexes("traces")} >= {"ix_traces_start", "ix_traces_open"}
     assert {"monitor_scores", "monitor_alerts"} <= set(sa_inspect(st.engine).get_table_names())   # version 8

@@ -81,12 +81,17 @@ def serve_cmd(
     server = uvicorn.Config(receiver, host=host, port=port, log_level="warning", server_header=False,
                             access_log=False)
     loop = ScoringLoop(st, cfg) if cfg is not None else None
+    from assay.monitor.heartbeat import Heartbeat
+
+    beat = Heartbeat(st, ingest, f"http://{shown}:{port}{PATH}", loop.scorer if loop is not None else None)
     with sock:
         if loop is not None:
             loop.start()
+        beat.start()
         try:
             uvicorn.Server(server).run(sockets=[sock])
         finally:
+            beat.stop()
             if loop is not None:
                 loop.stop()
 
@@ -150,6 +155,10 @@ class ScoringLoop:
                 self.checker.check(time.time_ns() - int(self.cfg.lookback * 1e9))
             except Exception as exc:  # a check that fails is logged and tried again
                 _say(f"assay monitor: checking the alert rules failed: {type(exc).__name__}: {exc}")
+            try:
+                self.scorer.resend_exports()
+            except Exception as exc:  # tried again at the next turn
+                _say(f"assay monitor: re-sending evaluation events failed: {type(exc).__name__}: {exc}")
             self.halt.wait(self.cfg.interval)
 
 
@@ -167,21 +176,25 @@ def status_cmd(
     store: str | None = STORE_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
-    """Traces received and scored: counts, evaluation lag, open alerts, the last span."""
+    """Traces received and scored: the running server's queue, evaluation lag, open alerts."""
+    from assay.monitor.heartbeat import running
     from assay.store.monitor import MonitorLog
     from assay.store.spans import SpanLog
 
     st = open_store(store)
     try:
         s = SpanLog(st).status()
-        s.update(MonitorLog(st).status())
+        log = MonitorLog(st)
+        s.update(log.status())
+        now = time.time()
+        s["servers"] = [{**b, "running": running(b, now)} for b in log.servers()]
     finally:
         st.close()
     if as_json:
         print_json(s)
         return
     open_traces = s["traces"] - s["complete_traces"]
-    lines = [("store", s["store"]), ("spans", f"{s['spans']:,}"),
+    lines = [("store", s["store"]), *_server_lines(s["servers"]), ("spans", f"{s['spans']:,}"),
              ("traces", f"{s['traces']:,} ({s['complete_traces']:,} complete, {open_traces:,} open)"),
              ("last received", _ago(s["last_received"]))]
     for metric, d in sorted(s["metrics"].items()):
@@ -194,6 +207,27 @@ def status_cmd(
     for a in s["open_alerts"]:
         out.print(f"  FIRING {safe(a['metric'])}: {safe(a['rule'])} ({safe(a['output'])}) since the window from "
                   f"{_stamp(a['window_start_ns'])}", highlight=False, soft_wrap=True)
+
+
+def _server_lines(servers: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The running servers' queue depth and scoring backlog (from their heartbeats), or that none runs."""
+    live = [b for b in servers if b["running"]]
+    if not live:
+        last = max((b["beat_at"] for b in servers), default=None)
+        said = "not running (no `assay monitor serve` on this store" + (
+            f"; the last heartbeat was {_ago(last)})" if last is not None else ")")
+        return [("server", said)]
+    out = []
+    for b in live:
+        stt = b["state"]
+        out.append(("server", f"running: pid {b['pid']} on {b['host']}, {b['url']} (heartbeat {_ago(b['beat_at'])})"))
+        out.append(("  queue", f"{stt.get('spans_pending', 0):,} spans received, not yet committed"))
+        for metric, d in sorted((stt.get("scoring") or {}).items()):
+            out.append((f"  {metric}", f"{d['waiting']:,} traces waiting to be scored; evaluation lag now "
+                                       f"{d['lag_s']:.1f} s"))
+        if "scoring" not in stt:
+            out.append(("  scoring", "off (no --config)"))
+    return out
 
 
 def _stamp(ns: int) -> str:

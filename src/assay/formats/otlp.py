@@ -327,6 +327,90 @@ def decode_protobuf(data: bytes, source: str = "<request>") -> Any:
     return msg
 
 
+# --------------------------------------------------------------------------- logs → span events
+
+def _log_event(trace_id: str | None, span_id: str | None, name: str, time: int | None,
+               attrs: dict[str, Any], body: Any) -> tuple[str, str, Event] | None:
+    """A log record as an event of its span (None without a span context or a name). The record's
+    body is folded into the attributes as the per-message events' ``gen_ai.event.content`` (a map)
+    or ``content`` (anything else), where the GenAI reader looks for it."""
+    name = name or (attrs.get("event.name") if isinstance(attrs.get("event.name"), str) else "")
+    if trace_id is None or span_id is None or not name:
+        return None
+    attrs = dict(attrs)
+    if isinstance(body, dict):
+        attrs.setdefault("gen_ai.event.content", body)
+    elif body is not None:
+        attrs.setdefault("content", body)
+    return trace_id, span_id, Event(name, time, attrs)
+
+
+def _json_logs(request: dict[str, Any]) -> Iterator[tuple[str, str, Event] | None]:
+    groups = _get(request, "resourceLogs", "resource_logs")
+    if not isinstance(groups, list):
+        raise _Bad("expected an OTLP ExportLogsServiceRequest ({\"resourceLogs\": [...]})")
+    for rl in groups:
+        scopes = _get(rl, "scopeLogs", "scope_logs") if isinstance(rl, dict) else None
+        for sl in scopes if isinstance(scopes, list) else ():
+            records = sl.get("logRecords") or sl.get("log_records") if isinstance(sl, dict) else None
+            for r in records if isinstance(records, list) else ():
+                if not isinstance(r, dict):
+                    raise _Bad(f"logRecords: expected objects, got {type(r).__name__}")
+                name = _get(r, "eventName", "event_name")
+                yield _log_event(_hex_id(_get(r, "traceId", "trace_id"), 16, "log record: traceId"),
+                                 _hex_id(_get(r, "spanId", "span_id"), 8, "log record: spanId"),
+                                 name if isinstance(name, str) else "",
+                                 _int(_get(r, "timeUnixNano", "time_unix_nano"), "log record: timeUnixNano")
+                                 or _int(_get(r, "observedTimeUnixNano", "observed_time_unix_nano"),
+                                         "log record: observedTimeUnixNano"),
+                                 json_attributes(r.get("attributes")), json_value(r.get("body")))
+
+
+def _proto_logs(request: Any) -> Iterator[tuple[str, str, Event] | None]:
+    for rl in request.resource_logs:
+        for sl in rl.scope_logs:
+            for r in sl.log_records:
+                yield _log_event(_hex_id(r.trace_id, 16, "log record: trace_id"),
+                                 _hex_id(r.span_id, 8, "log record: span_id"), getattr(r, "event_name", ""),
+                                 r.time_unix_nano or r.observed_time_unix_nano or None,
+                                 _proto_attributes(r.attributes),
+                                 _proto_value(r.body) if r.HasField("body") else None)
+
+
+def log_events_of(request: Any, source: str = "<request>") -> tuple[list[tuple[str, str, Event]], int]:
+    """The log records of one ``ExportLogsServiceRequest`` (OTLP/JSON object or protobuf message)
+    that sit on a span (a trace and span id, and an event name), as ``(trace id, span id,
+    Event)``; and how many records were passed over (no span context or no
+    name: an app's ordinary logs). Raises :class:`InputError` for a request of another shape."""
+    try:
+        if isinstance(request, dict):
+            got = list(_json_logs(request))
+        elif hasattr(request, "resource_logs"):
+            got = list(_proto_logs(request))
+        else:
+            raise _Bad(f"expected an OTLP ExportLogsServiceRequest, got {type(request).__name__}")
+    except _Bad as e:
+        raise InputError(f"not OTLP logs: {e}", source=source) from None
+    kept = [e for e in got if e is not None]
+    return kept, len(got) - len(kept)
+
+
+def decode_logs_protobuf(data: bytes, source: str = "<request>") -> Any:
+    """One ``ExportLogsServiceRequest`` from its protobuf bytes (``opentelemetry-proto``)."""
+    try:
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    except ImportError:
+        raise InputError("reading OTLP protobuf needs opentelemetry-proto: pip install 'assay[monitor]'",
+                         source=source) from None
+    msg = ExportLogsServiceRequest()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise InputError(f"not an OTLP protobuf ExportLogsServiceRequest ({e})", source=source) from None
+    return msg
+
+
 def group_traces(spans: Iterable[Span]) -> list[Trace]:
     """The spans as traces, in the order each trace was first seen; a span read twice (same trace
     and span id: an exporter's retry) is kept once, the first time."""

@@ -99,6 +99,7 @@ class MonitorConfig:
     lookback: float = 3600.0
     retry_after: float = 30.0
     batch: int = 200
+    lease: float = 60.0           # seconds a lease on a trace lasts unless renewed (renewed while it is scored)
     log: bool = True
     webhook: Webhook | None = None
     export: Export | None = None
@@ -250,7 +251,7 @@ def _alerts(node: Any, where: str, metric: Any) -> list[Gate]:
     return out
 
 
-TOP_KEYS = ("metrics", "interval", "lookback", "retry_after", "batch", "sinks", "export")
+TOP_KEYS = ("metrics", "interval", "lookback", "retry_after", "batch", "lease", "sinks", "export")
 LOGS_PATH = "/v1/logs"
 
 
@@ -292,8 +293,8 @@ def _top(cfg: MonitorConfig, key: str, v: Any) -> None:
             raise _Bad(v, "metrics", "names no metric")
     elif key in ("interval", "retry_after"):
         setattr(cfg, key, _number(v, key, 0.01, what="seconds above 0"))
-    elif key == "lookback":
-        cfg.lookback = _duration(v, key)[1]
+    elif key in ("lookback", "lease"):
+        setattr(cfg, key, _duration(v, key)[1])
     elif key == "batch":
         cfg.batch = int(_number(v, key, 1, what="a whole number of traces, at least 1"))
     elif key == "export":

@@ -22,11 +22,12 @@ from typing import Any
 import orjson
 
 from assay.errors import InputError
-from assay.formats.otlp import Span, decode_protobuf, spans_of
+from assay.formats.otlp import Span, decode_logs_protobuf, decode_protobuf, log_events_of, spans_of
 
 PROTOBUF, JSON = "protobuf", "json"
 MEDIA_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF, "application/json": JSON}
 SOURCE = "POST /v1/traces"
+LOGS_SOURCE = "POST /v1/logs"
 
 
 class Refused(Exception):
@@ -174,6 +175,37 @@ def parse(body: bytes, kind: str) -> tuple[list[dict[str, Any]], int, str | None
     if rejected and not rows:
         raise Refused(400, why or "no span could be read")
     return rows, rejected, why
+
+
+# --------------------------------------------------------------------------- logs
+
+def parse_logs(body: bytes, kind: str) -> tuple[list[dict[str, Any]], int]:
+    """The rows of the store's ``span_events`` table (without ``received_at``) of a decoded
+    ``ExportLogsServiceRequest``: its log records on a span; and how many others it had (an
+    app's ordinary logs, taken and not kept). A body that is not one raises :class:`Refused`."""
+    import hashlib
+
+    if kind == PROTOBUF:
+        try:
+            request: Any = decode_logs_protobuf(body, LOGS_SOURCE)
+        except InputError as e:
+            raise Refused(400, str(e)) from None
+    else:
+        try:
+            request = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise Refused(400, f"{LOGS_SOURCE}: not JSON ({e})") from None
+    try:
+        events, others = log_events_of(request, LOGS_SOURCE)
+    except InputError as e:
+        raise Refused(400, str(e)) from None
+    rows = []
+    for trace_id, span_id, ev in events:
+        attrs = _dump(ev.attributes)
+        key = hashlib.blake2b(f"{ev.name}\x00{ev.time}\x00{attrs}".encode(), digest_size=16).hexdigest()
+        rows.append({"trace_id": trace_id, "span_id": span_id, "event_key": key, "name": ev.name,
+                     "time_ns": ev.time, "attributes": attrs})
+    return rows, others
 
 
 # --------------------------------------------------------------------------- answers

@@ -16,7 +16,10 @@ They are exported over OTLP/HTTP (protobuf, ``POST {endpoint}/v1/logs``) with th
 SDK's ``OTLPLogExporter`` behind a ``BatchLogRecordProcessor``: emitting only queues the event, a
 thread of the SDK sends the batches, each export bounded by ``timeout`` (the exporter's own
 retries included). So a slow or failing endpoint never blocks scoring, and it loses no score: the
-scores are in the store whatever happens to the events. A failed export is one line on the log
+scores are in the store whatever happens to the events. ``on_result`` hears, per exported batch,
+which scores' events were sent and which failed: the online evaluation marks them in the store
+(``sent`` / ``failed``) and sends the failed ones again later
+(:meth:`assay.monitor.scoring.OnlineScorer.resend_exports`). A failed export is one line on the log
 (the first failure of an outage, and the recovery), not a line per batch, with its reason (the
 HTTP status or the connection error, recorded by the exporter's ``requests`` session); the
 exporter's own warnings are kept off the console.
@@ -122,9 +125,22 @@ def _recording_session() -> Any:
     return Recording()
 
 
-def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors: Any) -> Any:
+def scored_pairs(batch: Sequence[Any]) -> list[tuple[str, str]]:
+    """The ``(metric, trace id)`` of the evaluation events of an exported batch (SDK records)."""
+    out = []
+    for item in batch:
+        rec = getattr(item, "log_record", item)
+        metric = (getattr(rec, "attributes", None) or {}).get("assay.metric")
+        tid = getattr(rec, "trace_id", 0) or 0
+        if metric and tid:
+            out.append((str(metric), format(tid, "032x")))
+    return out
+
+
+def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors: Any,
+                        on_result: Callable[[list[tuple[str, str]], bool], None] | None = None) -> Any:
     """``real`` (an ``OTLPLogExporter``) that says one line when exports start failing and one
-    when they succeed again."""
+    when they succeed again, and tells ``on_result`` which scores' events were sent or not."""
     from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 
     class Reporting(LogRecordExporter):
@@ -140,6 +156,7 @@ def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors:
             except Exception as e:  # the SDK's thread must go on: a failure is a result
                 errors.local.last = _short(e)
                 res = LogRecordExportResult.FAILURE
+            self.report(batch, res is LogRecordExportResult.SUCCESS)
             if res is LogRecordExportResult.SUCCESS:
                 self.sent += len(batch)
                 if self.down:
@@ -155,6 +172,14 @@ def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors:
                 self.down = True
             return res
 
+        def report(self, batch: Any, ok: bool) -> None:
+            if on_result is None:
+                return
+            try:
+                on_result(scored_pairs(batch), ok)
+            except Exception as e:  # the state stays pending: re-sent later, never lost
+                say(f"assay monitor: could not record which evaluation events were sent: {_short(e)}")
+
         def shutdown(self) -> None:
             real.shutdown()
 
@@ -167,7 +192,8 @@ def _reporting_exporter(real: Any, url: str, say: Callable[[str], None], errors:
 class EvaluationExporter:
     """Scores as ``gen_ai.evaluation.result`` log records, batched to an OTLP/HTTP endpoint."""
 
-    def __init__(self, export: Export, *, say: Callable[[str], None] | None = None):
+    def __init__(self, export: Export, *, say: Callable[[str], None] | None = None,
+                 on_result: Callable[[list[tuple[str, str]], bool], None] | None = None):
         try:
             from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
             from opentelemetry.sdk._logs import LoggerProvider
@@ -187,7 +213,7 @@ class EvaluationExporter:
         session = _recording_session()
         real = OTLPLogExporter(endpoint=export.endpoint, headers=dict(export.headers) or None, timeout=export.timeout,
                                session=session)
-        self.exporter = _reporting_exporter(real, export.endpoint, say or (lambda line: None), session)
+        self.exporter = _reporting_exporter(real, export.endpoint, say or (lambda line: None), session, on_result)
         self.provider = LoggerProvider(resource=Resource.create({"service.name": export.service_name}),
                                        shutdown_on_exit=False)
         self.timeout = export.timeout

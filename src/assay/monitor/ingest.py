@@ -42,14 +42,18 @@ class Unavailable(Exception):
 
 
 class _Batch:
-    __slots__ = ("rows", "future")
+    __slots__ = ("rows", "events", "future")
 
-    def __init__(self, rows: Sequence[dict[str, Any]]):
-        self.rows = rows
+    def __init__(self, rows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]] = ()):
+        self.rows, self.events = rows, events
         self.future: Future[int] = Future()
         # running: a caller that gives up (a client gone) cannot cancel it, so the writer's
         # answer always lands
         self.future.set_running_or_notify_cancel()
+
+
+def _size(b: _Batch) -> int:
+    return len(b.rows) + len(b.events)
 
 
 class Ingest:
@@ -71,17 +75,19 @@ class Ingest:
         self._thread = threading.Thread(target=self._run, name="assay-monitor-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, rows: Sequence[dict[str, Any]]) -> Future[int]:
-        """Queue a batch; its future gives the batch's size once its spans are committed, or
-        raises :class:`Unavailable`. Raises :class:`Full` when the queue cannot take it."""
-        batch = _Batch(rows)
+    def submit(self, rows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]] = ()) -> Future[int]:
+        """Queue a batch of span rows (and of ``span_events`` rows: log records on spans); its
+        future gives the batch's size once it is committed, or raises :class:`Unavailable`.
+        Raises :class:`Full` when the queue cannot take it."""
+        batch = _Batch(rows, events)
+        size = len(rows) + len(events)
         with self._cond:
             if self._stopping:
                 raise Unavailable("the receiver is stopping")
-            if self.pending and self.pending + len(rows) > self.max_pending:
+            if self.pending and self.pending + size > self.max_pending:
                 self.refused += 1
                 raise Full(f"{self.pending:,} spans are waiting to be stored (the bound is {self.max_pending:,})")
-            self.pending += len(rows)
+            self.pending += size
             self._queue.append(batch)
             self._cond.notify()
         return batch.future
@@ -101,10 +107,10 @@ class Ingest:
                 self._cond.wait(self.tick)
             taken: list[_Batch] = []
             n = 0
-            while self._queue and (not taken or n + len(self._queue[0].rows) <= self.max_commit):
+            while self._queue and (not taken or n + _size(self._queue[0]) <= self.max_commit):
                 b = self._queue.popleft()
                 taken.append(b)
-                n += len(b.rows)
+                n += _size(b)
             return taken
 
     def _run(self) -> None:
@@ -123,25 +129,32 @@ class Ingest:
 
     def _commit(self, taken: list[_Batch]) -> None:
         rows = [r for b in taken for r in b.rows]
+        events = [e for b in taken for e in b.events]
+        size = len(rows) + len(events)
         try:
-            new = self.log.write(rows, time.time())
+            new = self.log.write(rows, time.time(), events=events)
         except Exception as exc:   # the store failed: nothing of these batches is acknowledged
             print(f"assay monitor: could not store {len(rows):,} spans: {' '.join(str(exc).split())[:300]}",
                   file=sys.stderr, flush=True)
-            self._release(len(rows))
+            self._release(size)
             for b in taken:
                 b.future.set_exception(Unavailable("the spans could not be stored; send them again"))
             return
         self.stored += new
         self.duplicates += len(rows) - new
         self.commits += 1
-        self._release(len(rows))
+        self._release(size)
         for b in taken:
             b.future.set_result(len(b.rows))
 
     def _release(self, n: int) -> None:
         with self._cond:
             self.pending -= n
+
+    def depth(self) -> int:
+        """Spans (and log records) received and not yet committed."""
+        with self._cond:
+            return self.pending
 
     def _complete_quiet(self) -> None:
         try:

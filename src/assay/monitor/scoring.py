@@ -19,14 +19,23 @@ pass has taken is claimed (in flight) until its outcome is stored, so no other p
 a metric's watermark never moves past a trace still in flight. The passes share one
 :class:`ProcessLimits` per judge (its limiters' leases: one concurrency limit and one pause after
 a 429 for the whole process), and a pass running beside another of the same metric spends at most
-half of what is left of the hourly budget, so the cap holds for them together. With ``export`` in the config, each score recorded is also queued as an
-OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
-:meth:`OnlineScorer.close` sends what is queued.
+half of what is left of the hourly budget, so the cap holds for them together. Between
+processes (two ``monitor serve`` on one store), a pass also takes a **lease** on each trace in the
+store (:meth:`~assay.store.monitor.MonitorLog.claim`, one transaction; ``lease`` seconds, renewed
+every third of that while it is scored) and releases it once the outcome is stored: a trace another
+process holds, or scored since it was found due, is left alone, and the lease of a process that
+crashed expires (at once when it ran on this host), so the trace is scored by the other one, once.
+With ``export`` in the config, each score recorded is also queued as an OpenTelemetry ``gen_ai.evaluation.result`` event (:mod:`assay.monitor.export`) after it is stored;
+:meth:`OnlineScorer.close` sends what is queued. Each such score is marked in the store
+(``pending``, then ``sent`` or ``failed`` as the export went); :meth:`OnlineScorer.resend_exports`
+(every ``interval`` in ``monitor serve``) queues the failed ones again after ``retry_after``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 import time
 import uuid
@@ -37,7 +46,8 @@ from assay.errors import AssayError, BudgetExceeded, RunIncomplete
 from assay.formats.otlp import Event, Span, Trace
 from assay.monitor.config import MetricConfig, MonitorConfig, sampled
 from assay.store.monitor import ERROR, SCORED, SKIPPED, MonitorLog
-from assay.store.spans import SpanLog
+from assay.store.sessions import pid_alive, this_host
+from assay.store.spans import NO_CONTENT, SpanLog
 
 HOUR = 3600.0
 UNTRIED = "untried"        # a trace a budget stop never reached: not recorded, due again
@@ -66,6 +76,34 @@ def passes_filters(mc: MetricConfig, trace: dict[str, Any], spans: list[dict[str
         if all(attrs.get(k) == v for k, v in f.attributes.items()):
             return True
     return False
+
+
+CONTENT_FIELDS = ("query", "response", "history", "tool_calls", "contexts", "steps")
+
+
+def _has_content(record: dict[str, Any]) -> bool:
+    """Whether a trace's record holds any message content (an instrumentation with content capture
+    off gives only the model, the tokens and the latency)."""
+    return any(record.get(k) not in (None, "", [], {}) for k in CONTENT_FIELDS)
+
+
+def _missing(metric: str, record: dict[str, Any]) -> str | None:
+    """The first field ``metric`` requires that ``record`` lacks (``a or b`` for a choice), or None."""
+    from assay.metrics.base import REGISTRY
+
+    m = REGISTRY.get(metric)
+    for req in getattr(m, "requires", ()):
+        names = req if isinstance(req, tuple) else (req,)
+        if not any(record.get(n) not in (None, "", [], {}) for n in names):
+            return " or ".join(names)
+    return None
+
+
+def _has_events(metric: str, outcome: dict[str, Any]) -> bool:
+    """Whether a scored trace gives any evaluation event (a finished score)."""
+    from assay.monitor.export import events
+
+    return next(iter(events(metric, outcome)), None) is not None
 
 
 def _score_dict(sc: Any) -> dict[str, Any]:
@@ -125,10 +163,26 @@ class OnlineScorer:
         self.in_flight: dict[str, dict[str, float]] = {name: {} for name in cfg.metrics}   # claimed traces
         self.reserved: dict[str, float] = {name: 0.0 for name in cfg.metrics}              # budget held by passes
         self.limits: dict[str, ProcessLimits] = {}                                          # per judge spec
+        # this scorer's name on the leases it takes in the store: host, pid, and its own id
+        self.holder = f"{this_host()}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
         if cfg.export is not None:
             from assay.monitor.export import EvaluationExporter
 
-            self.export = EvaluationExporter(cfg.export, say=self.say)
+            self.export = EvaluationExporter(cfg.export, say=self.say, on_result=self._exported)
+
+    def backlog(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        """Per metric, the traces waiting to be scored: complete, picked by the sample, not scored
+        yet (or errored and due again; those in flight included), ``waiting``, and the current
+        evaluation lag, ``lag_s``: how long the oldest of them has been complete (0 when none
+        waits). Counts at most 10,000 traces per metric."""
+        now = time.time() if now is None else now
+        out: dict[str, dict[str, Any]] = {}
+        for name, mc in self.cfg.metrics.items():
+            due = self.log.due(name, completed_since=self.watermark[name], limit=10_000)
+            picked = [t for t in due if sampled(t["trace_id"], name, mc.sample)]
+            oldest = min((t["completed_at"] for t in picked), default=None)
+            out[name] = {"waiting": len(picked), "lag_s": 0.0 if oldest is None else max(0.0, now - oldest)}
+        return out
 
     def close(self) -> None:
         """Send the evaluation events still queued (bounded by the export's timeout)."""
@@ -150,6 +204,7 @@ class OnlineScorer:
         counts["sampled_out"] = len(due) - len(picked)
         untried: list[dict[str, Any]] = []       # left for a later pass: the watermark stays before them
         try:
+            picked = self._lease(mc, picked, untried)
             self._batches(mc, picked, counts, untried)
         finally:
             with self._lock:
@@ -157,7 +212,76 @@ class OnlineScorer:
                     self.in_flight[mc.name].pop(t["trace_id"], None)
                 if not everything:
                     self._advance(mc.name, due, untried)
+            self._release(mc, picked)
         return counts
+
+    def _lease(self, mc: MetricConfig, picked: list[dict[str, Any]],
+               untried: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The picked traces whose lease in the store this scorer took; the others (another
+        process scores them, or has scored them since they were found due) are given up here and
+        left for a later pass (so the watermark stays before them, should their holder crash)."""
+        if not picked:
+            return picked
+        try:
+            self._drop_dead_holders(mc)
+            got = set(self.log.claim(mc.name, {t["trace_id"]: t["attempts"] for t in picked}, self.holder,
+                                     self.cfg.lease, time.time()))
+        except Exception:
+            self._unclaim(mc, picked)
+            raise
+        mine = [t for t in picked if t["trace_id"] in got]
+        others = [t for t in picked if t["trace_id"] not in got]
+        if others:
+            self._unclaim(mc, others)
+            untried.extend(others)
+        return mine
+
+    def _drop_dead_holders(self, mc: MetricConfig) -> None:
+        """Remove the leases of scorers on this host whose process is gone (killed, then restarted
+        here): their traces need not wait for the leases to expire."""
+        host = this_host()
+        for h in self.log.holders(mc.name):
+            where, _, rest = h.partition("|")
+            pid = rest.partition("|")[0]
+            if h != self.holder and where == host and pid.isdigit() and pid_alive(int(pid)) is False:
+                self.log.drop_holder(mc.name, h)
+
+    @contextlib.contextmanager
+    def _leased(self, mc: MetricConfig, trace_ids: list[str]) -> Any:
+        """Renew the leases on ``trace_ids`` every third of the lease while the block runs (a batch
+        waiting on the judge), so they never expire under a live scorer."""
+        stop = threading.Event()
+
+        def renew() -> None:
+            while not stop.wait(self.cfg.lease / 3):
+                try:
+                    self.log.renew(mc.name, trace_ids, self.holder, self.cfg.lease, time.time())
+                except Exception as exc:   # tried again a third of a lease later
+                    self.say(f"assay monitor: {mc.name}: could not renew {len(trace_ids)} lease(s): {exc}")
+
+        t = threading.Thread(target=renew, name="assay-monitor-leases", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
+
+    def _unclaim(self, mc: MetricConfig, traces: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for t in traces:
+                self.in_flight[mc.name].pop(t["trace_id"], None)
+
+    def _release(self, mc: MetricConfig, traces: list[dict[str, Any]]) -> None:
+        """Give up the store's leases on ``traces`` (their outcome is stored, or they wait for a
+        later pass); if that fails, the leases expire."""
+        if not traces:
+            return
+        try:
+            self.log.release(mc.name, [t["trace_id"] for t in traces], self.holder)
+        except Exception as exc:
+            self.say(f"assay monitor: {mc.name}: could not release {len(traces)} lease(s) ({exc}); they expire "
+                     f"in {self.cfg.lease:g} s")
 
     def _claim(self, mc: MetricConfig, since_ns: int | None, until_ns: int | None,
                everything: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -178,6 +302,8 @@ class OnlineScorer:
                  untried: list[dict[str, Any]]) -> None:
         step = self.cfg.batch
         for i in range(0, len(picked), step):
+            if i:   # the traces still to score keep their leases while the earlier batches ran
+                self.log.renew(mc.name, [t["trace_id"] for t in picked[i:]], self.holder, self.cfg.lease, time.time())
             left = self._hold_budget(mc)
             if left is not None and left <= 0:
                 with self._lock:
@@ -186,7 +312,8 @@ class OnlineScorer:
                 untried.extend(picked[i:])
                 break
             try:
-                got = self.score(mc, picked[i:i + step], max_cost=left)
+                with self._leased(mc, [t["trace_id"] for t in picked[i:]]):
+                    got = self.score(mc, picked[i:i + step], max_cost=left)
             finally:
                 if left is not None:
                     with self._lock:
@@ -252,9 +379,14 @@ class OnlineScorer:
                 outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "filtered out"}
                 continue
             recs = trace_records(trace_of(t["trace_id"], spans), mc.per)
-            if not recs:
-                outcomes[t["trace_id"]] = {**base, "status": SKIPPED, "reason": "no GenAI content in the trace"}
+            lacking = [_missing(mc.name, r) for r in recs]
+            if not recs or all(lacking):
+                why = next((m for m in lacking if m), None) if any(map(_has_content, recs)) else None
+                outcomes[t["trace_id"]] = {**base, "status": SKIPPED,
+                                           "reason": f"the trace has no {why} ({mc.name} needs it)" if why
+                                           else NO_CONTENT}
                 continue
+            recs = [r for r, m in zip(recs, lacking) if not m]
             records.extend(recs)
             outcomes[t["trace_id"]] = {**base, "status": ERROR, "reason": "not scored", "scores": None}
         if records:
@@ -262,6 +394,8 @@ class OnlineScorer:
         now = time.time()
         for o in outcomes.values():
             o["scored_at"] = now
+            if self.export is not None and o["status"] == SCORED and _has_events(mc.name, o):
+                o["export"] = "pending"
         self.log.record(mc.name, [o for o in outcomes.values() if o["status"] != UNTRIED])
         self._send(mc, [o for o in outcomes.values() if o["status"] == SCORED])
         counts: dict[str, Any] = {SCORED: 0, SKIPPED: 0, ERROR: 0, UNTRIED: 0}
@@ -275,6 +409,32 @@ class OnlineScorer:
             if self.paused.pop(mc.name, None):
                 self.say(f"assay monitor: {mc.name}: scoring resumed")
         return counts
+
+    def _exported(self, pairs: list[tuple[str, str]], ok: bool) -> None:
+        """The export's word on a batch of events: their scores marked ``sent`` or ``failed``."""
+        if pairs:
+            self.log.mark_export(pairs, ok, time.time())
+
+    def resend_exports(self, now: float | None = None, limit: int = 500) -> int:
+        """Queue again the evaluation events of the scores whose export failed ``retry_after``
+        seconds ago or more, or that stayed ``pending`` long after being queued (a process that
+        stopped before sending them); how many scores. Nothing without ``export``."""
+        if self.export is None:
+            return 0
+        now = time.time() if now is None else now
+        rows = self.log.export_due(now - self.cfg.retry_after, now - max(60.0, 3 * self.export.timeout), limit)
+        if not rows:
+            return 0
+        self.log.requeue_export([(r["metric"], r["trace_id"]) for r in rows], now)
+        by_metric: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_metric.setdefault(r["metric"], []).append(r)
+        for metric, outcomes in by_metric.items():
+            try:
+                self.export.send(metric, outcomes)
+            except Exception as e:  # marked pending: tried again once that is old
+                self.say(f"assay monitor: {metric}: queueing evaluation events failed: {type(e).__name__}: {e}")
+        return len(rows)
 
     def _send(self, mc: MetricConfig, scored: list[dict[str, Any]]) -> None:
         """The stored scores as evaluation events (queued; a failure is a line, never an error)."""

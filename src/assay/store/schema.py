@@ -46,6 +46,17 @@ so they read the same on both and ``LIKE`` searches work on both.
 - ``monitor_alerts`` (since version 8): each firing and clearing of an alert rule: the metric,
   rule and output, the window, the figure and its 95% interval, the trace ids behind it.
   Written by :mod:`assay.store.monitor`.
+- ``span_events`` (since version 9): the OTLP log records (``POST /v1/logs``) that carry a trace
+  and span id, such as the GenAI conventions' ``gen_ai.client.inference.operation.details`` event
+  with the messages: read as events of their span (:mod:`assay.store.spans`).
+- ``monitor_claims`` (since version 9): a lease per (monitor metric, trace) a scoring pass holds,
+  with its holder and expiry, so two monitor processes on one store never score a trace twice.
+- ``monitor_servers`` (since version 9): each running ``assay monitor serve``'s heartbeat: its
+  pid, host and address, and what it holds that the tables do not show (spans not yet committed,
+  traces waiting to be scored, the evaluation lag), for ``assay monitor status``.
+- ``monitor_scores.export`` / ``export_at`` / ``span_ids`` (since version 9): ``pending``, ``sent``
+  or ``failed``: whether the score's ``gen_ai.evaluation.result`` events reached the user's endpoint
+  (failed ones are re-sent), since when, and the span each record scored (the events' context).
 - ``assay_meta``: ``schema_version``.
 
 Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
@@ -77,7 +88,7 @@ from sqlalchemy import (
     update,
 )
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = MetaData()
 
@@ -267,6 +278,9 @@ monitor_scores = Table(
     Column("lag_s", Float),                            # scored_at - completed_at
     Column("attempts", Integer, nullable=False),
     Column("cost", Float),                             # USD of judge calls, the run's share
+    Column("export", String(8)),                       # pending | sent | failed (version 9); null: none
+    Column("export_at", Float),                        # when ``export`` was last set (version 9)
+    Column("span_ids", Text),                          # JSON: the span each record scored (version 9)
     PrimaryKeyConstraint("metric", "trace_id"),
     Index("ix_monitor_scores_start", "metric", "start_ns"),
     Index("ix_monitor_scores_status", "status", "scored_at"),
@@ -290,6 +304,42 @@ monitor_alerts = Table(
     Column("reason", Text),
     Column("trace_ids", Text),                         # JSON list
     Index("ix_monitor_alerts_key", "metric", "rule", "output", "window_start_ns"),
+)
+
+# Since version 9: log records on a span's context (see :mod:`assay.store.spans`).
+span_events = Table(
+    "span_events", metadata,
+    Column("trace_id", String(32), nullable=False),
+    Column("span_id", String(16), nullable=False),
+    Column("event_key", String(32), nullable=False),   # a digest of the record: a resent one is kept once
+    Column("name", Text, nullable=False),
+    Column("time_ns", BigInteger),
+    Column("attributes", Text),                        # JSON (the record's body folded in)
+    Column("received_at", Float, nullable=False),
+    PrimaryKeyConstraint("trace_id", "span_id", "event_key"),
+)
+
+# Since version 9: the lease a scoring pass holds on a trace (see :mod:`assay.store.monitor`).
+monitor_claims = Table(
+    "monitor_claims", metadata,
+    Column("metric", String(200), nullable=False),
+    Column("trace_id", String(32), nullable=False),
+    Column("holder", String(64), nullable=False),
+    Column("expires_at", Float, nullable=False),
+    PrimaryKeyConstraint("metric", "trace_id"),
+)
+
+# Since version 9: the heartbeat of each running ``assay monitor serve`` (see :mod:`assay.store.monitor`).
+monitor_servers = Table(
+    "monitor_servers", metadata,
+    Column("id", String(32), primary_key=True),
+    Column("pid", Integer),
+    Column("host", String(255)),
+    Column("url", Text),
+    Column("started_at", Float, nullable=False),
+    Column("beat_at", Float, nullable=False),
+    Column("period", Float, nullable=False),           # seconds between beats
+    Column("state", Text),                             # JSON: the queue depth and the scoring backlog
 )
 
 
@@ -377,6 +427,18 @@ def _v8(conn: Connection) -> None:
     monitor_alerts.create(conn, checkfirst=True)
 
 
+def _v9(conn: Connection) -> None:
+    """Version 9: log records on spans, the scoring leases, the servers' heartbeats, and the
+    export state of a score."""
+    span_events.create(conn, checkfirst=True)
+    monitor_claims.create(conn, checkfirst=True)
+    monitor_servers.create(conn, checkfirst=True)
+    have = {c["name"] for c in inspect(conn).get_columns("monitor_scores")}
+    for name, sql_type in (("export", "VARCHAR(8)"), ("export_at", "FLOAT"), ("span_ids", "TEXT")):
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE monitor_scores ADD COLUMN {name} {sql_type}")
+
+
 def create_text_index(conn: Connection) -> None:
     """The full-text index of rows: FTS5 on SQLite, ``tsvector`` + GIN on PostgreSQL; nothing
     on another database or a SQLite built without FTS5 (searches then scan, as before)."""
@@ -404,4 +466,4 @@ def new_ref() -> str:
 
 
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9}

@@ -10,6 +10,11 @@ of it came for a quiet period. It reads back what the monitor's status shows
 spans (:meth:`SpanLog.spans`) and, per trace, its latency, tokens and model cost
 (:meth:`SpanLog.usage`, for the dashboard's ``/monitor`` page).
 
+The log records received on a span (``POST /v1/logs``: message content an instrumentation emits
+as events) are written beside the spans (``span_events``, each kept once) and read back as the
+span's events; a trace the online evaluation skipped for want of content is due again when they
+arrive (content exported after the spans).
+
 A span here is a dict of the ``spans`` table's columns (:mod:`assay.store.schema`) without
 ``received_at``, which :meth:`SpanLog.write` sets; ``attributes``, ``events`` and ``resource`` are
 JSON text.
@@ -21,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from assay.store import schema as S
 from assay.store.store import Store
@@ -43,19 +48,21 @@ class SpanLog:
         self.engine = store.engine
 
     # -- writing ---------------------------------------------------------------------------
-    def write(self, spans: Sequence[Mapping[str, Any]], now: float) -> int:
+    def write(self, spans: Sequence[Mapping[str, Any]], now: float,
+              events: Sequence[Mapping[str, Any]] = ()) -> int:
         """Store ``spans`` (received at ``now``, seconds since the epoch) in one transaction with
-        their traces' rows; returns how many were new (a span already stored, or given twice,
-        is kept once). Nothing is written when it raises."""
+        their traces' rows, and ``events`` (``span_events`` rows: log records on a span); returns
+        how many spans were new (a span or event already stored, or given twice, is kept once).
+        Nothing is written when it raises."""
         fresh: dict[tuple[str, str], Mapping[str, Any]] = {}
         for s in spans:
             fresh.setdefault((s["trace_id"], s["span_id"]), s)
-        if not fresh:
+        if not fresh and not events:
             return 0
-        tids = sorted({t for t, _ in fresh})
         t = S.spans
         with self.engine.begin() as conn:
-            for part in _chunks(tids):
+            _write_events(conn, events, now)
+            for part in _chunks(sorted({t for t, _ in fresh})):
                 for tid, sid in conn.execute(select(t.c.trace_id, t.c.span_id).where(t.c.trace_id.in_(part))):
                     fresh.pop((tid, sid), None)
             if not fresh:
@@ -104,14 +111,23 @@ class SpanLog:
             return [dict(r) for r in conn.execute(q).mappings()]
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
-        """A trace's spans, earliest start first, their JSON columns read."""
-        t = S.spans
+        """A trace's spans, earliest start first, their JSON columns read; the log records
+        received on a span (``span_events``) follow its own events, earliest first."""
+        t, ev = S.spans, S.span_events
         with self.engine.connect() as conn:
             got = conn.execute(select(t).where(t.c.trace_id == trace_id).order_by(t.c.start_ns, t.c.span_id))
             out = [dict(r) for r in got.mappings()]
+            logged = conn.execute(select(ev.c.span_id, ev.c.name, ev.c.time_ns, ev.c.attributes)
+                                  .where(ev.c.trace_id == trace_id).order_by(ev.c.time_ns, ev.c.event_key)).all()
+        extra: dict[str, list[dict[str, Any]]] = {}
+        for sid, name, time_ns, attrs in logged:
+            extra.setdefault(sid, []).append({"name": name, "time": time_ns,
+                                              "attributes": orjson.loads(attrs) if attrs else {}})
         for d in out:
             for k in ("attributes", "events", "resource"):
                 d[k] = None if d[k] is None else orjson.loads(d[k])
+            if d["span_id"] in extra:
+                d["events"] = (d["events"] or []) + extra[d["span_id"]]
         return out
 
 
@@ -187,6 +203,41 @@ def _calls(spans: list[tuple[str, str | None, dict[str, Any]]]) -> list[tuple[st
             model = next((str(a[k]) for k in MODEL_KEYS if a.get(k)), None)
             out.append((model, i or 0, o or 0))
     return out
+
+
+def _write_events(conn: Any, events: Sequence[Mapping[str, Any]], now: float) -> None:
+    """Insert the ``span_events`` rows not stored yet (same trace, span and key: kept once)."""
+    ev = S.span_events
+    fresh: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for e in events:
+        fresh.setdefault((e["trace_id"], e["span_id"], e["event_key"]), e)
+    if not fresh:
+        return
+    for part in _chunks(sorted({k[0] for k in fresh})):
+        q = select(ev.c.trace_id, ev.c.span_id, ev.c.event_key).where(ev.c.trace_id.in_(part))
+        for key in conn.execute(q):
+            fresh.pop(tuple(key), None)
+    if fresh:
+        conn.execute(insert(ev), [{**e, "received_at": now} for e in fresh.values()])
+        _reopen(conn, sorted({k[0] for k in fresh}), now)
+
+
+NO_CONTENT = "no GenAI content in the trace"    # the reason a scorer skips a trace without messages
+
+
+def _reopen(conn: Any, trace_ids: list[str], now: float) -> None:
+    """Traces skipped for want of content that now get log records (the messages, exported
+    after the spans): their skips are forgotten and they are complete again now, so the online
+    evaluation finds them due once more."""
+    ms, tr = S.monitor_scores, S.traces
+    for part in _chunks(trace_ids):
+        skipped = [r[0] for r in conn.execute(select(ms.c.trace_id).where(
+            ms.c.trace_id.in_(part), ms.c.status == "skipped", ms.c.reason == NO_CONTENT).distinct())]
+        if skipped:
+            conn.execute(delete(ms).where(ms.c.trace_id.in_(skipped), ms.c.status == "skipped",
+                                          ms.c.reason == NO_CONTENT))
+            conn.execute(update(tr).where(tr.c.trace_id.in_(skipped), tr.c.completed_at.is_not(None))
+                         .values(completed_at=now))
 
 
 def _update_traces(conn: Any, new: list[dict[str, Any]], now: float) -> None:

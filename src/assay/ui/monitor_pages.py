@@ -152,10 +152,22 @@ def overview(store: Store, *, since: str | None = None, window: str | None = Non
     w_s = given or min((_seconds(m["window"], "window", DEFAULT_WINDOW) for m in metrics), default=300.0)
     status = SpanLog(store).status()
     status.update(log.status())
+    status["servers"] = _servers(log)
     return {"since": since or DEFAULT_SINCE, "window": window, "since_ns": since_ns, "now_ns": now_ns,
             "status": status, "metrics": metrics, "usage_window": window_text(w_s),
             "usage": usage_windows(store, since_ns, now_ns, w_s),
             "open_alerts": status.get("open_alerts") or []}
+
+
+def _servers(log: Any) -> list[dict[str, Any]]:
+    """The servers' heartbeats (:mod:`assay.monitor.heartbeat`) with ``running``: live ones first;
+    of the stale ones only the latest (when none runs, it says when the last one stopped)."""
+    from assay.monitor.heartbeat import running
+
+    now = time.time()
+    beats = [{**b, "running": running(b, now)} for b in log.servers()]
+    live = [b for b in beats if b["running"]]
+    return live or beats[:1]
 
 
 def window_traces(store: Store, start: int, end: int, limit: int = MAX_TRACES) -> dict[str, Any]:
