@@ -123,3 +123,39 @@ def repeat_counts(props: Mapping[str, Any]) -> tuple[int, int]:
 def verdict_counts(agg: Mapping[str, Any]) -> dict[str, int]:
     """``{verdict: rows}`` of an output's aggregate (empty for an output that was not repeated)."""
     return {v: int(agg.get(f"rows_{v}") or 0) for v in VERDICTS} if agg.get("repeats") else {}
+
+
+def repeats_line(output: str, agg: Mapping[str, Any]) -> str | None:
+    """One line on how steady a repeated output's judge was (None for an output not repeated):
+    ``groundedness: 5 repeats a row; 3 of 12 rows flaky (25%), 9 stable pass, 0 stable fail;
+    pass rate 0.875, 95% interval over rows 0.760–0.979``."""
+    counts = verdict_counts(agg)
+    if not counts:
+        return None
+    rows = sum(counts.values())
+    share = agg.get("flaky_share")
+    text = (f"{output}: {agg['repeats']} repeats a row; {counts[FLAKY]} of {rows} rows flaky"
+            + (f" ({share:.0%})" if share is not None else "")
+            + f", {counts[STABLE_PASS]} stable pass, {counts[STABLE_FAIL]} stable fail")
+    lo, hi, rate = agg.get("pass_rate_ci95_low"), agg.get("pass_rate_ci95_high"), agg.get("pass_rate")
+    if rate is not None and lo is not None and hi is not None:
+        text += f"; pass rate {rate:.3f}, 95% interval over rows {lo:.3f}–{hi:.3f}"
+    return text
+
+
+def flaky_rows(rows: Any, outputs: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The rows whose verdict changed across repeats: per flaky row and output, ``{"idx",
+    "row_id", "output", "metric", "pass_share", "score", "repeats"}`` (each repeat's score,
+    result and reason). ``rows``: :class:`~assay.store.store.ScoredRow`-like objects with
+    ``idx``, ``row_id`` and ``scores`` (``{metric: {output: Score}}``)."""
+    found = []
+    for row in rows:
+        for metric, outs in (row.scores or {}).items():
+            for output, s in outs.items():
+                props = s.properties or {}
+                if props.get("verdict") != FLAKY or (outputs and output not in outputs and metric not in outputs):
+                    continue
+                found.append({"idx": row.idx, "row_id": row.row_id, "metric": metric, "output": output,
+                              "pass_share": props.get("pass_share"), "score": s.score,
+                              "repeats": list(props.get("repeats") or ())})
+    return found
