@@ -112,7 +112,7 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
 
 def show_flaky(st: Any, r: dict[str, Any], as_json: bool, limit: int) -> None:
     """``assay show RUN --flaky``: the rows of a repeated run whose repeats did not agree."""
-    from assay.results.repeats import flaky_rows
+    from assay.results.repeats import iter_flaky
 
     summary = r.get("summary") or {}
     repeats = int(summary.get("repeats") or 1)
@@ -120,7 +120,7 @@ def show_flaky(st: Any, r: dict[str, Any], as_json: bool, limit: int) -> None:
         out.print(f"run {safe(r['id'])} was not repeated, so no row can be flaky; run it with --repeats N "
                   "(N at least 2)", highlight=False)
         return
-    found = flaky_rows(st.iter_scored(r["id"]))
+    found = list(iter_flaky(st.iter_scored(r["id"])))
     if as_json:
         print_json(found)
         return

@@ -21,7 +21,7 @@ unit of its intervals; :func:`verdict_counts` and :data:`VERDICTS` name its flak
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from assay.scores import Score
@@ -143,19 +143,16 @@ def repeats_line(output: str, agg: Mapping[str, Any]) -> str | None:
     return text
 
 
-def flaky_rows(rows: Any, outputs: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """The rows whose verdict changed across repeats: per flaky row and output, ``{"idx",
-    "row_id", "output", "metric", "pass_share", "score", "repeats"}`` (each repeat's score,
-    result and reason). ``rows``: :class:`~assay.store.store.ScoredRow`-like objects with
-    ``idx``, ``row_id`` and ``scores`` (``{metric: {output: Score}}``)."""
-    found = []
+def iter_flaky(rows: Any) -> Iterator[dict[str, Any]]:
+    """The rows whose verdict changed across repeats, in row order: per flaky row and output,
+    ``{"idx", "row_id", "output", "metric", "pass_share", "score", "repeats"}`` (each repeat's
+    score, result and reason). ``rows``: stored rows (``Store.iter_scored``) with ``idx``,
+    ``row_id`` and ``scores`` (``{metric: {output: Score}}``)."""
     for row in rows:
         for metric, outs in (row.scores or {}).items():
             for output, s in outs.items():
                 props = s.properties or {}
-                if props.get("verdict") != FLAKY or (outputs and output not in outputs and metric not in outputs):
-                    continue
-                found.append({"idx": row.idx, "row_id": row.row_id, "metric": metric, "output": output,
-                              "pass_share": props.get("pass_share"), "score": s.score,
-                              "repeats": list(props.get("repeats") or ())})
-    return found
+                if props.get("verdict") == FLAKY:
+                    yield {"idx": row.idx, "row_id": row.row_id, "metric": metric, "output": output,
+                           "pass_share": props.get("pass_share"), "score": s.score,
+                           "repeats": list(props.get("repeats") or ())}
