@@ -375,14 +375,15 @@ class RepeatedJudge:
     rerun answers every repeat from the cache. Everything else is the judge's own (a
     next-token distribution is exact: its repeats are the same call)."""
 
-    def __init__(self, model: Any, repeat: int):
-        self.model, self.repeat = model, repeat
+    def __init__(self, judge: Any, repeat: int):
+        # names of their own, so that every attribute of the judge (``model``, ``name`` ...) reads through
+        self._judge, self._repeat = judge, repeat
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
+        return getattr(self._judge, name)
 
     async def generate(self, messages: Any, **kw: Any) -> Any:
-        return await self.model.generate(messages, repeat=self.repeat, **kw)
+        return await self._judge.generate(messages, repeat=self._repeat, **kw)
 
 
 class ChunkScorer:
