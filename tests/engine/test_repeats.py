@@ -143,3 +143,17 @@ def test_repeats_without_a_judge_model_is_an_error(cache: Any, tmp_path: Any) ->
         evaluate([{"response": "a", "ground_truth": "a"}], metrics="exact_match", repeats=3, store=False)
     with pytest.raises(AssayError, match="repeats must be a whole number of at least 1"):
         evaluate([{"response": "a", "ground_truth": "a"}], metrics="exact_match", repeats=0, store=False)
+
+
+def test_interval_end_gates_on_a_run_without_repeats(cache: Any) -> None:
+    rows = [{"response": "a", "ground_truth": "a" if i % 4 else "b"} for i in range(20)]   # 15 of 20 match
+    res = evaluate(rows, metrics="exact_match", store=False)
+    agg = res.metrics["exact_match"]
+    assert "repeats" not in agg and agg["pass_rate"] == 0.75
+    low, high, mean_low = check_gates(parse_gates(["exact_match.pass_rate_low>=0.75", "exact_match.pass_rate_high>=0.75",
+                                                   "exact_match.mean_low>0.5"]), res)
+    assert low.verdict == "fail" and low.figure < 0.75 and low.figure == low.ci95_low
+    assert high.verdict == "pass" and high.figure == high.ci95_high > 0.75
+    assert mean_low.figure == agg["ci95_low"] and mean_low.verdict == "pass"
+    with pytest.raises(AssayError, match="unknown statistic"):
+        parse_gates(["exact_match.pass_rate_lo>=0.5"])
