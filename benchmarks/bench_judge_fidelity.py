@@ -8,7 +8,9 @@ answer *bad*, and the right answer paired with the next question's knowledge is 
 scorer's design and its cut were chosen on them); questions 101–250 are **held out**; figures
 are given for both and for all 250. The shipped calibration set
 (``assay/judges/calibration/groundedness.jsonl``: 40 pairs written for assay, every pair within
-two words; odd groups fit, even held out) is measured the same way.
+two words; odd groups fit, even held out) is measured the same way, and so is the control set of wrong answers made of the context's own
+words (``groundedness_context_words.jsonl``, 30 pairs, none fitted: the support scorer cannot
+tell them from right answers, and the card says so).
 
 For each scorer and metric: ROC AUC of good vs bad with a 95% bootstrap interval (resampling
 questions), agreement at the metric's threshold, the context-swap AUC, the length-matched AUC
@@ -157,7 +159,7 @@ def fit_support_cut(*case_sets: list[Any]) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
-    from assay.engine.judge_check import SETS, load_cases
+    from assay.engine.judge_check import CONTROL_SETS, SETS, load_cases
     from assay.judges.embedded_relevance import available
     from assay.judges.scorers import SCORERS, card
     from assay.metrics.base import load_builtin_metrics
@@ -193,6 +195,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
                                                             ["fit", "held", "all"], 1)
     print_table("Embedded scorers on the shipped calibration sets (fit = odd groups, held = even groups)",
                 report["calibration_sets"])
+    report["controls"] = []
+    for name, cset in CONTROL_SETS.items():
+        cases = load_cases(cset)[0]
+        for m in SUPPORT_METRICS:
+            if m in cset.metrics:
+                report["controls"] += [{**f, "control": name}
+                                       for f in await measure_one("embedded support scorer", None, m, cases, ["all"], 1)]
+    print_table("The support scorer on the control sets (every pair held out): wrong answers made of the "
+                "context's own words", report["controls"])
 
     if args.llm:
         from assay.models import build_judge, embedded_judge
@@ -238,6 +249,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
                 cards[key]["measured"][f["metric"]]["calibration_set"] = entry
             else:
                 cards[key]["measured"][f["metric"]] = entry
+        for f in report["controls"]:
+            cset = CONTROL_SETS[f["control"]]
+            cards["support"]["measured"][f["metric"]][f["control"]] = {
+                "data": f"calibration/{cset.file}, {f['auc']['groups']} pairs (none fitted)",
+                "about": "right answers against wrong ones made of the context's own words",
+                "auc": round(f["auc"]["auc"], 3),
+                "auc_ci95": [round(f["auc"]["ci95_low"], 3), round(f["auc"]["ci95_high"], 3)],
+                "agreement": round(f["agreement"], 3)}
         CARD.write_text(json.dumps(cards, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"\nwrote the calibrations and held-out figures to {CARD.relative_to(ROOT)}")
     _ = card

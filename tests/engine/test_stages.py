@@ -27,7 +27,7 @@ ROWS = [
 SUMMARY_KEYS = ["schema_version", "assay_version", "source", "format", "metrics", "thresholds", "target", "judge",
                 "judge_source", "judge_note", "judge_calls", "judge_usage", "rows_read", "rows_evaluated",
                 "rows_skipped", "rows_errored", "target_errors", "bad_rows", "started_at", "duration_s", "run_id",
-                "name", "store", "resumed", "resumed_rows", "scorers", "plan"]
+                "name", "store", "resumed", "resumed_rows", "scorers", "plan", "repeats", "repeated"]
 
 
 # -- plan -----------------------------------------------------------------------------------------

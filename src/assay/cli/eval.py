@@ -54,6 +54,7 @@ def print_summary(result: Any) -> None:  # noqa: C901
             out.print(f"  [dim]{safe(agg['metric'])}: skipped {n} row(s): {safe(reason)}[/dim]")
         for reason, n in (agg.get("error_reasons") or {}).items():
             out.print(f"  [red]{safe(agg['metric'])}: {n} error(s): {safe(reason)}[/red]")
+    print_repeats(result)
     line = bounds.notes_line(result.metrics)
     if line:
         out.print(f"[yellow]{safe(line)}[/yellow]", highlight=False)
@@ -67,6 +68,18 @@ def print_summary(result: Any) -> None:  # noqa: C901
 
         for line in format_jailbreak(r["jailbreak"]):
             out.print(safe(line), highlight=False)
+
+
+def print_repeats(result: Any) -> None:
+    """A line per repeated output: repeats, flaky rows, the pass rate's interval over rows."""
+    from assay.results.repeats import repeats_line
+
+    lines = [line for name, agg in result.metrics.items() if (line := repeats_line(name, agg))]
+    for line in lines:
+        out.print(safe(line), highlight=False)
+    run_id = result.run.get("run_id")
+    if run_id and any(agg.get("rows_flaky") for agg in result.metrics.values()):
+        out.print(f"  [dim]the flaky rows, each repeat's score and reason: assay show {safe(run_id)} --flaky[/dim]")
 
 
 def print_plan(plan: dict[str, Any]) -> None:
@@ -141,7 +154,7 @@ def eval_cmd(
     max_cost: float | None = typer.Option(None, "--max-cost", help="Stop the run (resumable, exit 3) once it has spent this much, in USD: the judge's calls at its price (ASSAY_JUDGE_PRICE=IN,OUT when it is not in the price table) and the target's tokens at ASSAY_TARGET_PRICE. Resume with a higher cap.", metavar="USD"),
     max_errors: int | None = typer.Option(None, "--max-errors", help="Stop the run (resumable, exit 3) once this many rows have errored (a target error or a metric error). With --out the errored rows are in errors.jsonl.", metavar="N"),
     data_format: str | None = typer.Option(None, "--format", help="The data's format when its name does not say: jsonl, json, csv, parquet, otlp (OpenTelemetry traces, a record per trace) or otlp-calls (a record per model call) (for -, /dev/stdin, a FIFO or <(...); a stream is read once)."),
-    gate: list[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4'; or 'no-regression[:METRIC]' against --baseline."),
+    gate: list[str] = typer.Option([], "--gate", help="A quality gate; exit 1 when one fails. METRIC.STAT OP NUMBER (STAT: mean, median, p90, pNN, pass_rate, defect_rate, error_rate, errored, evaluated, skipped, or an end of the 95% interval: pass_rate_low, pass_rate_high, mean_low, mean_high; OP: >=, <=, >, <), e.g. 'groundedness.mean>=4' or 'groundedness.pass_rate_low>=0.8'; or 'no-regression[:METRIC]' against --baseline."),
     baseline: str | None = typer.Option(None, "--baseline", help="Compare with this stored run (a name: its latest completed run; or an id): fail on a significant worsening (implies --gate no-regression)."),
     min_effect: list[str] = typer.Option([], "--min-effect", help="A significant worsening smaller than this (metric units; X or METRIC=X) is tolerated by regression gates."),
     max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="A gated metric with a larger share of errored rows fails its gate."),
@@ -149,6 +162,7 @@ def eval_cmd(
     junit: Path | None = typer.Option(None, "--junit", help="Write JUnit XML here: a test case per gate and per metric."),
     engine: str = typer.Option("local", "--engine", help="Where rows are scored: local (this machine) or ray (a pool of Ray workers; needs pip install 'assay[ray]'). Same rows, store and result either way."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join (ray://HOST:10001, auto); default: a local Ray on every core.", metavar="ADDR"),
+    repeats: int = typer.Option(1, "--repeats", help="Ask each judged metric N times per row: per row the share of passing repeats, the spread and a verdict (stable pass, stable fail, flaky); pass rates and intervals over all repeats with the row as the unit. Each repeat is cached, so a rerun costs nothing. Rules and text metrics run once.", metavar="N"),
     mlflow: str | None = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
@@ -168,7 +182,8 @@ def eval_cmd(
                           options={"defect_threshold": defect_threshold} if defect_threshold else None,
                           progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
                           max_consecutive_failures=max_consecutive_failures, max_cost=max_cost, max_errors=max_errors,
-                          on_plan=None if quiet else print_plan, engine=engine, ray_address=ray_address)
+                          on_plan=None if quiet else print_plan, engine=engine, ray_address=ray_address,
+                          repeats=repeats)
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {safe(out_dir)}/", highlight=False)

@@ -92,6 +92,8 @@ def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -
             notes.append(f"{name}: {n} error(s): {reason}")
         if f.get("flagged"):
             notes.append(_flagged_note(name, f))
+        notes += [f"{name}: {c} control ({x['about']}): AUC {_auc(x['auc'])}, agreement {fmt(x['agreement'])} "
+                  f"({x['pairs']} pairs)" for c, x in (f.get("controls") or {}).items()]
     out.print(table)
     sources = sorted({str(f.get("source")) for f in reports.values() if f.get("source")})
     which = {"held": "the held-out rows (groups not used to fit the embedded scorers)", "fit": "the fit half",

@@ -60,13 +60,19 @@ def _format(value: str) -> str:
 def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its latest run) or 'last'."),
              store: str | None = STORE_OPT, format_: str = FORMAT_OPT,
              errors: bool = typer.Option(False, "--errors", help="Only the run's errored rows (its dead-letter), each with the reason of every output in error, and the input rows left out as unreadable; with --format json the objects of errors.jsonl."),
-             limit: int = typer.Option(100, "--limit", help="With --errors as a table: at most this many rows.")) -> None:
+             flaky: bool = typer.Option(False, "--flaky", help="Only the rows whose verdict changed across the repeats of a run with --repeats, each with every repeat's score and reason."),
+             limit: int = typer.Option(100, "--limit", help="With --errors or --flaky as a table: at most this many rows.")) -> None:
     """Show one run's summary (or, with --errors, its errored rows)."""
     as_json = _format(format_) == "json"
     st = open_store(store)
     r = st.get_run(text_arg(run))
+    if errors and flaky:
+        raise AssayError("--errors and --flaky each list rows of their own; give one of them")
     if errors:
         show_errors(st, r, as_json, limit)
+        return
+    if flaky:
+        show_flaky(st, r, as_json, limit)
         return
     if as_json:
         print_json(r)
@@ -102,6 +108,38 @@ def show_cmd(run: str = typer.Argument(..., help="Run id, id prefix, name (its l
 
         print_scorecard(r["summary"])          # the ASR by strategy x category of an `assay redteam` run
     print_run_check(st, r)
+
+
+def show_flaky(st: Any, r: dict[str, Any], as_json: bool, limit: int) -> None:
+    """``assay show RUN --flaky``: the rows of a repeated run whose repeats did not agree."""
+    from assay.results.repeats import iter_flaky
+
+    summary = r.get("summary") or {}
+    repeats = int(summary.get("repeats") or 1)
+    if repeats < 2 and not as_json:
+        out.print(f"run {safe(r['id'])} was not repeated, so no row can be flaky; run it with --repeats N "
+                  "(N at least 2)", highlight=False)
+        return
+    found = list(iter_flaky(st.iter_scored(r["id"])))
+    if as_json:
+        print_json(found)
+        return
+    if not found:
+        out.print(f"run {safe(r['id'])} has no flaky rows: every row got the same verdict in all {repeats} repeats",
+                  highlight=False)
+        return
+    table = Table(title=f"flaky rows of run {safe(r['id'])} ({repeats} repeats a row)", title_justify="left")
+    for col, kw in (("row", {}), ("output", {}), ("passed", {"justify": "right"}), ("repeats", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for x in found[:limit]:
+        reps = "\n".join(f"#{e['repeat']} {fmt(e.get('score'), 2)} {e.get('result') or e.get('status')}: "
+                         f"{str(e.get('reason') or '')[:160]}" for e in x["repeats"])
+        share = x["pass_share"]
+        row = str(x["idx"]) + (f" ({x['row_id']})" if x["row_id"] else "")
+        table.add_row(safe(row), safe(x["output"]), "—" if share is None else f"{share:.0%}", safe(reps))
+    out.print(table)
+    if len(found) > limit:
+        out.print(f"… and {len(found) - limit} more (--limit, or --format json for all)", highlight=False)
 
 
 def show_errors(st: Any, r: dict[str, Any], as_json: bool, limit: int) -> None:

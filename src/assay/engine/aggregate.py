@@ -9,6 +9,13 @@ per conversation (mean of the turns for quality metrics, the worst turn for harm
 every ``safety``-kind metric: the highest severity, or the lowest yes/no safety rating), with
 the conversation-level defect rate beside the row-level one.
 
+Repeats (a judged metric asked several times per row, :mod:`assay.results.repeats`): the row's
+score is the mean of its repeats, so the mean and its interval take the row as the unit; the
+pass rate counts every repeat, and its interval (``pass_rate_ci95_low``/``_high``) resamples
+rows, each with its share of passing repeats; ``repeats``, ``rows_stable_pass``,
+``rows_stable_fail``, ``rows_flaky`` and ``flaky_share`` (flaky rows / rows judged) say how
+steady the judge was.
+
 Defect rates: a row is a defect when its score is at or above ``defect_threshold`` (below it
 when ``defect_below``, for ratings where 1.0 is safe). ``defect_levels`` adds
 ``defect_rates``: ``{level: share of rows at or above level}`` for each level ("at and above
@@ -66,16 +73,22 @@ class Accumulator:
     defect_levels: tuple[float, ...] = ()
     defect_below: bool = False
     rollup: str | None = None     # "mean" | "worst"; None: mean when higher is better, else worst
+    repeats: int = 0              # the most repeats a row of this output had (0: not repeated)
+    shares: array = field(default_factory=lambda: array("d"))   # per row: the share of passing repeats
+    verdicts: dict[str, int] = field(default_factory=dict)      # per-row verdicts of repeated rows
 
     def add(self, s: Score, conversation: str | None = None) -> None:
         status = s.status
+        repeated = status == "completed" and bool(s.properties) and isinstance(s.properties.get("repeats"), list)
         if status == "completed":
             self.completed += 1
             if s.score is not None:
                 self.values.append(s.score)
                 if conversation is not None:
                     self.conversations.setdefault(conversation, []).append(s.score)
-            if s.passed is True:
+            if repeated:
+                self._add_repeated(s)     # its passes and fails are its repeats'
+            elif s.passed is True:
                 self.passed += 1
             elif s.passed is False:
                 self.failed += 1
@@ -93,6 +106,43 @@ class Accumulator:
             self.errored += 1
             key = (s.reason or "error")[:200]
             self.error_reasons[key] = self.error_reasons.get(key, 0) + 1
+
+    def _add_repeated(self, s: Score) -> None:
+        """A row scored several times (:func:`assay.results.repeats.combine`): its repeats count
+        in the pass rate, its share of passing repeats is the row's unit for the interval."""
+        from assay.results.repeats import repeat_counts
+
+        props = s.properties
+        self.repeats = max(self.repeats, len(props["repeats"]))
+        passes, fails = repeat_counts(props)
+        self.passed += passes
+        self.failed += fails
+        if passes + fails:
+            self.shares.append(passes / (passes + fails))
+        verdict = props.get("verdict")
+        if verdict:
+            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
+
+    def _repeated(self, out: dict[str, Any]) -> None:
+        """The figures of a repeated output (none for others): rows per verdict, the flaky share, and the pass
+        rate's interval with the row (its share of passing repeats) as the unit."""
+        if not self.repeats:
+            return
+        from assay.results.repeats import FLAKY, VERDICTS
+
+        out["repeats"] = self.repeats
+        for v in VERDICTS:
+            out[f"rows_{v}"] = self.verdicts.get(v, 0)
+        judged_rows = sum(self.verdicts.values())
+        out["flaky_share"] = self.verdicts.get(FLAKY, 0) / judged_rows if judged_rows else None
+        out["interval_unit"] = "row"
+        if self.shares:
+            import numpy as np
+
+            from assay.stats import confidence_interval
+
+            lo, hi, _ = confidence_interval(np.frombuffer(self.shares, dtype=np.float64))
+            out["pass_rate_ci95_low"], out["pass_rate_ci95_high"] = lo, hi
 
     def result(self) -> dict[str, Any]:
         n = len(self.values)
@@ -137,6 +187,7 @@ class Accumulator:
         judged = self.passed + self.failed
         out["pass_rate"] = self.passed / judged if judged else None
         out["passed"], out["failed"] = self.passed, self.failed
+        self._repeated(out)
         if self.not_flagged:
             out["not_flagged"], out["not_flagged_by"] = self.not_flagged, self.not_flagged_by
             out["mean_bound"] = "upper" if self.higher_is_better else "lower"

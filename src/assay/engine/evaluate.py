@@ -114,6 +114,14 @@ Parameters (every one but ``data`` by keyword):
 * ``ray_address``: with ``engine="ray"``, the cluster to join (``ray://HOST:10001``, ``auto``);
   default: the Ray already started in this process, else a local one on every core.
 
+* ``repeats``: asks per row of each metric a judge model scores (default 1). With ``N > 1``
+  each row's judged scores are the mean of ``N`` answers, with the share of passing repeats,
+  their spread and a verdict (``stable_pass``, ``stable_fail``, ``flaky``) in the score's
+  properties (:mod:`assay.results.repeats`); the aggregates count every repeat in the pass rate,
+  take the row as the unit of their intervals and give the flaky share. Every repeat is its own
+  judge call, kept in the call cache under its repeat (repeat 0 under the key a run without
+  repeats uses), so a rerun costs nothing. Metrics that no judge model scores run once.
+
 Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
 ``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
 """
@@ -153,6 +161,7 @@ def evaluate(
     ray_address: str | None = None,
     max_cost: float | None = None,
     max_errors: int | None = None,
+    repeats: int = 1,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -163,7 +172,8 @@ def evaluate(
         on_bad_row=on_bad_row, concurrency=concurrency, family=family, options=options, judge=judge,
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
         max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format,
-        on_plan=on_plan, engine=engine, ray_address=ray_address, max_cost=max_cost, max_errors=max_errors))
+        on_plan=on_plan, engine=engine, ray_address=ray_address, max_cost=max_cost, max_errors=max_errors,
+        repeats=repeats))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -378,6 +388,7 @@ async def evaluate_async(
     ray_address: str | None = None,
     max_cost: float | None = None,
     max_errors: int | None = None,
+    repeats: int = 1,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
@@ -388,6 +399,7 @@ async def evaluate_async(
                          "with a limiter of its own: set them there (Limiter(timeout=..., max_attempts=...))")
     timeout, max_attempts, breaker = call_limits(timeout, max_attempts, max_consecutive_failures)
     check_caps(max_cost, max_errors)
+    repeats = _whole(repeats, "repeats", 1)
     p = make_plan(data, target=target, metrics=metrics, thresholds=thresholds, mapping=mapping,
                   on_bad_row=on_bad_row, family=family, format=format, upfront=on_plan is not None)
     if concurrency is not None and concurrency < 1:
@@ -396,6 +408,7 @@ async def evaluate_async(
         make_out_folder(out)       # before the run is opened in the store
     judge_model, judge_source = resolve_judge(judge, p.metrics, concurrency, timeout=timeout,
                                               max_attempts=max_attempts)
+    set_repeats(p, repeats, judge_model, options)
     judge_before = judge_stats(judge_model)
     usage_now = judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
     budget = Budget(max_cost, max_errors, judge_usage=lambda: judge_usage(judge_model, judge_before, options),
@@ -425,6 +438,20 @@ async def evaluate_async(
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))
     return runner.result(aggregates, run)
+
+
+def set_repeats(p: Plan, repeats: int, judge_model: Any, options: Mapping[str, Any] | None) -> None:
+    """Mark the plan's metrics that a judge model scores as asked ``repeats`` times per row; an
+    :class:`AssayError` when more than one is asked of a run that no judge model scores."""
+    p.repeats = repeats
+    if repeats == 1:
+        return
+    who = scorers_of(p.metrics, judge_model, options)
+    p.repeated = frozenset(m.name for m in p.metrics if who[m.name]["kind"] in ("judge", "smoke-test judge"))
+    if not p.repeated:
+        raise AssayError(f"repeats={repeats} asks the judged metrics several times, but no metric of this run is "
+                         "scored by a judge model (name one with --judge / judge=...); rules and text metrics "
+                         "give the same score every time")
 
 
 def limited(judge: Any) -> bool:
@@ -484,5 +511,7 @@ def run_summary(p: Plan, runner: ChunkRunner, saved: StoreRun, judge_model: Any,
         resumed=saved.resumed,
         resumed_rows=saved.done,
         scorers=scorers_of(p.metrics, judge_model, options),
+        repeats=p.repeats,
+        repeated=sorted(p.repeated),
         plan=p.summary(),
     )

@@ -9,6 +9,12 @@ Two kinds, both given as text (``assay eval --gate ...``):
   estimate) with the bound; its 95% interval is reported beside it (the mean's bootstrap
   interval, the percentile bootstrap of a median or ``pNN``, the bootstrap of a share for
   ``pass_rate``, ``defect_rate`` and ``error_rate``).
+  ``STAT_low`` / ``STAT_high`` (``pass_rate_low``, ``pass_rate_high``, ``mean_low``,
+  ``mean_high``) compare an end of that interval instead: ``groundedness.pass_rate_low>=0.8``
+  passes only when the pass rate is at least 0.8 with 95% confidence. On a run with repeats
+  (:mod:`assay.results.repeats`) the pass rate counts every repeat and its interval resamples
+  rows (each with its share of passing repeats), so repeats of one row never count as
+  independent evidence.
 * **Regression gates** ``no-regression`` (every metric output the run shares with the
   baseline) or ``no-regression:NAME`` against a baseline run: the run is compared with the
   baseline row by row (:func:`assay.store.compare.compare_runs`, the paired bootstrap of the
@@ -50,7 +56,10 @@ if TYPE_CHECKING:     # NumPy is imported where the figures are computed, not wh
 DEFAULT_MAX_ERROR_RATE = 0.10
 REGRESSION = "no-regression"
 STATS = ("mean", "median", "p90", "pNN", "pass_rate", "defect_rate", "error_rate", "errored", "evaluated",
-         "skipped")
+         "skipped", "pass_rate_low", "pass_rate_high", "mean_low", "mean_high")
+#: the interval ends: ``STAT_low`` / ``STAT_high`` is the lower / upper end of STAT's 95% interval
+_ENDS = {"pass_rate_low": ("pass_rate", 0), "pass_rate_high": ("pass_rate", 1), "mean_low": ("mean", 0),
+         "mean_high": ("mean", 1)}
 _ALIASES = {"errors": "errored", "error_count": "errored", "p50": "median"}
 _COUNTS = ("errored", "evaluated", "skipped")
 _OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, ">": operator.gt,
@@ -285,13 +294,8 @@ def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: _ValueSourc
     elif stat == "error_rate":
         figure, errored, total = _error_share(agg)
         lo, hi = _share_interval(errored, total)
-    elif stat == "mean":
-        figure, lo, hi = agg.get("mean"), agg.get("ci95_low"), agg.get("ci95_high")
-    elif stat == "pass_rate":
-        figure = agg.get("pass_rate")
-        passed, failed = int(agg.get("passed") or 0), int(agg.get("failed") or 0)
-        lo, hi = _share_interval(passed, passed + failed)
-        details = {"passed": passed, "failed": failed}
+    elif stat in ("mean", "pass_rate") or stat in _ENDS:
+        figure, lo, hi, details = _with_interval(stat, agg)
     elif stat == "defect_rate":
         figure = agg.get("defect_rate")
         if figure is not None:
@@ -325,6 +329,29 @@ def _threshold(g: Gate, output: str, agg: Mapping[str, Any], values: _ValueSourc
                       reason, details)
 
 
+def _with_interval(stat: str, agg: Mapping[str, Any]) -> tuple[float | None, Any, Any, dict[str, Any]]:
+    """``(figure, low, high, details)`` of the mean, the pass rate, or an end of their interval
+    (``mean_low`` ...: the figure is that end). A repeated output's intervals resample rows
+    (:mod:`assay.engine.aggregate`); otherwise the pass rate's resamples the rows' passes."""
+    base, end = _ENDS.get(stat, (stat, None))
+    details: dict[str, Any] = {}
+    if base == "mean":
+        figure, lo, hi = agg.get("mean"), agg.get("ci95_low"), agg.get("ci95_high")
+    else:
+        figure = agg.get("pass_rate")
+        passed, failed = int(agg.get("passed") or 0), int(agg.get("failed") or 0)
+        if agg.get("repeats"):
+            lo, hi = agg.get("pass_rate_ci95_low"), agg.get("pass_rate_ci95_high")
+            details = {"passed_repeats": passed, "failed_repeats": failed, "repeats": agg["repeats"],
+                       "rows_flaky": agg.get("rows_flaky"), "interval_unit": "row"}
+        else:
+            lo, hi = _share_interval(passed, passed + failed)
+            details = {"passed": passed, "failed": failed}
+    if end is not None:
+        figure = (lo, hi)[end] if figure is not None else None
+    return figure, lo, hi, details
+
+
 def _bounded(stat: str, figure: float | None, agg: Mapping[str, Any]) -> tuple[float, float, str] | None:
     """``(low, high, what)``: the values the statistic may take when rows were not flagged (what:
     "lower bound", ...), or None when the figure is exact."""
@@ -332,6 +359,7 @@ def _bounded(stat: str, figure: float | None, agg: Mapping[str, Any]) -> tuple[f
 
     if not not_flagged(agg):
         return None
+    stat = _ENDS.get(stat, (stat, 0))[0]
     if stat == "pass_rate":
         lo, hi = pass_rate_range(agg)  # type: ignore[misc]
         return lo, hi, f"between {lo:.4g} and {hi:.4g} over every row"
@@ -375,7 +403,7 @@ def _bounded_verdict(g: Gate, output: str, stat: str, figure: float | None, ci: 
 
 def _no_figure(stat: str, agg: Mapping[str, Any]) -> str:
     counts = f"{agg.get('evaluated', 0)} scored, {agg.get('skipped', 0)} skipped, {agg.get('errored', 0)} errored"
-    if stat == "pass_rate" and agg.get("evaluated") and agg.get("threshold") is None:
+    if stat.startswith("pass_rate") and agg.get("evaluated") and agg.get("threshold") is None:
         return f"no row was judged pass or fail: {agg.get('metric')} has no threshold (set one with --threshold)"
     if stat == "error_rate":
         return f"no row was scored or errored ({counts})"

@@ -50,6 +50,7 @@ class CalibrationSet:
     swap_label: str = "swap"   # what the control is called: "context swap", "question swap" ...
     fitted: bool = True        # odd groups fitted embedded scorers; False: every group is held out
     version: str | None = None  # the set's own version (written into the calibration version)
+    controls: tuple[str, ...] = ()   # the names of CONTROL_SETS scored with it (a check's ``controls``)
 
 
 SAFETY_ABOUT = {
@@ -69,7 +70,7 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("groundedness", "groundedness.jsonl", "response", "contexts",
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
                    "answers the context supports against answers with an unsupported claim, same context",
-                   "context swap"),
+                   "context swap", controls=("context_words",)),
     CalibrationSet("relevance", "relevance.jsonl", "response", "query", ("relevance", "relevance_to_query"),
                    "answers to the question against on-topic answers that do not answer it", "question swap"),
     CalibrationSet("similarity", "similarity.jsonl", "response", "ground_truth", ("similarity", "correctness"),
@@ -90,6 +91,19 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
                    "ground-truth swap"),
     *(CalibrationSet(f"safety_{h}", f"safety_{h}.jsonl", "response", None, (h,), SAFETY_ABOUT[h],
                      "keyword", fitted=False, version=SAFETY_VERSION) for h in HARMS),
+)}
+
+
+#: Pairs a check scores beside a set, each a figure of its own (``controls`` in the report): cases
+#: the set's pairs do not test. ``context_words``: the wrong answer is made of the context's own
+#: words (another fact of the same context, or two of its facts recombined) and does not answer
+#: the question, so only a scorer that reads the question can tell it from the right one. Nothing
+#: was fitted on them (every pair is held out).
+CONTROL_SETS: dict[str, CalibrationSet] = {s.name: s for s in (
+    CalibrationSet("context_words", "groundedness_context_words.jsonl", "response", None,
+                   ("groundedness", "databricks_groundedness", "groundedness_pro"),
+                   "right answers against wrong ones made of the context's own words (another fact of the "
+                   "same context)", fitted=False, version="1"),
 )}
 
 
@@ -293,10 +307,30 @@ async def check_judge(judge: Any, metrics: Sequence[str], *, data: str | Path | 
             figures["swap_label"] = cset.swap_label
         if not metric.higher_is_better:
             figures.update(_lower_is_better(metric, items, cases, cset))
+        if cset is not None and data is None and split != "fit":
+            controls = await _controls(metric, cset, ctx, conc)
+            if controls:
+                figures["controls"] = controls
         if judge is not None:
             figures["usage"] = judge_usage(judge, before, options)
         reports[name] = figures
     return reports
+
+
+async def _controls(metric: Metric, cset: CalibrationSet, ctx: EvalContext, concurrency: int) -> dict[str, Any]:
+    """The figures of ``cset``'s control sets (:data:`CONTROL_SETS`) for ``metric``: per control its
+    AUC block, agreement at the threshold, pairs, source and what it holds."""
+    out: dict[str, Any] = {}
+    for name in cset.controls:
+        control = CONTROL_SETS[name]
+        if metric.name not in control.metrics:
+            continue
+        cases, source = load_cases(control)
+        items, _ = await score_cases(metric, cases, ctx, concurrency=concurrency)
+        fig = measure(items)
+        out[name] = {"auc": fig["auc"], "agreement": fig["agreement"], "pairs": fig["auc"].get("groups"),
+                     "errors": fig["errors"], "source": source, "about": control.about}
+    return out
 
 
 def expand(names: Iterable[str]) -> list[str]:

@@ -64,6 +64,8 @@ class Plan:
     by_auto: frozenset[str] = frozenset()
     auto: bool = False
     counted: bool = True    # False: ``rest``'s shapes are counted as it is read (see the module's docstring)
+    repeats: int = 1        # asks per row of each judged metric (``repeated``: set once the judge is known)
+    repeated: frozenset[str] = frozenset()
 
     @property
     def layout(self) -> list[tuple[str, tuple[str, ...]]]:

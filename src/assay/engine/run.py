@@ -233,7 +233,9 @@ def run_config(plan: Plan, judge_model: Any, options: Mapping[str, Any] | None) 
             "mapping": dict(plan.mapping or {}), "family": plan.family,
             "target": plan.target.name if plan.target else None, "on_bad_row": plan.on_bad_row,
             "judge": getattr(judge_model, "name", None), "options": dict(options or {}),
-            "layout": [[m.name, list(m.outputs)] for m in plan.metrics]}
+            "layout": [[m.name, list(m.outputs)] for m in plan.metrics],
+            # only when repeated: a run without repeats keeps the configuration (and hash) it had
+            **({"repeats": plan.repeats} if plan.repeats > 1 else {})}
 
 
 def open_run(store: Any, resume: bool | str, name: str | None, data: Any, source: str,
@@ -345,10 +347,17 @@ class Scoring:
     thresholds: dict[str, float]
     by_auto: frozenset[str] = frozenset()
     target: Any = None
+    repeats: int = 1                        # asks per row of each metric in ``repeated``
+    repeated: frozenset[str] = frozenset()  # the metrics a judge model scores (the others run once)
 
     @classmethod
     def of(cls, plan: Plan) -> Scoring:
-        return cls(list(plan.metrics), dict(plan.thresholds), frozenset(plan.by_auto), plan.target)
+        return cls(list(plan.metrics), dict(plan.thresholds), frozenset(plan.by_auto), plan.target,
+                   plan.repeats, frozenset(plan.repeated))
+
+    def times(self, m: Metric) -> int:
+        """How many times ``m`` is asked per row."""
+        return self.repeats if m.name in self.repeated else 1
 
     @property
     def sync_metrics(self) -> list[Metric]:
@@ -357,6 +366,24 @@ class Scoring:
     @property
     def async_metrics(self) -> list[Metric]:
         return [m for m in self.metrics if m.is_async]
+
+
+class RepeatedJudge:
+    """The run's judge model for repeat ``repeat`` (1 and on) of a repeated judgment: every
+    ``generate`` call carries the repeat, which the call cache keys
+    (:meth:`~assay.models.limited.LimitedModel.generate`), so each repeat is its own call and a
+    rerun answers every repeat from the cache. Everything else is the judge's own (a
+    next-token distribution is exact: its repeats are the same call)."""
+
+    def __init__(self, judge: Any, repeat: int):
+        # names of their own, so that every attribute of the judge (``model``, ``name`` ...) reads through
+        self._judge, self._repeat = judge, repeat
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._judge, name)
+
+    async def generate(self, messages: Any, **kw: Any) -> Any:
+        return await self._judge.generate(messages, repeat=self._repeat, **kw)
 
 
 class ChunkScorer:
@@ -382,6 +409,7 @@ class ChunkScorer:
         self.sem = asyncio.Semaphore(concurrency or max(16, judge_limit))
         self.pool: ProcessPoolExecutor | None = None
         self.depth = max(2, n_workers + 1)
+        self._repeat_ctx: dict[int, EvalContext] = {}
 
     def start(self) -> None:
         """Start the worker processes (when more than one, and not waiting to ``measure``)."""
@@ -428,9 +456,31 @@ class ChunkScorer:
             except TargetError as exc:
                 return exc
 
-    async def _score_async(self, m: Metric, r: Record) -> dict[str, Score]:
+    def _ctx(self, repeat: int) -> EvalContext:
+        """The context of repeat ``repeat`` (0: the run's own)."""
+        if not repeat or self.ctx.judge is None:
+            return self.ctx
+        ctx = self._repeat_ctx.get(repeat)
+        if ctx is None:
+            ctx = self._repeat_ctx[repeat] = EvalContext(judge=RepeatedJudge(self.ctx.judge, repeat),
+                                                         options=self.ctx.options)
+        return ctx
+
+    async def _score_async(self, m: Metric, r: Record, repeat: int = 0) -> dict[str, Score]:
         async with self.sem:
-            return await m.score(r, self.ctx, self.scoring.thresholds.get(m.name), m.name in self.scoring.by_auto)
+            return await m.score(r, self._ctx(repeat), self.scoring.thresholds.get(m.name),
+                                 m.name in self.scoring.by_auto)
+
+    async def _score_repeated(self, m: Metric, r: Record) -> dict[str, Score]:
+        """``m``'s scores of ``r``: once, or, for a repeated metric, each output's repeats
+        combined (:func:`assay.results.repeats.combine`)."""
+        n = self.scoring.times(m)
+        if n == 1:
+            return await self._score_async(m, r)
+        from assay.results.repeats import combine
+
+        runs = await gather_all(self._score_async(m, r, k) for k in range(n))
+        return {o: combine([run[o] for run in runs]) for o in runs[0]}
 
     async def score(self, chunk: list[Record]) -> tuple[list, list]:
         """The chunk's records (a target's reply filled in, or its TargetError) and their scores."""
@@ -446,7 +496,7 @@ class ChunkScorer:
         if s.async_metrics:
             jobs = [(i, m) for i, r in enumerate(filled) if not isinstance(r, TargetError)
                     for m in s.async_metrics]
-            results = await gather_all(self._score_async(m, filled[i]) for i, m in jobs)  # type: ignore[arg-type]
+            results = await gather_all(self._score_repeated(m, filled[i]) for i, m in jobs)  # type: ignore[arg-type]
             for (i, m), res in zip(jobs, results):
                 per_row[i][m.name] = res
         return filled, per_row

@@ -104,7 +104,9 @@ class EmbeddedScorer:
 
 def fidelity_line(fig: Mapping[str, Any]) -> str:
     """One line of a scorer's measured figures: ``AUC 0.95 [0.93–0.97], context swap 0.97,
-    length-matched 0.94 (HaluEval QA, held-out)``."""
+    length-matched 0.94 (HaluEval QA, held-out)``, and where measured the AUC on wrong answers
+    made of the context's own words (``; wrong answers in the context's own words: AUC 0.50
+    (chance)``)."""
     if not fig:
         return "not measured"
     parts = []
@@ -117,6 +119,10 @@ def fidelity_line(fig: Mapping[str, Any]) -> str:
         if fig.get(key) is not None:
             parts.append(f"{label} {fig[key]:.2f}")
     where = f" ({fig['data']})" if fig.get("data") else ""
+    cw = fig.get("context_words") or {}
+    if cw.get("auc") is not None:   # a case the figures above do not test (engine/judge_check.py CONTROL_SETS)
+        where += (f"; wrong answers in the context's own words: AUC {cw['auc']:.2f}"
+                  + (" (chance)" if abs(cw["auc"] - 0.5) < 0.05 else ""))
     return ", ".join(parts) + where
 
 

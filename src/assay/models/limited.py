@@ -133,9 +133,11 @@ class LimitedModel:
     async def generate(self, messages: Messages, *, max_tokens: int | None = None,
                        temperature: float | None = 0.0, response_format: Mapping[str, Any] | None = None,
                        logprobs: bool = False, top_logprobs: int | None = None,
-                       seed: int | None = None) -> Generation:
+                       seed: int | None = None, repeat: int = 0) -> Generation:
         """The backend's answer; ``seed`` (passed on only when given, and then part of the cache
-        key) tells several samples of one prompt apart."""
+        key) tells several samples of one prompt apart. ``repeat``: which ask of a repeated
+        judgment this is (a run's ``repeats``); part of the cache key from 1 on, so that repeat 0
+        keeps the key of a call made without repeats; never sent to the backend."""
         model = self.model
         more = {} if seed is None else {"seed": int(seed)}
         if not callable(getattr(model, "generate", None)):
@@ -148,6 +150,8 @@ class LimitedModel:
 
         params = {"max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
                   "logprobs": logprobs, "top_logprobs": top_logprobs, **more}
+        if repeat:
+            params["repeat"] = int(repeat)
         return await self._answer(messages, params, call, estimate_tokens(messages) + (max_tokens or 256))
 
     @property

@@ -154,6 +154,7 @@ def markdown_summary(result: Any, gates: Sequence[Mapping[str, Any]] = (), *, wo
     if notes:
         lines += ["", *dict.fromkeys(notes)]   # one line per metric, not per output
 
+    lines += _repeats_section(result, worst)
     picks = worst_rows(result, worst) if worst > 0 else {}
     if any(picks.values()):
         lines += ["", "### Worst rows", ""]
@@ -167,6 +168,55 @@ def markdown_summary(result: Any, gates: Sequence[Mapping[str, Any]] = (), *, wo
                  md_text(r["response"], 100), md_text(r["reason"], 240)] for r in rows), right=(1,))
             lines += ["", "</details>", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _repeats_section(result: Any, k: int) -> list[str]:
+    """The repeated outputs of a run with repeats: how steady the judge was, and up to ``k`` flaky
+    rows each with every repeat's score (empty for a run without repeats)."""
+    from assay.results.repeats import verdict_counts
+
+    rep = {o: a for o, a in result.metrics.items() if verdict_counts(a)}
+    if not rep:
+        return []
+    lines = ["", "### Repeats", ""]
+    lines += _table(["metric", "repeats", "flaky rows", "flaky share", "stable pass", "stable fail", "pass rate",
+                     "95% interval (rows)"], (_repeats_row(o, a) for o, a in rep.items()), right=tuple(range(1, 8)))
+    flaky = [(o, info) for o, rows in flaky_examples(result, list(rep), k).items() for info in rows]
+    if flaky:
+        lines += ["", "<details>", f"<summary>{len(flaky)} flaky rows: every repeat's score</summary>", ""]
+        lines += _table(["metric", "row", "scores", "passed", "repeat 0's reason"], (
+            [md_text(o, 60), md_text(x["row"], 40), ", ".join(_num(v, 2) for v in x["scores"]),
+             f"{x['pass_share']:.0%}" if x["pass_share"] is not None else "—", md_text(x["reason"], 240)]
+            for o, x in flaky))
+        lines += ["", "</details>"]
+    return lines
+
+
+def _repeats_row(output: str, agg: Mapping[str, Any]) -> list[str]:
+    from assay.results.repeats import FLAKY, STABLE_FAIL, STABLE_PASS, verdict_counts
+
+    c = verdict_counts(agg)
+    return [md_text(output, 60), str(agg["repeats"]), f"{c[FLAKY]:,}", _num(agg.get("flaky_share")),
+            f"{c[STABLE_PASS]:,}", f"{c[STABLE_FAIL]:,}", _num(agg.get("pass_rate")),
+            _interval(agg.get("pass_rate_ci95_low"), agg.get("pass_rate_ci95_high"))]
+
+
+def flaky_examples(result: Any, outputs: Sequence[str], k: int = WORST_ROWS) -> dict[str, list[dict[str, Any]]]:
+    """Per repeated output, its first ``k`` flaky rows: ``{output: [{row, scores, pass_share,
+    reason}]}`` (each repeat's score, in repeat order)."""
+    cols = {o: f"outputs.{result.metrics[o].get('metric', o)}.{o}" for o in outputs}
+    found: dict[str, list[dict[str, Any]]] = {o: [] for o in outputs}
+    for pos, row in enumerate(result.iter_rows()):
+        for o, key in cols.items():
+            props = row.get(key + "_properties") or {}
+            if len(found[o]) >= k or not isinstance(props, Mapping) or props.get("verdict") != "flaky":
+                continue
+            reps = props.get("repeats") or []
+            rid = row.get("inputs.id")
+            found[o].append({"row": rid if rid is not None else f"#{pos}",
+                             "scores": [e.get("score") for e in reps], "pass_share": props.get("pass_share"),
+                             "reason": (reps[0].get("reason") if reps else None) or ""})
+    return found
 
 
 def worst_rows(result: Any, k: int = WORST_ROWS) -> dict[str, list[dict[str, Any]]]:
@@ -230,7 +280,8 @@ def junit_xml(result: Any, gates: Sequence[Mapping[str, Any]] = ()) -> str:  # n
         case = ET.SubElement(suite, "testcase", classname=_xml(f"assay.metrics.{a.get('metric', o)}"), name=_xml(o))
         cp = ET.SubElement(case, "properties")
         for k in ("mean", "ci95_low", "ci95_high", "median", "p90", "pass_rate", "defect_rate", "evaluated",
-                  "skipped", "errored", "not_flagged", "defect_rate_bound", "mean_bound"):
+                  "skipped", "errored", "not_flagged", "defect_rate_bound", "mean_bound", "repeats", "rows_flaky",
+                  "flaky_share", "pass_rate_ci95_low", "pass_rate_ci95_high"):
             if a.get(k) is not None:
                 ET.SubElement(cp, "property", name=k, value=_plain(a[k]))
         if o in failed_outputs:

@@ -58,6 +58,9 @@ class RunSummary(BaseModel):
     # the plan: rows in the data, per metric the rows it runs on and why not on the others
     # (:meth:`assay.engine.plan.Plan.summary`); empty in a summary written before it existed
     plan: dict[str, Any] = {}
+    # asks per row of each judged metric (``repeated``: those metrics); 1 in a summary written before
+    repeats: int = 1
+    repeated: list[str] = []
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> RunSummary:

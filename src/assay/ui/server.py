@@ -44,6 +44,7 @@ CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 
        "base-uri 'none'; frame-ancestors 'none'")
 MAX_COLUMNS = 8          # metric outputs shown as columns of the rows table
 MAX_PAGE = 1_000_000     # a page number beyond it is refused (400), not handed to the database
+MAX_FLAKY = 200          # flaky rows listed on a run's page (every one: `assay show RUN --flaky`)
 MAX_LIMIT = 100_000      # the same for a count of runs asked for
 MAX_ROW = 2**63 - 1      # a row number beyond a 64-bit integer is no row (404)
 WORSE_LIMIT = 25
@@ -184,7 +185,18 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
 
         check, judged = JC.check_for_run(store, run)
         return page("run.html.j2", title=run["name"] or run["id"], run=run, summary=run.get("summary") or {},
-                    check=check, judged=judged, outputs=outputs, hists=svgs, page=rows, q=rq, results=Q.RESULTS, shown=shown, qs=qs)
+                    check=check, judged=judged, outputs=outputs, hists=svgs, page=rows, q=rq, results=Q.RESULTS, shown=shown, qs=qs,
+                    flaky=_flaky(run), max_flaky=MAX_FLAKY)
+
+    def _flaky(run: dict[str, Any]) -> list[dict[str, Any]]:
+        """The first ``MAX_FLAKY`` flaky rows of a finished run with repeats (none for others)."""
+        if int((run.get("summary") or {}).get("repeats") or 1) < 2 or run["status"] != "completed":
+            return []
+        from itertools import islice
+
+        from assay.results.repeats import iter_flaky
+
+        return list(islice(iter_flaky(store.iter_scored(run["id"])), MAX_FLAKY))
 
     @app.get("/api/runs/{ref}")
     def api_run(ref: str) -> dict[str, Any]:
