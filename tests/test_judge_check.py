@@ -100,9 +100,10 @@ def test_a_judge_that_reads_only_the_answer_is_caught_by_the_swap_control(fake, 
     g = rep["metrics"]["groundedness"]
     assert rep["judge"] == f"{fake.base_url}#fake-judge" and rep["split"] == "all"
     assert g["auc"]["auc"] == 1.0 and g["swap"]["auc"] == 0.5 and g["cases"] == 120
-    assert g["usage"]["calls"] == 120 and g["usage"]["cost_usd"] is None
+    # 120 cases (the swap control reuses their calls) + 60 for the 30 context-words pairs
+    assert g["usage"]["calls"] == 180 and g["usage"]["cost_usd"] is None
     p = run("--judge", f"{fake.base_url}#fake-judge", "--metrics", "groundedness", cwd=tmp_path)
-    assert "fails a control" in p.stdout and "120 calls, cost unknown" in p.stdout
+    assert "fails a control" in p.stdout and "180 calls, cost unknown" in p.stdout
 
 
 def test_a_judge_whose_every_answer_is_unreadable_cannot_be_measured(fake, tmp_path):
