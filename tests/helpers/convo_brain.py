@@ -124,7 +124,7 @@ class Brain:
                 low = text.lower()
                 if f"what is your {name}" in low or f"what's your {name}" in low:
                     lapses.append(f"asks for the {name} again")
-                for k, v in _STATED.findall(text.replace("your ", "my ")):
+                for k, v in _STATED.findall(re.sub(r"\byour ", "my ", text, flags=re.I)):
                     if k.lower() == name and v != value:
                         lapses.append(f"gives the {name} as {v}, not {value}")
         if not known:
