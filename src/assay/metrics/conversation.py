@@ -37,8 +37,7 @@ __all__ = ["CONVERSATION_METRICS", "JUDGES", "TURNS_COLUMN", "goal_parts", "is_l
 
 TURNS_COLUMN = "conversation_turns"
 ROW_FIELDS = ("query", "history", "conversation_id", "turn", "extra")
-NOT_LAST = ("a conversation-level metric: scored once per conversation, on its last turn "
-            "(this is turn {turn} of {turns})")
+NOT_LAST = "a conversation-level metric: scored once per conversation, on its last turn"
 NO_TURNS = ("a conversation-level metric scores a conversation once, on its last turn: this row needs a "
             f"{TURNS_COLUMN} column (the conversation's number of turns; assay simulate users writes it)")
 NO_GOAL = "no goal attached to the conversation (a goal column: text, or an object with goal and done)"
@@ -61,7 +60,7 @@ def is_last_turn(values: Mapping[str, Any]) -> str | None:
     if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
         return NO_TURNS
     if values["turn"] != turns - 1:
-        return NOT_LAST.format(turn=values["turn"] + 1, turns=turns)
+        return NOT_LAST
     return None
 
 

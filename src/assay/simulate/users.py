@@ -12,6 +12,14 @@ passage's first line) and later turns to a seeded choice of ordinary follow-ups.
 Rows are Azure conversation rows (see :mod:`assay.simulate.conversation`), with the target's
 citations on its messages when it returns contexts, and the columns ``simulator`` (``users``),
 ``task``, ``source_passage``, ``seed`` and ``user_model``.
+
+**Goal-driven users** (:func:`simulate_goals`, ``--goals``): one conversation per goal of a goal
+file (:mod:`assay.simulate.goals`). The simulating model plays the user from the goal's persona,
+goal and facts; after each answer it decides, as strict JSON, whether the goal is met, abandoned
+or open (:class:`GoalJudge`), and the conversation stops when met or abandoned, else after the
+goal's max turns. Tools the goal describes are handed to a target with a ``tools`` parameter and
+answered by the simulating model (:class:`SimulatedTool`). Rows carry ``goal``, ``stop_reason``,
+``stop_detail``, ``user_turns`` and ``conversation_turns``.
 """
 
 from __future__ import annotations
