@@ -37,11 +37,11 @@ def server():
     srv.stop()
 
 
-def _evaluate(server, tmp_path, app, capsys, name):
+def _evaluate(server, tmp_path, app, capsys, name, metrics="conversation"):
     conv = tmp_path / f"{name}.jsonl"
     simulate_goals(app, parse_goals(GOALS), model=f"{server.base_url}#fake-judge", out=conv)
     out = tmp_path / f"run-{name}"
-    code = run(["eval", str(conv), "--metrics", "conversation", "--judge", f"{server.base_url}#fake-judge",
+    code = run(["eval", str(conv), "--metrics", metrics, "--judge", f"{server.base_url}#fake-judge",
                 "--out", str(out), "--quiet"])
     text = capsys.readouterr().out
     assert code in (0, 1), text
@@ -64,8 +64,12 @@ def test_a_forgetful_app_scores_low_on_knowledge_retention_and_a_remembering_one
 
 
 def test_each_conversation_is_judged_once_on_its_last_turn(server, tmp_path, capsys):
-    rows, _ = _evaluate(server, tmp_path, remembering_app, capsys, "once")
-    assert len(rows) == 5
+    rows, text = _evaluate(server, tmp_path, remembering_app, capsys, "once", "conversation,relevance")
+    assert len(rows) == 5 and all(r["outputs.relevance.relevance"] is not None for r in rows)
+    side_by_side = next(line for line in text.splitlines() if line.startswith("per conversation (1):"))
+    assert "turn-level (mean of its turns): relevance " in side_by_side
+    assert "conversation-level (the whole transcript): conversation_completeness" in side_by_side
+    assert "knowledge_retention 5.000" in side_by_side
     for m in METRICS:
         assert rows[-1][f"outputs.{m}.{m}"] is not None
         for r in rows[:-1]:
