@@ -37,12 +37,12 @@ def server():
     srv.stop()
 
 
-def _evaluate(server, tmp_path, app, capsys, name, metrics="conversation"):
+def _evaluate(server, tmp_path, app, capsys, name, metrics="conversation", *extra):
     conv = tmp_path / f"{name}.jsonl"
     simulate_goals(app, parse_goals(GOALS), model=f"{server.base_url}#fake-judge", out=conv)
     out = tmp_path / f"run-{name}"
     code = run(["eval", str(conv), "--metrics", metrics, "--judge", f"{server.base_url}#fake-judge",
-                "--out", str(out), "--quiet"])
+                "--out", str(out), "--quiet", *extra])
     text = capsys.readouterr().out
     assert code in (0, 1), text
     return [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()], text
@@ -64,7 +64,13 @@ def test_a_forgetful_app_scores_low_on_knowledge_retention_and_a_remembering_one
 
 
 def test_each_conversation_is_judged_once_on_its_last_turn(server, tmp_path, capsys):
-    rows, text = _evaluate(server, tmp_path, remembering_app, capsys, "once", "conversation,relevance")
+    md = tmp_path / "summary.md"
+    rows, text = _evaluate(server, tmp_path, remembering_app, capsys, "once", "conversation,relevance",
+                           "--summary-md", str(md))
+    summary = md.read_text()
+    assert "### Per conversation" in summary
+    assert "| relevance | turn (mean of turns) | 3.000 | 1 |" in summary
+    assert "| knowledge\\_retention | conversation (whole transcript) | 5.000 | 1 |" in summary
     assert len(rows) == 5 and all(r["outputs.relevance.relevance"] is not None for r in rows)
     side_by_side = next(line for line in text.splitlines() if line.startswith("per conversation (1):"))
     assert "turn-level (mean of its turns): relevance " in side_by_side

@@ -153,6 +153,7 @@ def markdown_summary(result: Any, gates: Sequence[Mapping[str, Any]] = (), *, wo
              for reason, n in sorted((a.get(key) or {}).items(), key=lambda kv: -kv[1])[:3]]
     if notes:
         lines += ["", *dict.fromkeys(notes)]   # one line per metric, not per output
+    lines += _per_conversation(metrics)
 
     picks = worst_rows(result, worst) if worst > 0 else {}
     if any(picks.values()):
@@ -167,6 +168,21 @@ def markdown_summary(result: Any, gates: Sequence[Mapping[str, Any]] = (), *, wo
                  md_text(r["response"], 100), md_text(r["reason"], 240)] for r in rows), right=(1,))
             lines += ["", "</details>", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _per_conversation(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """On conversation data, each metric's figure per conversation: turn-level metrics as the mean
+    of a conversation's turns, conversation-level ones as their one judgment of the transcript."""
+    from assay.metrics.base import GROUPS
+
+    whole = set(GROUPS.get("conversation", ()))
+    rows = [[md_text(o, 60), "conversation (whole transcript)" if a.get("metric") in whole else "turn (mean of turns)",
+             _num(a["conversation_mean"]), _num(a.get("conversations"))]
+            for o, a in metrics.items() if a.get("conversation_mean") is not None and a.get("defect_rate") is None]
+    if not rows:
+        return []
+    return ["", "### Per conversation", "", *_table(["metric", "level", "mean per conversation", "conversations"],
+                                                    rows, right=(2, 3))]
 
 
 def worst_rows(result: Any, k: int = WORST_ROWS) -> dict[str, list[dict[str, Any]]]:
