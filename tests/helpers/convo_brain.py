@@ -204,3 +204,11 @@ def shipping_app(query: str, history: list | None = None, tools: dict | None = N
         got = json.loads(tools["track_parcel"](parcel="P-77"))
         return f"Your parcel is {got['status']}."
     return remembering_app(query, history)
+
+
+async def async_shipping_app(query: str, history: list | None = None, tools: dict | None = None) -> str:
+    """The async form: it awaits the tool's ``acall``."""
+    if tools and "where" in query.lower():
+        got = json.loads(await tools["track_parcel"].acall(parcel="P-78"))
+        return f"Your parcel is {got['status']}."
+    return remembering_app(query, history)

@@ -13,7 +13,7 @@ from assay.cli.main import run
 from assay.errors import AssayError
 from assay.simulate.goals import parse_goals
 from assay.simulate.users import parse_verdict, simulate_goals
-from tests.helpers.convo_brain import Brain, remembering_app, shipping_app, unhelpful_app
+from tests.helpers.convo_brain import Brain, async_shipping_app, remembering_app, shipping_app, unhelpful_app
 from tests.helpers.fake_openai_server import FakeOpenAI
 
 REFUND = """\
@@ -71,7 +71,8 @@ def test_an_open_goal_stops_at_the_goals_own_max_turns(server):
     assert sum(m["role"] == "user" for m in row["conversation"]["messages"]) == 5
 
 
-def test_a_tool_result_is_simulated_from_its_description(server):
+@pytest.mark.parametrize("app, parcel", [(shipping_app, "P-77"), (async_shipping_app, "P-78")])
+def test_a_tool_result_is_simulated_from_its_description(server, app, parcel):
     goals = parse_goals("""\
 - goal: Find out where my parcel is.
   done: The assistant says "parcel is shipped".
@@ -79,11 +80,14 @@ def test_a_tool_result_is_simulated_from_its_description(server):
     - name: track_parcel
       description: Returns the parcel's status as JSON.
 """)
-    row = simulate_goals(shipping_app, goals, model=_model(server)).rows[0]
+    row = simulate_goals(app, goals, model=_model(server)).rows[0]
     msgs = row["conversation"]["messages"]
     call = next(m for m in msgs if m.get("tool_calls"))
     assert call["tool_calls"][0]["function"]["name"] == "track_parcel"
-    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"parcel": "P-77"}
+    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"parcel": parcel}
+    assert "Returns the parcel's status as JSON." in next(
+        r for r in server.chat_requests if "You play the tool" in r["body"]["messages"][0]["content"]
+    )["body"]["messages"][0]["content"]
     result = next(m for m in msgs if m["role"] == "tool")
     assert json.loads(result["content"])["status"] == "shipped"
     assert row["stop_reason"] == "met" and msgs[-1]["content"] == "Your parcel is shipped."
