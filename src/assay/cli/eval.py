@@ -59,6 +59,7 @@ def print_summary(result: Any) -> None:  # noqa: C901
     if line:
         out.print(f"[yellow]{safe(line)}[/yellow]", highlight=False)
     print_defects(result.metrics)
+    print_conversations(result.metrics)
     for bad in r["bad_rows"][:20]:
         out.print(f"  [yellow]skipped: {safe(bad['error'])}[/yellow]")
     if len(r["bad_rows"]) > 20:
@@ -107,6 +108,26 @@ def print_scorers(scorers: dict[str, Any]) -> None:
                   highlight=False)
     for reason, metrics in skipped.items():
         out.print(f"[yellow]skipped on every row, {safe(reason)}: {', '.join(metrics)}[/yellow]", highlight=False)
+
+
+def print_conversations(metrics: dict[str, Any]) -> None:
+    """On conversation data: each metric's figure per conversation, turn-level (the mean of a
+    conversation's turns) and conversation-level (one judgment of the whole transcript) side by side."""
+    from assay.metrics.base import GROUPS
+
+    whole = set(GROUPS.get("conversation", ()))
+    turn_level, conv_level = [], []
+    for name, agg in metrics.items():
+        if agg.get("conversation_mean") is None or agg.get("defect_rate") is not None:
+            continue
+        figure = f"{safe(name)} {agg['conversation_mean']:.3f}"
+        (conv_level if agg["metric"] in whole else turn_level).append(figure)
+    if not (turn_level or conv_level):
+        return
+    n = max(agg.get("conversations") or 0 for agg in metrics.values())
+    parts = ([f"turn-level (mean of its turns): {', '.join(turn_level)}"] if turn_level else []) + \
+            ([f"conversation-level (the whole transcript): {', '.join(conv_level)}"] if conv_level else [])
+    out.print(f"per conversation ({n}): " + "; ".join(parts), highlight=False, soft_wrap=True)
 
 
 def print_defects(metrics: dict[str, Any]) -> None:

@@ -124,12 +124,21 @@ def users_cmd(
     model: str | None = typer.Option(None, "--model", "--attacker", help=MODEL_HELP),
     concurrency: int = CONCURRENCY_OPT,
     quiet: bool = QUIET_OPT,
+    goals: Path | None = typer.Option(None, "--goals", help="A goal file (YAML): per goal persona, goal, facts, "
+                                      "done, max_turns, tools. Each conversation stops when its goal is met or "
+                                      "abandoned."),
+    max_turns: int = typer.Option(12, "--max-turns", help="With --goals: user turns at most per conversation."),
 ) -> None:
     """Ordinary users, played by a model, in multi-turn conversations with the app."""
     from assay.simulate.users import read_tasks, simulate_users
 
+    if goals is not None:
+        if text is not None or tasks is not None:
+            raise AssayError("--goals replaces --text and --tasks: give the goal file alone")
+        _goal_users(target, goals, out_path, max_turns, seed, model, concurrency, quiet)
+        return
     if text is None and tasks is None:
-        raise AssayError("give --text FILE and/or --tasks FILE: what the simulated users ask about")
+        raise AssayError("give --goals FILE, or --text FILE and/or --tasks FILE: what the simulated users want")
     body = _read(text, "--text") if text is not None else None
     task_list = read_tasks(_read(tasks, "--tasks")) if tasks is not None else None
     if tasks is not None and not task_list:
@@ -144,6 +153,28 @@ def users_cmd(
         res = simulate_users(fn, text=body, tasks=task_list, max_conversations=max_, turns=turns, seed=seed,
                              model=model, out=out_path, concurrency=concurrency, progress=advance)
     _report(res)
+
+
+def _goal_users(target: str, goals_path: Path, out_path: Path, max_turns: int, seed: int, model: str | None,
+                concurrency: int, quiet: bool) -> None:
+    from assay.simulate.goals import read_goals
+    from assay.simulate.users import simulate_goals
+
+    goal_list = read_goals(goals_path)
+    _check_count(max_turns, "--max-turns")
+    _check_count(concurrency, "--concurrency")
+    fn = load_target(target)
+    with progress_bar("goals", len(goal_list), quiet) as advance:
+        res = simulate_goals(fn, goal_list, max_turns=max_turns, seed=seed, model=model, out=out_path,
+                             concurrency=concurrency, progress=advance)
+    _report(res)
+    stops = ", ".join(f"{n} {r}" for r, n in res.extra["stops"].items() if n)
+    out.print(f"stopped: {stops}", highlight=False, soft_wrap=True)
+    if res.extra["unreadable_verdicts"]:
+        err.print(f"[yellow]{res.extra['unreadable_verdicts']} verdict(s) of the simulating model could not be "
+                  "read (taken as open)[/yellow]")
+    out.print(f"next: assay eval {safe(out_path)} --metrics conversation --judge MODEL", highlight=False,
+              soft_wrap=True)
 
 
 @app.command("testset")

@@ -66,6 +66,20 @@ SAFETY_ABOUT = {
 SAFETY_VERSION = "1"
 
 
+# (file stem, metric, field under test, swap field, what the pairs are): conversation-level judges
+CONVERSATION_SETS = (
+    ("knowledge_retention", "knowledge_retention", "response", "history",
+     "last answers that use what the user said earlier against the same answer with the fact changed or asked again"),
+    ("completeness", "conversation_completeness", "response", "history",
+     "last answers that satisfy the request left open against answers that drop it"),
+    ("role_adherence", "role_adherence", "response", "history",
+     "last answers within the system message's role and rules against answers that leave them"),
+    ("goal_met", "goal_met", "response", None,
+     "last answers that do what the goal column counts as done against near misses (promised, elsewhere, other)"),
+    ("user_frustration", "user_frustration", "query", None,
+     "last user messages that are satisfied against messages that repeat, correct or complain"),
+)
+
 SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("groundedness", "groundedness.jsonl", "response", "contexts",
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
@@ -91,6 +105,8 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
                    "ground-truth swap"),
     *(CalibrationSet(f"safety_{h}", f"safety_{h}.jsonl", "response", None, (h,), SAFETY_ABOUT[h],
                      "keyword", fitted=False, version=SAFETY_VERSION) for h in HARMS),
+    *(CalibrationSet(f"conversation_{m}", f"conversation_{m}.jsonl", fld, swap, (name,), about, "history swap",
+                      fitted=False, version="1") for m, name, fld, swap, about in CONVERSATION_SETS),
 )}
 
 

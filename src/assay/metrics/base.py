@@ -281,9 +281,9 @@ def metric(
         sig = inspect.signature(fn)
         params = {p: v for p, v in sig.parameters.items() if p != "ctx"}
         for p in params:
-            if p not in CANONICAL_FIELDS:
+            if p not in CANONICAL_FIELDS and p != "extra":  # extra: the row's other columns, read as they are
                 raise TypeError(f"metric {mname!r}: parameter {p!r} is not a record field "
-                                f"(fields: {', '.join(CANONICAL_FIELDS)})")
+                                f"(fields: {', '.join(CANONICAL_FIELDS)}, extra)")
         req = tuple(requires) if requires is not None else tuple(
             p for p, v in params.items() if v.default is inspect.Parameter.empty)
         opt = tuple(p for p, v in params.items() if v.default is not inspect.Parameter.empty)
@@ -367,7 +367,7 @@ def plan_auto(present: Collection[str], family: str | None = None) -> list[Metri
 # are: the registry sits below the metric modules and never imports them statically.
 BUILTIN_MODULES = ("assay.metrics.text.lexical", "assay.metrics.retrieval", "assay.metrics.usage",
                    "assay.metrics.quality", "assay.metrics.agent", "assay.metrics.tool_use",
-                   "assay.metrics.safety.harms", "assay.metrics.safety.refusal")
+                   "assay.metrics.safety.harms", "assay.metrics.safety.refusal", "assay.metrics.conversation")
 _loaded = 0       # how many of BUILTIN_MODULES are imported (in order)
 
 

@@ -153,6 +153,7 @@ def markdown_summary(result: Any, gates: Sequence[Mapping[str, Any]] = (), *, wo
              for reason, n in sorted((a.get(key) or {}).items(), key=lambda kv: -kv[1])[:3]]
     if notes:
         lines += ["", *dict.fromkeys(notes)]   # one line per metric, not per output
+    lines += _per_conversation(metrics)
 
     lines += _repeats_section(result, worst)
     picks = worst_rows(result, worst) if worst > 0 else {}
@@ -217,6 +218,21 @@ def flaky_examples(result: Any, outputs: Sequence[str], k: int = WORST_ROWS) -> 
                              "scores": [e.get("score") for e in reps], "pass_share": props.get("pass_share"),
                              "reason": (reps[0].get("reason") if reps else None) or ""})
     return found
+
+
+def _per_conversation(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """On conversation data, each metric's figure per conversation: turn-level metrics as the mean
+    of a conversation's turns, conversation-level ones as their one judgment of the transcript."""
+    from assay.metrics.base import GROUPS
+
+    whole = set(GROUPS.get("conversation", ()))
+    rows = [[md_text(o, 60), "conversation (whole transcript)" if a.get("metric") in whole else "turn (mean of turns)",
+             _num(a["conversation_mean"]), _num(a.get("conversations"))]
+            for o, a in metrics.items() if a.get("conversation_mean") is not None and a.get("defect_rate") is None]
+    if not rows:
+        return []
+    return ["", "### Per conversation", "", *_table(["metric", "level", "mean per conversation", "conversations"],
+                                                    rows, right=(2, 3))]
 
 
 def worst_rows(result: Any, k: int = WORST_ROWS) -> dict[str, list[dict[str, Any]]]:
