@@ -14,7 +14,8 @@ attempt is the same whatever else is asked. ``max_attempts`` keeps a seeded samp
 :func:`redteam` hands the rows and the target to :func:`assay.engine.evaluate.evaluate`, the
 path of ``assay eval``: the target is called per row, each response is scored by the refusal
 check and the harm metrics of the chosen categories (a judge with ``judge``, else the embedded
-rules), the run is stored and resumable, and the engine's ``max_cost`` caps the judge's spend.
+rules), the run is stored and resumable, and the engine's ``max_cost`` caps the judge's and the attacker's spend, every session's of a resumed run
+(a run stopped by it is ``interrupted``, resumable).
 The scorecard (:mod:`assay.simulate.redteam.figures`) lands in ``result.run["redteam"]``.
 With model-driven attempts the target is wrapped in
 :class:`~assay.simulate.redteam.attacker.AttackTarget`, which asks the attacker model (``attacker``)
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from assay.engine.evaluate import evaluate
-from assay.errors import AssayError, BudgetExceeded
-from assay.simulate.redteam.attacker import DEFAULT_MAX_TURNS, DEFAULT_REFUSALS, AttackerCapReached, AttackTarget
+from assay.errors import AssayError
+from assay.simulate.redteam.attacker import DEFAULT_MAX_TURNS, DEFAULT_REFUSALS, AttackTarget
 from assay.simulate.redteam.figures import (
     DEFAULT_DEFECT_THRESHOLD,
     add_redteam_figures,  # noqa: F401  (registers the aggregation)
@@ -115,18 +116,14 @@ def redteam(target: Callable[..., Any] | str, *, categories: str | Sequence[str]
     options: dict[str, Any] = {"redteam_seed": seed}
     if defect_threshold is not None:
         options["defect_threshold"] = defect_threshold
+    spend = None
     if any(r["redteam_strategy"] in MODEL_DRIVEN for r in rows):
         target, judge = _attack_target(target, attacker, judge, cats, options, seed=seed, max_turns=max_turns,
                                        refusals=refusals, max_cost=max_cost, concurrency=concurrency)
-    try:
-        return evaluate(rows, target=target, metrics=["refusal", *cats], judge=judge, out=out, store=store,
-                        resume=resume, max_cost=max_cost, concurrency=concurrency, name=name, progress=progress,
-                        options=options, **engine)
-    except AttackerCapReached as exc:
-        stop = BudgetExceeded(f"stopped: the attacker and the judge have spent ${exc.spent:.4f}, reaching --max-cost "
-                              f"${exc.cap:g} (max_cost)")
-        stop.cap = "max_cost"
-        raise stop from None
+        spend = target
+    return evaluate(rows, target=target, metrics=["refusal", *cats], judge=judge, out=out, store=store,
+                    resume=resume, max_cost=max_cost, concurrency=concurrency, name=name, progress=progress,
+                    options=options, other_spend=spend, **engine)
 
 
 def _attack_target(target: Any, attacker: Any, judge: Any, cats: list[str], options: dict[str, Any], *,
