@@ -24,22 +24,30 @@ makes), then:
    trained on: ``calibration/safety_<category>.jsonl`` (harmful / harmless pairs, the keyword
    traps) and ``benchmarks/data/safety_labeled.jsonl`` (severity >= 4 is harmful).
 
-A category is **kept** only when the rule :data:`KEEP` holds on both the held-out rows and the
-calibration set; otherwise its weights are not shipped and the metric stays "not flagged".
+A category is **kept** only when the rule :data:`KEEP` (stated before the first measurement) holds
+on both the held-out rows and the calibration set; otherwise its head is marked not kept (its
+weights stay in the file so that the tests recompute the card's figures) and the metric stays
+"not flagged".
 The vectors are cached (``--cache``), keyed by the text's SHA-256, so a rerun is fast.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import gzip
-import hashlib
-import json
-import sys
-from pathlib import Path
+import os
 
-import numpy as np
+# The Newton steps are small (384 dimensions): one BLAS thread is faster than many on a shared
+# machine, and the figures do not depend on it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import gzip  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -113,7 +121,7 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
 
 
-def fit(x: np.ndarray, y: np.ndarray, penalty: float, steps: int = 30) -> tuple[np.ndarray, float]:
+def fit(x: np.ndarray, y: np.ndarray, penalty: float, steps: int = 15) -> tuple[np.ndarray, float]:
     """Class-balanced L2 logistic regression by Newton steps: (weights, bias)."""
     n, d = x.shape
     xb = np.hstack([x, np.ones((n, 1))])
@@ -128,7 +136,7 @@ def fit(x: np.ndarray, y: np.ndarray, penalty: float, steps: int = 30) -> tuple[
         hess = (xb * (sw * p * (1 - p))[:, None]).T @ xb + np.diag(reg + 1e-9)
         step = np.linalg.solve(hess, grad)
         w -= step
-        if np.max(np.abs(step)) < 1e-8:
+        if np.max(np.abs(step)) < 1e-6:
             break
     return w[:-1], float(w[-1])
 
@@ -166,11 +174,11 @@ def best_cut(p: np.ndarray, y: np.ndarray) -> float:
 
 def train(x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> dict:
     fold = folds(y, 5, rng)
-    scores = {pen: roc_auc(*split_scores(out_of_fold(x, y, pen, fold), y)) for pen in PENALTIES}
+    oof = {pen: out_of_fold(x, y, pen, fold) for pen in PENALTIES}
+    scores = {pen: fast_auc(p, y) for pen, p in oof.items()}
     penalty = max(PENALTIES, key=lambda pen: (scores[pen], pen))
-    oof = out_of_fold(x, y, penalty, fold)
     w, b = fit(x, y, penalty)
-    return {"w": w, "b": b, "penalty": penalty, "cut": best_cut(oof, y), "cv_auc": scores[penalty]}
+    return {"w": w, "b": b, "penalty": penalty, "cut": best_cut(oof[penalty], y), "cv_auc": scores[penalty]}
 
 
 def split_scores(p: np.ndarray, y: np.ndarray) -> tuple[list[float], list[float]]:
@@ -197,13 +205,34 @@ def at_cut(p: np.ndarray, y: np.ndarray, cut: float) -> dict:
             "harmful_n": pos, "harmless_n": int((y == 0).sum()), "flagged_harmful": tp, "flagged_harmless": fp}
 
 
+def fast_auc(p: np.ndarray, y: np.ndarray) -> float:
+    """ROC AUC with ties counting one half (the value :func:`roc_auc` gives), vectorised."""
+    _, inv, counts = np.unique(p, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[inv]
+    npos = int((y == 1).sum())
+    return float((ranks[y == 1].sum() - npos * (npos + 1) / 2.0) / (npos * (len(y) - npos)))
+
+
+def row_interval(p: np.ndarray, y: np.ndarray, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """A 95% percentile-bootstrap interval of the AUC, resampling rows within each class."""
+    rng = np.random.default_rng(seed)
+    pos, neg = p[y == 1], p[y == 0]
+    yy = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    draws = [fast_auc(np.r_[rng.choice(pos, len(pos)), rng.choice(neg, len(neg))], yy) for _ in range(resamples)]
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def figures(p: np.ndarray, y: np.ndarray, cut: float, groups: list[str] | None = None) -> dict:
-    """AUC with a 95% bootstrap interval (resampling ``groups``, or rows), and the figures at the cut."""
-    keys = groups or [str(i) for i in range(len(y))]
-    by: dict[str, tuple[list[float], list[float]]] = {}
-    for g, pi, yi in zip(keys, p, y):
-        by.setdefault(g, ([], []))[0 if yi == 1 else 1].append(float(pi))
-    lo, hi = auc_interval(list(by.values()))
+    """AUC with a 95% bootstrap interval (resampling ``groups`` when given, else rows), and the
+    figures at the cut."""
+    if groups is None:
+        lo, hi = row_interval(p, y)
+    else:
+        by: dict[str, tuple[list[float], list[float]]] = {}
+        for g, pi, yi in zip(groups, p, y):
+            by.setdefault(g, ([], []))[0 if yi == 1 else 1].append(float(pi))
+        lo, hi = auc_interval(list(by.values()))
     return {"auc": _r(roc_auc(*split_scores(p, y))), "auc_ci95": [_r(lo), _r(hi)], **at_cut(p, y, cut)}
 
 
@@ -292,9 +321,10 @@ def show(cat: str, fig: dict) -> None:
 def write(figs: dict, weights: dict) -> None:
     from assay.metrics.safety.head import HEAD_VERSION, INPUT
 
-    kept_w = {c: w for c, w in weights.items() if figs[c]["kept"]}
+    heads = {c: {**w, "kept": figs[c]["kept"]} for c, w in weights.items()}
     WEIGHTS.write_text(json.dumps({"version": HEAD_VERSION, "input": INPUT, "source": SOURCE, "seed": SEED,
-                                   "heads": kept_w}, separators=(",", ":")) + "\n", encoding="utf-8")
+                                   "heads": heads}, separators=(",", ":")) + "\n", encoding="utf-8")
+    kept_w = [c for c in heads if heads[c]["kept"]]
     cards = json.loads(CARDS.read_text(encoding="utf-8"))
     cards["safety-head"] = {
         "version": HEAD_VERSION,
@@ -307,7 +337,8 @@ def write(figs: dict, weights: dict) -> None:
         "measured": figs,
     }
     CARDS.write_text(json.dumps(cards, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {WEIGHTS.relative_to(ROOT)} (kept: {', '.join(kept_w) or 'none'}) and the card in "
+    print(f"wrote {WEIGHTS.relative_to(ROOT)} (kept: {', '.join(kept_w) or 'none'}; the weights of every head, "
+          "so that the tests recompute the card's figures; the metrics use only the kept ones) and the card in "
           f"{CARDS.relative_to(ROOT)}")
 
 

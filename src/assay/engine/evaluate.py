@@ -327,11 +327,11 @@ def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str
     safety_choice = str((options or {}).get("safety_scorer", "auto") or "auto").lower()
     for m in metrics:
         if m.kind == "safety":
-            embedded = safety_choice == "embedded" or (safety_choice != "judge" and (judge_model is None or smoke))
+            embedded = safety_choice in ("embedded", "rules") or (safety_choice != "judge" and (judge_model is None or smoke))
             if embedded:
                 from assay.metrics.safety.harms import scorer_info
 
-                out[m.name] = scorer_info(m.name)
+                out[m.name] = scorer_info(m.name, options)
                 continue
         if m.kind not in ("judge", "safety"):
             out[m.name] = {"by": None, "kind": "formula", "label": "formula"}

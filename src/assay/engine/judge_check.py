@@ -318,7 +318,7 @@ def _scorer_label(metric: Metric, judge: Any, ctx: EvalContext) -> str | None:
         from assay.metrics.safety.harms import embedded_scorer_name, use_embedded
 
         if use_embedded(ctx):
-            return embedded_scorer_name(metric.name)
+            return embedded_scorer_name(metric.name, ctx)
     if judge is None:
         s = embedded_scorer(metric.name)
         return s.label if s is not None and not s.needs() else None

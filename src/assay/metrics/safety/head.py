@@ -6,8 +6,10 @@ embedded embedder (:mod:`assay.models.embedded_embedder`: multilingual-e5-small 
 ``scripts/train_safety_head.py`` and measured, frozen, on held-out rows and on the project's own
 calibration sets (``judges/calibration/safety_<category>.jsonl``); the card with the figures is
 ``calibration/scorers.json`` (key ``safety-head``). Only the weights ship
-(``head_weights.json``), never the texts, and only for the categories that passed the card's
-keep rule: a category without a head stays with the one-sided rules ("not flagged").
+(``head_weights.json``), never the texts; the metrics use a head only where it passed the card's
+keep rule, and a category without a kept head stays with the one-sided rules ("not flagged").
+In version 1 no head passed it (the card says why per category), so every harm stays with the
+rules until a head that holds is trained.
 
 ``P(harmful)`` becomes an integer severity 0–7 so that the head's cut lands between 3 (the last
 passing severity) and 4 (the first defect): ``p < cut`` → 0–3, ``p >= cut`` → 4–7, linear on each
@@ -28,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HEAD_VERSION", "INPUT", "SCORER_KEY", "Head", "head_for", "heads", "embed_texts", "severity_of",
+__all__ = ["HEAD_VERSION", "INPUT", "SCORER_KEY", "Head", "all_heads", "head_for", "heads", "embed_texts", "severity_of",
            "unavailable_reason", "vectors"]
 
 HEAD_VERSION = "1"
@@ -55,12 +57,19 @@ class Head:
 
 
 @lru_cache(maxsize=1)
-def heads() -> dict[str, Head]:
-    """The shipped heads, by category (only the kept ones)."""
+def all_heads() -> dict[str, tuple[Head, bool]]:
+    """Every shipped head, by category, with whether it passed the card's keep rule (the weights
+    of a head not kept ship too, so that its measured figures can be recomputed)."""
     text = resources.files("assay.metrics.safety").joinpath("head_weights.json").read_text(encoding="utf-8")
     data = json.loads(text)
-    return {cat: Head(cat, np.asarray(h["w"], dtype=np.float64), float(h["b"]), float(h["cut"]))
+    return {cat: (Head(cat, np.asarray(h["w"], dtype=np.float64), float(h["b"]), float(h["cut"])),
+                  bool(h.get("kept")))
             for cat, h in (data.get("heads") or {}).items()}
+
+
+def heads() -> dict[str, Head]:
+    """The heads the metrics use: those kept."""
+    return {cat: h for cat, (h, kept) in all_heads().items() if kept}
 
 
 def head_for(category: str) -> Head | None:
