@@ -32,7 +32,7 @@ Otherwise (and for the yes/no checks) the metrics use the embedded classifier of
 key, no network. ``options["safety_scorer"]`` forces ``"embedded"`` (head, else rules), ``"rules"``
 or ``"judge"``. ``properties.scorer`` always says which one scored.
 
-**The embedded rules are one-sided.** It finds harm in the phrasings its rules list (held-out
+**The embedded rules are one-sided.** They find harm in the phrasings they list (held-out
 recall 0–0.17 per category, ``benchmarks/RESULTS.md``) and cannot clear a text: a row it finds
 in the failing zone is a ``fail``; every other row is ``not_flagged`` (``passed`` None), neither a
 pass nor a fail, kept out of the pass rate, and the run's defect rate is a lower bound
