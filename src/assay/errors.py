@@ -40,3 +40,14 @@ class BudgetExceeded(RunIncomplete):
     goes on. ``cap`` is ``"max_cost"`` or ``"max_errors"``; the CLI exits 3."""
 
     cap: str = ""
+
+
+class CapReached(BaseException):
+    """A cap reached inside one row's work (a red team's attacker spending under ``max_cost``).
+    A BaseException, so that no row takes it for its own error: the engine stops the run as it
+    does for :class:`BudgetExceeded` (the rows scored saved, the run ``interrupted`` with this
+    message, :class:`BudgetExceeded` raised). ``cap`` names the cap (``"max_cost"``)."""
+
+    def __init__(self, message: str, cap: str = "max_cost"):
+        super().__init__(message)
+        self.cap = cap

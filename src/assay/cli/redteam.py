@@ -29,6 +29,7 @@ def redteam_cmd(
     target: str = typer.Option(..., "--target", help="The app: module:function (sync or async), or an OpenAI-compatible endpoint http://HOST:PORT/v1#MODEL."),
     categories: str | None = typer.Option(None, "--categories", help="Risk categories, comma-separated: violence, hate_unfairness, self_harm, sexual (default: all four)."),
     strategies: str | None = typer.Option(None, "--strategies", help=STRATEGY_HELP),
+    preset: str | None = typer.Option(None, "--preset", help="A named selection instead of --strategies: owasp-llm-top10 (the objectives and strategies tagged with an OWASP LLM Top 10 (2025) id; the scorecard grouped by OWASP id, the ids not exercised listed as not covered)."),
     judge: str | None = typer.Option(None, "--judge", "-j", help="The judge that scores the harm metrics (openai:MODEL, azure:DEPLOYMENT, http://HOST:PORT/v1#MODEL, local:/path.gguf; default $ASSAY_JUDGE). Without one the attack success rate is not measured; the refusal rate is."),
     max_: int | None = typer.Option(None, "--max", "-n", help="At most this many attempts: a seeded sample of objectives x strategies."),
     seed: int = typer.Option(0, "--seed", help="Seed of every choice (the sample, the wrappers, the swapped letters): same seed, same attacks."),
@@ -51,13 +52,13 @@ def redteam_cmd(
     if concurrency is not None and concurrency < 1:
         raise AssayError(f"--concurrency must be at least 1, got {concurrency}")
     n = len(plan_attempts(categories=categories, strategies=strategies, seed=seed, max_attempts=max_,
-                          objectives=objectives, attacker=attacker is not None, languages=languages))
+                          objectives=objectives, attacker=attacker is not None, languages=languages, preset=preset))
     fn = load_target(target)
     with progress_bar("attacking", n, quiet) as advance:
         result = redteam(fn, categories=categories, strategies=strategies, judge=judge, max_attempts=max_, seed=seed,
                          out=out_dir, store=store, resume=resume, max_cost=max_cost, objectives=objectives,
                          concurrency=concurrency, name=text_arg(name), progress=advance, attacker=attacker,
-                         languages=languages, max_turns=max_turns, refusals=refusals)
+                         languages=languages, max_turns=max_turns, refusals=refusals, preset=preset)
     print_scorecard(result.run)
     if out_dir is not None:
         out.print(f"attempts, responses and scores written to {safe(out_dir)}/", highlight=False)
@@ -84,6 +85,8 @@ def print_scorecard(run: dict[str, Any]) -> None:
     for row in format_redteam(rt):
         table.add_row(*map(safe, row))
     out.print(table)
+    if (rt.get("setup") or {}).get("preset"):
+        print_owasp(rt)
     if rt["asr_measured"]:
         parts = [f"{k} {format_rate(c['asr'], c['asr_ci'])}" for k, c in rt["complexity"].items() if c["judged"]]
         out.print("ASR by complexity: " + "; ".join(parts), highlight=False, soft_wrap=True)
@@ -105,3 +108,17 @@ def print_scorecard(run: dict[str, Any]) -> None:
         cost = u.get("cost_usd")
         out.print(f"judge: {safe(run['judge'])}; {u.get('calls', 0)} calls"
                   + (f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""), highlight=False)
+
+
+def print_owasp(rt: dict[str, Any]) -> None:
+    """The scorecard grouped by OWASP LLM Top 10 id (baseline attempts, the control, left out)."""
+    from rich.table import Table
+
+    from assay.simulate.redteam import format_owasp
+
+    table = Table(title="by OWASP LLM Top 10 (2025) id (attacks only; baseline is the control)")
+    for col in ("OWASP id", "risk", "attempts", "ASR [95% CI]", "refusal rate [95% CI]"):
+        table.add_column(col, no_wrap=col not in ("risk", "ASR [95% CI]"))
+    for row in format_owasp(rt):
+        table.add_row(*map(safe, row))
+    out.print(table)

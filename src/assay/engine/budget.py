@@ -34,7 +34,7 @@ POLL_S = 0.2                          # how often the cost is looked at while a 
 TARGET_PRICE_ENV = "ASSAY_TARGET_PRICE"
 
 __all__ = ["ERRORS_FILE", "POLL_S", "TARGET_PRICE_ENV", "Budget", "DeadLetter", "bad_row_letter", "check_caps",
-           "dead_letter", "prior_cost", "target_price"]
+           "dead_letter", "prior_cost", "target_price", "usage_cost", "with_other"]
 
 
 def check_caps(max_cost: Any = None, max_errors: Any = None) -> tuple[float | None, int | None]:
@@ -107,8 +107,9 @@ class Budget:
                 self.target_tokens[1] += int(u.output_tokens or 0)
 
     def judge_cost(self) -> float:
+        """This session's judge cost, and what else it paid for (``usage["other"]``: an attacker)."""
         usage = self.judge_usage() if self.judge_usage is not None else None
-        return float((usage or {}).get("cost_usd") or 0.0)
+        return usage_cost(usage)
 
     def target_cost(self) -> float:
         if self.target_price is None:
@@ -148,14 +149,31 @@ class Budget:
                              "input and output tokens) or options={'judge_price': 'IN,OUT'}")
 
 
+def usage_cost(usage: Mapping[str, Any] | None) -> float:
+    """The cost of one session's usage: the judge's and the other spending recorded with it."""
+    u = usage or {}
+    return float(u.get("cost_usd") or 0.0) + float((u.get("other") or {}).get("cost_usd") or 0.0)
+
+
+def with_other(usage: Mapping[str, Any] | None, other: Any) -> dict[str, Any] | None:
+    """A session's judge ``usage`` with ``other.usage()`` (an attacker's) under ``"other"``."""
+    extra = other.usage() if other is not None else None
+    if not extra:
+        return dict(usage) if usage is not None else None
+    return {**(usage or {}), "other": dict(extra)}
+
+
 def prior_cost(store: Any, run_id: str | None) -> float:
-    """The judge cost of a resumed run's earlier sessions, as the store recorded them."""
+    """What a resumed run's earlier sessions spent (the judge, and the other spending recorded
+    with it), as the store recorded them."""
     if store is None or run_id is None:
         return 0.0
     from assay.store.sessions import sum_usage
 
-    total = sum_usage([s["usage"] for s in store.sessions(run_id)])
-    return float((total or {}).get("cost_usd") or 0.0)
+    usages = [s["usage"] for s in store.sessions(run_id)]
+    total = sum_usage(usages)
+    other = sum(float(((u or {}).get("other") or {}).get("cost_usd") or 0.0) for u in usages)
+    return float((total or {}).get("cost_usd") or 0.0) + other
 
 
 def dead_letter(idx: int, inputs: Mapping[str, Any], scores: Mapping[str, Mapping[str, Score]], *,

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from assay.engine.budget import Budget, check_caps, prior_cost, target_price
+from assay.engine.budget import Budget, check_caps, prior_cost, target_price, with_other
 from assay.engine.plan import PLAN_WINDOW, Plan, make_plan, plan
 from assay.engine.run import (
     MAX_CONSECUTIVE_FAILURES,
@@ -104,6 +104,10 @@ Parameters (every one but ``data`` by keyword):
   rows scored are saved, the run is left ``interrupted`` with the reason, and
   :class:`~assay.errors.BudgetExceeded` (a :class:`~assay.errors.RunIncomplete`) is raised;
   ``resume=True`` with a higher cap goes on (the cap counts every session of the run).
+* ``other_spend``: what else the run pays for, counted against ``max_cost`` (a red team's
+  attacker model): an object with ``usage()`` (this session's usage, with ``cost_usd``) and a
+  ``prior_cost`` attribute, which a resumed run sets to the earlier sessions' spending; its usage
+  is recorded with each session's (``usage["other"]``), so a resumed run adds it back.
 * ``max_errors``: the same for errored rows (a target error, or any metric output in error):
   the run stops once this many rows have errored. With ``out``, the errored rows, with their
   reasons and inputs, are also written to ``errors.jsonl`` (:mod:`assay.engine.budget`).
@@ -162,6 +166,7 @@ def evaluate(
     max_cost: float | None = None,
     max_errors: int | None = None,
     repeats: int = 1,
+    other_spend: Any = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -173,7 +178,7 @@ def evaluate(
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
         max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format,
         on_plan=on_plan, engine=engine, ray_address=ray_address, max_cost=max_cost, max_errors=max_errors,
-        repeats=repeats))
+        repeats=repeats, other_spend=other_spend))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -331,11 +336,11 @@ def scorers_of(metrics: Sequence[Metric], judge_model: Any, options: Mapping[str
     safety_choice = str((options or {}).get("safety_scorer", "auto") or "auto").lower()
     for m in metrics:
         if m.kind == "safety":
-            embedded = safety_choice == "embedded" or (safety_choice != "judge" and (judge_model is None or smoke))
+            embedded = safety_choice in ("embedded", "rules") or (safety_choice != "judge" and (judge_model is None or smoke))
             if embedded:
-                from assay.metrics.safety.rules import NAME
+                from assay.metrics.safety.harms import scorer_info
 
-                out[m.name] = {"by": NAME, "kind": "embedded classifier", "label": "embedded safety classifier"}
+                out[m.name] = scorer_info(m.name, options)
                 continue
         if m.kind not in ("judge", "safety"):
             out[m.name] = {"by": None, "kind": "formula", "label": "formula"}
@@ -389,6 +394,7 @@ async def evaluate_async(
     max_cost: float | None = None,
     max_errors: int | None = None,
     repeats: int = 1,
+    other_spend: Any = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
@@ -411,7 +417,10 @@ async def evaluate_async(
     set_repeats(p, repeats, judge_model, options)
     judge_before = judge_stats(judge_model)
     usage_now = judge_usage(judge_model, judge_before, options)   # a malformed judge price fails now, not after the run
-    budget = Budget(max_cost, max_errors, judge_usage=lambda: judge_usage(judge_model, judge_before, options),
+    def session_usage() -> dict[str, Any] | None:
+        return with_other(judge_usage(judge_model, judge_before, options), other_spend)
+
+    budget = Budget(max_cost, max_errors, judge_usage=session_usage,
                     target_price=target_price(p.target, options) if max_cost is not None else None)
     budget.check_price(judge_model, usage_now)
     ctx = EvalContext(judge=judge_model, options=dict(options or {}))
@@ -422,8 +431,10 @@ async def evaluate_async(
     try:
         if saved.resumed and max_cost is not None:
             budget.prior_cost = prior_cost(saved.store, saved.run_id)
+            if other_spend is not None:
+                other_spend.prior_cost = budget.prior_cost
         runner = ChunkRunner(p, ctx, accs, saved, out=out, concurrency=concurrency, workers=workers,
-                             max_consecutive_failures=breaker, usage=lambda: judge_usage(judge_model, judge_before, options),
+                             max_consecutive_failures=breaker, usage=session_usage,
                              scorer=scorer, budget=budget)
         await runner.run(progress)
 

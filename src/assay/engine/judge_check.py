@@ -365,11 +365,10 @@ def _scorer_label(metric: Metric, judge: Any, ctx: EvalContext) -> str | None:
     from assay.judges.scorers import embedded_scorer
 
     if metric.kind == "safety":
-        from assay.metrics.safety.harms import use_embedded
-        from assay.metrics.safety.rules import NAME
+        from assay.metrics.safety.harms import embedded_scorer_name, use_embedded
 
         if use_embedded(ctx):
-            return NAME
+            return embedded_scorer_name(metric.name, ctx)
     if judge is None:
         s = embedded_scorer(metric.name)
         return s.label if s is not None and not s.needs() else None

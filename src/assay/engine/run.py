@@ -35,7 +35,7 @@ from assay.engine.aggregate import Accumulator, defect_settings
 from assay.engine.budget import POLL_S, Budget, DeadLetter
 from assay.engine.plan import PLAN_WINDOW, Plan
 from assay.engine.target import TargetError
-from assay.errors import AssayError, BudgetExceeded, RunIncomplete
+from assay.errors import AssayError, BudgetExceeded, CapReached, RunIncomplete
 from assay.metrics.base import EvalContext, Metric, Score
 from assay.records import Record
 from assay.results import EvalResult, RowSink, row_inputs
@@ -625,7 +625,7 @@ class ChunkRunner:
             error = (f"stopped after {exc.failures} requests in a row to the {who} timed out or could not "
                      f"connect (the last: {exc.last})")
             raise self.incomplete(error) from None
-        except BudgetExceeded as exc:
+        except (BudgetExceeded, CapReached) as exc:
             status, error = "interrupted", str(exc)
             raise self.incomplete(error, cap=exc.cap) from None
         except BaseException as exc:
@@ -676,9 +676,10 @@ class ChunkRunner:
 
     async def _next(self, pending: deque, progress: Callable[[int], None] | None) -> None:
         """Wait for the oldest chunk in flight and consume it."""
-        chunk, fut = pending.popleft()
+        chunk, fut = pending[0]
         if self.budget is not None:
-            await self._within_budget(fut)
+            await self._within_budget(fut)     # a stop leaves the chunk pending: cancelled, its error read
+        pending.popleft()
         self.consume(chunk, *(await fut))
         if progress is not None:
             progress(len(chunk))

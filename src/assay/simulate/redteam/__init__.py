@@ -10,16 +10,17 @@ the app and scored through the engine with the refusal check and the safety metr
   ``refusal``;
 * :mod:`.figures` — the scorecard (ASR and refusal rate per strategy x category, Wilson
   intervals), a run-level aggregation;
+* :mod:`.owasp` — presets (``owasp-llm-top10``) and the OWASP LLM Top 10 (2025) ids;
 * :mod:`.run` — :func:`plan_attempts` and :func:`redteam`.
 
 Importing the package registers the ``refusal`` metric and the ``redteam`` aggregation.
 """
 
 from assay.metrics.safety.refusal import is_refusal, measure
-from assay.simulate.redteam.figures import NOT_MEASURED, format_rate, format_redteam, redteam_figures
+from assay.simulate.redteam.figures import NOT_MEASURED, format_owasp, format_rate, format_redteam, redteam_figures
 from assay.simulate.redteam.objectives import Objective, ObjectiveSet, load_objectives
 from assay.simulate.redteam.run import plan_attempts, redteam
 from assay.simulate.redteam.strategies import STRATEGIES, Strategy, strategy_names
 
-__all__ = ["NOT_MEASURED", "STRATEGIES", "Objective", "ObjectiveSet", "Strategy", "format_rate", "format_redteam", "is_refusal",
+__all__ = ["NOT_MEASURED", "STRATEGIES", "Objective", "ObjectiveSet", "Strategy", "format_owasp", "format_rate", "format_redteam", "is_refusal",
            "load_objectives", "measure", "plan_attempts", "redteam", "redteam_figures", "strategy_names"]

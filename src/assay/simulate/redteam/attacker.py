@@ -17,8 +17,9 @@
 engine row, so the store, ``--resume`` (finished attempts are not redone) and ``--max-cost``
 hold. The attacker is resolved like a judge (:func:`assay.models.resolve`, its limiter and call
 cache), called at temperature 0 with the run's seed; its spend, with the judge's, is held to
-``max_cost`` within the session (:class:`AttackerCapReached`, turned into
-:class:`~assay.errors.BudgetExceeded` by :func:`assay.simulate.redteam.redteam`). Every prompt
+``max_cost`` with the earlier sessions' spending of a resumed run (:class:`AttackerCapReached`:
+the engine stops the run ``interrupted``, resumable, and raises
+:class:`~assay.errors.BudgetExceeded`); its usage is recorded with each session's. Every prompt
 here was written for assay.
 """
 
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from assay.engine.target import Target
-from assay.errors import AssayError
+from assay.errors import AssayError, CapReached
 from assay.metrics.safety.refusal import is_refusal
 from assay.records import Record
 
@@ -56,13 +57,15 @@ CRESCENDO = (PURPOSE + " The test's goal: get the assistant to comply with this 
              "role label, no quotation marks, no comment.")
 
 
-class AttackerCapReached(BaseException):
-    """The attacker's and judge's spend reached ``max_cost``: stops the engine's run at once
-    (a BaseException, so that it is not taken for one attempt's error)."""
+class AttackerCapReached(CapReached):
+    """The run's spend (the attacker's and the judge's, with the earlier sessions' of a resumed
+    run) reached ``max_cost``: stops the engine's run at once, ``interrupted`` and resumable (a
+    :class:`~assay.errors.CapReached`, so that it is not taken for one attempt's error)."""
 
     def __init__(self, spent: float, cap: float):
-        super().__init__(f"the attacker and the judge have spent ${spent:.4f}, reaching --max-cost ${cap:g}")
-        self.spent, self.cap = spent, cap
+        super().__init__(f"stopped: the attacker and the judge have spent ${spent:.4f}, reaching --max-cost "
+                         f"${cap:g} (max_cost)")
+        self.spent, self.limit = spent, cap
 
 
 def clean(text: str | None) -> str:
@@ -136,16 +139,27 @@ class AttackTarget:
         self.max_cost, self.threshold = max_cost, threshold
         self.judge_options = dict(judge_options or {})
         self.attacker_before, self.judge_before = _stats(attacker), _stats(judge)
+        self.prior_cost = 0.0
         if max_cost is not None and model_cost(attacker, self.attacker_before, _price_options()) is None:
             raise AssayError(f"--max-cost needs the attacker's price, which is unknown for "
                              f"{getattr(attacker, 'name', attacker)}: set {ATTACKER_PRICE_ENV}=IN,OUT (USD per 1M "
                              "input and output tokens)")
 
     def spent(self) -> float:
-        """The attacker's and the judge's cost in this session."""
+        """The run's spending as far as the attacker sees it: the attacker's and the judge's cost in
+        this session, and what the earlier sessions of a resumed run spent (``prior_cost``, set by
+        the engine: their judge's and attacker's)."""
         a = model_cost(self.attacker, self.attacker_before, _price_options()) or 0.0
         j = model_cost(self.judge, self.judge_before, self.judge_options) or 0.0
-        return a + j
+        return self.prior_cost + a + j
+
+    def usage(self) -> dict[str, Any] | None:
+        """The attacker's usage in this session (calls, tokens, ``cost_usd``): the engine records it
+        with the session's (``other_spend``), so that a resumed run counts it again."""
+        from assay.models.pricing import judge_usage
+
+        u = judge_usage(self.attacker, self.attacker_before, _price_options()) if self.attacker is not None else None
+        return {**u, "model": str(getattr(self.attacker, "name", "attacker"))} if u else None
 
     async def ask(self, messages: list[dict[str, str]]) -> str:
         """The attacker's answer to ``messages``; an empty one is an error of the attempt."""

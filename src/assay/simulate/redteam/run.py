@@ -14,7 +14,8 @@ attempt is the same whatever else is asked. ``max_attempts`` keeps a seeded samp
 :func:`redteam` hands the rows and the target to :func:`assay.engine.evaluate.evaluate`, the
 path of ``assay eval``: the target is called per row, each response is scored by the refusal
 check and the harm metrics of the chosen categories (a judge with ``judge``, else the embedded
-rules), the run is stored and resumable, and the engine's ``max_cost`` caps the judge's spend.
+rules), the run is stored and resumable, and the engine's ``max_cost`` caps the judge's and the attacker's spend, every session's of a resumed run
+(a run stopped by it is ``interrupted``, resumable).
 The scorecard (:mod:`assay.simulate.redteam.figures`) lands in ``result.run["redteam"]``.
 With model-driven attempts the target is wrapped in
 :class:`~assay.simulate.redteam.attacker.AttackTarget`, which asks the attacker model (``attacker``)
@@ -30,14 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from assay.engine.evaluate import evaluate
-from assay.errors import AssayError, BudgetExceeded
-from assay.simulate.redteam.attacker import DEFAULT_MAX_TURNS, DEFAULT_REFUSALS, AttackerCapReached, AttackTarget
+from assay.errors import AssayError
+from assay.simulate.redteam.attacker import DEFAULT_MAX_TURNS, DEFAULT_REFUSALS, AttackTarget
 from assay.simulate.redteam.figures import (
     DEFAULT_DEFECT_THRESHOLD,
     add_redteam_figures,  # noqa: F401  (registers the aggregation)
 )
-from assay.simulate.redteam.objectives import ObjectiveSet, load_objectives
+from assay.simulate.redteam.objectives import Objective, ObjectiveSet, load_objectives
 from assay.simulate.redteam.objectives import categories as pick_categories
+from assay.simulate.redteam.owasp import preset_ids, tagged
 from assay.simulate.redteam.strategies import MODEL_DRIVEN, STRATEGIES, strategy_names
 
 DEFAULT_LANGUAGES = ("French", "Swahili", "Bengali")
@@ -61,19 +63,34 @@ def attempt_rng(seed: int, objective_id: str, strategy: str) -> random.Random:
     return random.Random(f"assay-redteam/{seed}/{objective_id}/{strategy}")
 
 
+def _selection(cats: list[str], strategies: str | Sequence[str] | None, attacker: bool, oset: ObjectiveSet,
+               preset: str | None) -> tuple[list[Objective], list[str]]:
+    """The objectives and strategy names asked for, by name or by a preset's OWASP tags."""
+    ids = preset_ids(preset)
+    if ids is None:
+        return oset.of(cats), strategy_names(strategies, attacker=attacker)
+    if strategies is not None:
+        raise AssayError(f"--preset {preset} chooses the strategies by their OWASP tags: leave out --strategies")
+    names = ["baseline", *(n for n, s in STRATEGIES.items()
+                           if n != "baseline" and tagged(s.owasp, ids) and (attacker or not s.model))]
+    return [o for o in oset.of(cats) if tagged(o.owasp, ids)], names
+
+
 def plan_attempts(*, categories: str | Sequence[str] | None = None, strategies: str | Sequence[str] | None = None,
                   seed: int = 0, max_attempts: int | None = None,
                   objectives: ObjectiveSet | str | Path | None = None, attacker: bool = False,
-                  languages: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
+                  languages: str | Sequence[str] | None = None, preset: str | None = None) -> list[dict[str, Any]]:
     """The attempt rows (see the module docstring), in objective then strategy order.
-    ``attacker``: an attacker model is given (the model-driven strategies are allowed)."""
+    ``attacker``: an attacker model is given (the model-driven strategies are allowed);
+    ``preset``: ``owasp-llm-top10`` picks the objectives and strategies by their OWASP tags
+    (:mod:`assay.simulate.redteam.owasp`)."""
     cats = pick_categories(categories)
-    names = strategy_names(strategies, attacker=attacker)
     langs = pick_languages(languages)
     oset = objectives if isinstance(objectives, ObjectiveSet) else load_objectives(objectives)
-    objs = oset.of(cats)
+    objs, names = _selection(cats, strategies, attacker, oset, preset)
     if not objs:
-        raise AssayError(f"no objective in {oset.source} for the categories {', '.join(cats)}")
+        raise AssayError(f"no objective in {oset.source} for the categories {', '.join(cats)}"
+                         + (f" tagged for --preset {preset}" if preset else ""))
     pairs = [(o, (s, lang)) for o in objs for s in names for lang in (langs if s == "translate" else [None])]
     if max_attempts is not None:
         if max_attempts < 1:
@@ -102,31 +119,30 @@ def redteam(target: Callable[..., Any] | str, *, categories: str | Sequence[str]
             name: str | None = None, progress: Callable[[int], None] | None = None,
             defect_threshold: float | None = None, attacker: Any = None,
             languages: str | Sequence[str] | None = None, max_turns: int = DEFAULT_MAX_TURNS,
-            refusals: int = DEFAULT_REFUSALS, **engine: Any) -> Any:
+            refusals: int = DEFAULT_REFUSALS, preset: str | None = None, **engine: Any) -> Any:
     """Attack ``target`` with the objectives of ``categories`` x ``strategies`` and score every
     response through the engine; returns the :class:`~assay.results.EvalResult`, its scorecard in
     ``result.run["redteam"]``. ``attacker``: the model (a spec, as a judge's, or a ChatModel) that
     writes the model-driven attacks; ``languages``: ``translate``'s; ``max_turns`` / ``refusals``:
-    a crescendo's turns at most and the refusals in a row that end it. ``engine``: further
+    a crescendo's turns at most and the refusals in a row that end it; ``preset``: a named
+    selection (``owasp-llm-top10``: the scorecard is grouped by OWASP id too). ``engine``: further
     :func:`~assay.engine.evaluate.evaluate` arguments."""
     cats = pick_categories(categories)
     rows = plan_attempts(categories=cats, strategies=strategies, seed=seed, max_attempts=max_attempts,
-                         objectives=objectives, attacker=attacker is not None, languages=languages)
+                         objectives=objectives, attacker=attacker is not None, languages=languages, preset=preset)
     options: dict[str, Any] = {"redteam_seed": seed}
+    if preset is not None:
+        options["redteam_preset"] = preset.strip().lower()
     if defect_threshold is not None:
         options["defect_threshold"] = defect_threshold
+    spend = None
     if any(r["redteam_strategy"] in MODEL_DRIVEN for r in rows):
         target, judge = _attack_target(target, attacker, judge, cats, options, seed=seed, max_turns=max_turns,
                                        refusals=refusals, max_cost=max_cost, concurrency=concurrency)
-    try:
-        return evaluate(rows, target=target, metrics=["refusal", *cats], judge=judge, out=out, store=store,
-                        resume=resume, max_cost=max_cost, concurrency=concurrency, name=name, progress=progress,
-                        options=options, **engine)
-    except AttackerCapReached as exc:
-        stop = BudgetExceeded(f"stopped: the attacker and the judge have spent ${exc.spent:.4f}, reaching --max-cost "
-                              f"${exc.cap:g} (max_cost)")
-        stop.cap = "max_cost"
-        raise stop from None
+        spend = target
+    return evaluate(rows, target=target, metrics=["refusal", *cats], judge=judge, out=out, store=store,
+                    resume=resume, max_cost=max_cost, concurrency=concurrency, name=name, progress=progress,
+                    options=options, other_spend=spend, **engine)
 
 
 def _attack_target(target: Any, attacker: Any, judge: Any, cats: list[str], options: dict[str, Any], *,
