@@ -56,7 +56,7 @@ def test_jailbreak_writes_the_paired_folder(app_dir):
     (["adversarial", "--target", "my_app:chat", "--max", "0", "--out", "a.jsonl"], "--max must be at least 1"),
     (["jailbreak", "--target", "my_app:chat", "--kind", "both", "--out", "jb"], "--kind 'both'"),
     (["jailbreak", "--target", "my_app:chat", "--scenario", "adv_qa", "--out", "jb.jsonl"], "writes a folder"),
-    (["users", "--target", "my_app:chat", "--out", "c.jsonl"], "give --text FILE and/or --tasks FILE"),
+    (["users", "--target", "my_app:chat", "--out", "c.jsonl"], "give --goals FILE, or --text FILE and/or --tasks FILE"),
     (["users", "--target", "my_app:chat", "--tasks", "missing.txt", "--out", "c.jsonl"], "--tasks missing.txt: no such file"),
     (["adversarial", "--target", "my_app:chat", "--attacker", "bogus:x", "--scenario", "adv_conversation",
       "--out", "a.jsonl"], "unknown simulator 'bogus:x'"),
