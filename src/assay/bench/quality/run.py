@@ -44,7 +44,7 @@ from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
 from assay.bench.quality.catalog import Catalog, build_catalog, group_figures
 from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
-from assay.bench.quality.lmeval import aggregate, count_bytes, count_words
+from assay.bench.quality.lmeval import DEFAULT_MAX_LENGTH, aggregate, count_bytes, count_words
 from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
@@ -93,6 +93,7 @@ class QualityConfig:
     trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
     task_dirs: list[str] = field(default_factory=list)   # folders whose tasks, groups and tags --tasks may name
     concurrency: int = 4
+    max_length: int = DEFAULT_MAX_LENGTH   # tokens per request of a rolling log-likelihood window (lm-eval's max_length)
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
     name: str | None = None
@@ -111,6 +112,8 @@ class QualityConfig:
             raise AssayError("--pass-at values must be at least 1")
         if self.concurrency < 1:
             raise AssayError("--concurrency must be at least 1")
+        if self.max_length < 3:
+            raise AssayError("--max-length must be at least 3 (a rolling window keeps a start and a generated token)")
 
 
 @dataclass
@@ -425,10 +428,12 @@ class QualityRunner:
         lm-evaluation-harness gives it per document: ``(loglik, words)``, ``(loglik, bytes)``."""
         t = p.task
         text = t.document(t.docs[i])
-        ll = await self.subject.rolling(text)
-        if ll is None:
+        got = await self.subject.rolling(text)
+        if got is None:
             raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
-        item["logliks"], item["mode"] = [ll], "loglik_rolling"
+        ll = got.loglik
+        item["logliks"], item["mode"], item["windows"] = [ll], "loglik_rolling", got.windows
+        _note_rolling(p, got)
         words, nbytes = count_words(text), count_bytes(text)
         item["words"], item["bytes"] = words, nbytes
         weight = {"word_perplexity": words, "byte_perplexity": nbytes, "bits_per_byte": nbytes}
@@ -444,11 +449,13 @@ class QualityRunner:
         doc = t.docs[i]
         names = [str(m["metric"]) for m in t.metrics if m.get("hook")]
         if t.output_type == "loglikelihood_rolling":     # the harness gives the hook (loglik,)
-            ll = await self.subject.rolling(t.document(doc))
-            if ll is None:
+            got = await self.subject.rolling(t.document(doc))
+            if got is None:
                 raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
                                  f"{self.subject.loglik_note}")
-            item["logliks"], item["mode"] = [ll], "loglik_rolling"
+            ll = got.loglik
+            item["logliks"], item["mode"], item["windows"] = [ll], "loglik_rolling", got.windows
+            _note_rolling(p, got)
             per = {"": _call_hook(t, doc, [ll])}
         elif t.output_type in ("multiple_choice", "loglikelihood"):
             if t.output_type == "multiple_choice":
@@ -577,7 +584,7 @@ class ItemScorer:
 
     def __init__(self, cfg: QualityConfig, plans: list[_Plan]):
         self.cfg = cfg
-        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency)
+        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length)
         sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
             if any(p.task.is_code for p in plans) else None
         judge = None
@@ -837,7 +844,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
     plans = plan_tasks(cfg, tasks)
-    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency)
+    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length)
     if cfg.scoring == "loglik" and not subject.loglik:
         raise AssayError(f"--scoring loglik: {subject.loglik_note}")
     sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
@@ -1001,6 +1008,17 @@ def judged_scorers(plans: list[_Plan], judge: Any) -> dict[str, Any]:
             out[o] = ({"by": name, "kind": "judge", "label": str(name)} if o in JUDGED and judge is not None
                       else {"by": None, "kind": "formula", "label": "formula"})
     return out
+
+
+FIRST_TOKEN_NOTE = ("the server gives an echoed prompt's first token no log-probability (llama-cpp-python): "
+                    "each document's first token is left out of its log-likelihood, as lm-evaluation-harness "
+                    "leaves it out on this server")
+
+
+def _note_rolling(p: _Plan, got: Any) -> None:
+    """A task-level note when a rolling document's first token went unscored."""
+    if got.first_token_missing and FIRST_TOKEN_NOTE not in p.notes:
+        p.notes.append(FIRST_TOKEN_NOTE)
 
 
 def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> list[dict[str, Any]]:

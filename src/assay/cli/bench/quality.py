@@ -68,6 +68,10 @@ def quality_cmd(
                                          "Off: such a task stops with one line naming the file."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
+    max_length: int = typer.Option(2048, "--max-length", help="Tokens per request of a loglikelihood_rolling "
+                                   "window (lm-evaluation-harness's max_length; its default for API models): a "
+                                   "longer document is scored over the harness's rolling windows, on a server "
+                                   "with a tokenizer endpoint (llama.cpp's, vLLM's)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
@@ -106,7 +110,7 @@ def quality_cmd(
     cfg = QualityConfig(model=model, tasks=tasks, task_dirs=list(task_dir), trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
                         samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
-                        scoring=scoring, api=api, judge=judge, concurrency=concurrency,
+                        scoring=scoring, api=api, judge=judge, concurrency=concurrency, max_length=max_length,
                         sandbox_timeout=sandbox_timeout, name=text_arg(name), model_name=text_arg(model_name))
     cfg.check()
     with stage_progress(quiet) as progress:
