@@ -12,7 +12,8 @@ loglik for ``perplexity``. The aggregations (the harness's, by name):
 
 The harness gives none of these a standard error except ``perplexity`` (a bootstrap, with its own random draws,
 which is not reproduced here). A group weighted by size pools its tasks' standard errors as the harness's
-``pooled_sample_stderr`` does: √(Σ (nᵢ − 1)·sᵢ²·nᵢ / (Σ nᵢ − k) / Σ nᵢ) for k tasks of nᵢ items and stderr sᵢ.
+``pooled_sample_stderr`` does: √(Σ (nᵢ − 1)·sᵢ²·nᵢ / (Σ nᵢ − k) / Σ nᵢ) for k tasks of nᵢ items and stderr sᵢ; a
+plain mean (``weight_by_size: false``) takes the harness's ``unweighted_mean_stderr``, √(Σ sᵢ²) / k.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 __all__ = ["AGGREGATIONS", "DEFAULT_AGGREGATION", "HIGHER_IS_BETTER", "PERPLEXITY_METRICS", "ROLLING_METRICS",
            "DEFAULT_MAX_LENGTH", "aggregate", "count_bytes", "count_words", "pooled_sample_stderr", "rolling_windows",
-           "weighted_mean"]
+           "unweighted_mean_stderr", "weighted_mean"]
 
 ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 PERPLEXITY_METRICS = ("perplexity", *ROLLING_METRICS)
@@ -98,6 +99,14 @@ def pooled_sample_stderr(stderrs: Sequence[float], sizes: Sequence[int]) -> floa
         raise ValueError("too few items to pool standard errors")
     var = sum((size - 1) * se ** 2 * size for se, size in zip(stderrs, sizes)) / dof
     return math.sqrt(var / n)
+
+
+def unweighted_mean_stderr(stderrs: Sequence[float]) -> float:
+    """The standard error of a group's plain (``weight_by_size: false``) mean of k task figures, as the harness
+    gives it: √(Σ sᵢ²) / k (k independent means)."""
+    if not stderrs:
+        raise ValueError("no standard errors to combine")
+    return math.sqrt(sum(float(se) ** 2 for se in stderrs)) / len(stderrs)
 
 
 # The harness's ``max_length`` for models behind an API (its default: 2048 tokens per request).
