@@ -196,6 +196,66 @@ def write_tasks(d: Path) -> None:
 # ----------------------------------------------------------------------------- the two runs
 
 
+class BosStrip:
+    """A pass-through in front of the tokenizer proxy, for lm-eval only: lm-eval's first rolling window is its
+    prefix token (the start token, from ``tokenizer_info``) and the document, decoded to text because the server
+    takes text; llama-cpp-python adds its own start token to a text prompt, so the model would see two. This
+    drops the start token's text from the front of a ``/completions`` prompt, so the server sees what lm-eval
+    means (one start token, then the document). Everything else passes through unchanged."""
+
+    def __init__(self, upstream: str, bos_text: str) -> None:
+        import http.server
+        import threading
+        import urllib.request
+
+        me = self
+        self.upstream, self.bos_text, self.stripped = upstream, bos_text, 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self.pass_on(None)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.rstrip("/").endswith("/completions"):
+                    req = json.loads(body)
+                    prompt = req.get("prompt")
+                    if isinstance(prompt, str) and me.bos_text and prompt.startswith(me.bos_text):
+                        req["prompt"] = prompt[len(me.bos_text):]
+                        me.stripped += 1
+                        body = json.dumps(req).encode()
+                self.pass_on(body)
+
+            def pass_on(self, body: bytes | None) -> None:
+                req = urllib.request.Request(me.upstream + self.path, data=body,
+                                             method="POST" if body is not None else "GET",
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=900) as r:
+                        status, data = r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    status, data = e.code, e.read()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+
 def offline_env(work: Path) -> dict[str, str]:
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HOME": str(work / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -276,7 +336,7 @@ def compare(lm: tuple, az: tuple, tol: float) -> list[str]:
     print(f"\n{'task / group':<18} {'metric,filter':<32} {'lm-eval':>12} {'assay':>12}  agree")
     for name in sorted(set(lres) | set(ares)):
         L, A = lres.get(name, {}), ares.get(name, {})
-        keys = sorted(k for k in set(L) | set(A) if k != "alias" and "," in k and "_stderr" not in k)
+        keys = sorted(k for k in set(L) | set(A) if k != "alias" and "," in k)
         for k in keys:
             lv, av = L.get(k), A.get(k)
             ok = close(lv, av, tol)
@@ -314,12 +374,15 @@ def main(argv: list[str] | None = None) -> int:
         write_tasks(tasks_dir)
         server = conf.LlamaServer(gguf, work / "server.log")
         proxy = conf.TokenizerProxy(gguf, server.base)
+        strip = BosStrip(f"http://127.0.0.1:{proxy.port}", proxy.info["bos_token"])
         try:
-            lm_out, lm_s = run_lm_eval(tasks_dir, proxy.port, work, a)
+            lm_out, lm_s = run_lm_eval(tasks_dir, strip.port, work, a)
             az_out, az_s = run_assay(tasks_dir, f"http://127.0.0.1:{proxy.port}", work, a)
         finally:
+            strip.stop()
             proxy.stop()
             server.stop()
+        print(f"lm-eval prompts that began with the start token's text {proxy.info['bos_token']!r}: {strip.stripped}")
         differ = compare(read_output(lm_out), read_output(az_out), a.tol)
         print(f"\nwall time: lm-eval {lm_s:.1f} s, assay {az_s:.1f} s (same server, same proxy; "
               f"limit {a.limit}, shots {a.shots}, max_length {a.max_length}, seed {a.seed})")
