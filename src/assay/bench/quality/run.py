@@ -1108,3 +1108,33 @@ def write_out(path: Path, summary: dict[str, Any], items: list[dict[str, Any]]) 
     with (path / "items.jsonl").open("wb") as f:
         for it in items:
             f.write(orjson.dumps(it, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+
+def export_lm_eval(store: Any, ref: str, out: str | Path, *, trust_task_code: bool = False) -> list[Path]:
+    """Write a stored quality run ``ref`` as lm-evaluation-harness writes its results (``--output-lm-eval``
+    after the fact): the run's summary and stored items, and its tasks loaded again from their files with the run's
+    options (limit, shots, seed, task folders) — each must hash as it did in the run, else an :class:`AssayError`
+    names the task file that changed. A run made with ``--trust-task-code`` needs it again (its hooks shape the
+    docs). The files written."""
+    from assay.bench.quality.lmeval_results import write_lm_eval
+
+    rec = store.get_benchmark(str(ref), kind=KIND.name)
+    summary = dict(rec.get("details") or {})
+    cfg = summary.get("config") or {}
+    run_id = summary.get("run_id") or rec.get("run_id")
+    if not run_id:
+        raise AssayError(f"benchmark {rec.get('ref')} kept no run id, so its items cannot be read")
+    tasks: list[Task] = []
+    for name, entry in (summary.get("tasks") or {}).items():
+        source = entry.get("source")
+        loaded = load_tasks(source, limit=cfg.get("limit"), shots=cfg.get("shots"), seed=cfg.get("seed", 1234),
+                            trust_code=trust_task_code, include_dirs=cfg.get("task_dirs") or []) if source else []
+        t = next((x for x in loaded if x.name == name), None)
+        if t is None:
+            raise AssayError(f"task {name} of benchmark {rec.get('ref')}: no task {name!r} in {source or '(no source)'}")
+        if entry.get("task_hash") and t.task_hash != entry["task_hash"]:
+            raise AssayError(f"task {name} of benchmark {rec.get('ref')}: {source} (or its data) changed since the "
+                             f"run; lm-eval's files need the task as it was run")
+        tasks.append(t)
+    items = [stored_item(r) for r in store.iter_scored(run_id)]
+    return write_lm_eval(Path(out), summary, items, tasks)

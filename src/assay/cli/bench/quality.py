@@ -86,6 +86,9 @@ def quality_cmd(
                                             "results JSON and per-task samples JSONL here (DIR/MODEL/results_DATE"
                                             ".json, samples_TASK_DATE.jsonl), as lm-eval 0.4 writes them.",
                                             metavar="DIR"),
+    from_run: str | None = typer.Option(None, "--from-run", help="With --output-lm-eval: write those files for "
+                                        "this stored run (its ref, name or 'latest') instead of running; its tasks "
+                                        "are read again from their files and must be unchanged.", metavar="RUN"),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -104,6 +107,9 @@ def quality_cmd(
 
     if list_tasks:
         _list_tasks(task_dir, json_out)
+        return
+    if from_run is not None:
+        _export(from_run, lm_eval_dir, store, trust_task_code)
         return
     if not model or not tasks:
         raise AssayError(f"{'--model' if not model else '--tasks'} is required (or --list-tasks --task-dir DIR)")
@@ -124,6 +130,16 @@ def quality_cmd(
     render_quality(run.summary)
     if run.ref:
         err.print(f"stored as {safe(run.ref)} (run {safe(run.run_id)}; items: assay show {safe(run.run_id)})", highlight=False)
+
+
+def _export(ref: str, lm_eval_dir: Path | None, store: str | None, trust: bool) -> None:
+    from assay.bench.quality.run import export_lm_eval
+
+    if lm_eval_dir is None:
+        raise AssayError("--from-run writes lm-evaluation-harness's files: give --output-lm-eval DIR")
+    files = export_lm_eval(open_store(store), text_arg(ref), lm_eval_dir, trust_task_code=trust)
+    for f in files:
+        out.print(safe(str(f)), highlight=False)
 
 
 def _list_tasks(dirs: list[str], json_out: bool) -> None:
