@@ -291,7 +291,8 @@ def run_assay(tasks_dir: Path, server: str, work: Path, a: argparse.Namespace) -
         cmd += ["--shots", str(a.shots)]
     if a.limit is not None:
         cmd += ["--limit", str(a.limit)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ASSAY_STORE": str(work / "assay.db")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ASSAY_STORE": str(work / "assay.db"),
+           "ASSAY_CACHE": "off"}      # every call made, as lm-eval makes them (its cache is off too)
     took = conf.run_logged(cmd, env=env, cwd=ROOT, log=work / "assay.log", what="assay: 'assay bench quality'")
     return out, took
 
