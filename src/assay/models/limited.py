@@ -202,6 +202,32 @@ class LimitedModel:
         tokens = (len(context) // 4 + 1) * len(conts) + sum(len(c) for c in conts) // 4
         return await self._answer(messages, params, call, tokens)
 
+    @property
+    def gives_token_logliks(self) -> bool:
+        """True when the backend has the token-level calls of a rolling log-likelihood (``encode``,
+        ``decode``, ``tail_loglikelihood``: an OpenAI-compatible server; whether it has a tokenizer endpoint is
+        known only by asking)."""
+        return all(callable(getattr(self.model, m, None)) for m in ("encode", "decode", "tail_loglikelihood"))
+
+    async def encode(self, text: str) -> list[int]:
+        """The backend's token ids of ``text`` (no start token)."""
+        return await self.model.encode(text)  # type: ignore[attr-defined]
+
+    async def decode(self, ids: Sequence[int]) -> str:
+        """The backend's text of token ids ``ids``."""
+        return await self.model.decode(ids)  # type: ignore[attr-defined]
+
+    async def tail_loglikelihood(self, text: str, n_tokens: int) -> Generation:
+        """The backend's ``tail_loglikelihood`` (the last ``n_tokens`` tokens of ``text``), under the same
+        limiter, cache and counts as :meth:`loglikelihood`."""
+        backend = self.model
+
+        def call() -> Awaitable[Generation]:
+            return backend.tail_loglikelihood(text, n_tokens)  # type: ignore[attr-defined]
+
+        return await self._answer([{"role": "raw", "content": str(text)}], {"loglikelihood_tail": int(n_tokens)},
+                                  call, len(text) // 4 + 1)
+
     async def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0,
                        stop: Sequence[str] = (), seed: int | None = None) -> Generation:
         """The backend's raw-text ``complete`` of ``prompt`` (no chat template), under the same

@@ -77,6 +77,7 @@ from assay.models.openai_wire import (
     not_json_error,
     read_completion,
     read_echo,
+    read_echo_tail,
     read_embedding_batch,
     read_generation,
 )
@@ -440,6 +441,76 @@ class OpenAICompat:
             n_prompt += used
         return loglik_generation(logliks, greedy, prompt_tokens=n_prompt, latency_s=latency,
                                  model=self.model or "")
+
+    # -- token-level calls (rolling log-likelihood of long documents) -------------------------
+    # llama-cpp-python's server: POST /extras/tokenize {"input"} -> {"tokens"} (with the BOS token) and
+    # /extras/detokenize {"tokens"} -> {"text"}; vLLM: POST /tokenize {"prompt"} -> {"tokens"} and
+    # /detokenize {"tokens"} -> {"prompt"}. Both live at the server's root, beside /v1.
+    _TOKEN_ROUTES = {"llama.cpp": ("/extras/tokenize", "input", "/extras/detokenize", "text"),
+                     "vllm": ("/tokenize", "prompt", "/detokenize", "prompt")}
+
+    async def _post_root(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` to ``path`` under the server's root (the base URL less ``/v1``); lean transport only."""
+        if self.transport != "lean":
+            raise ModelCallError(f"{self.name}: token-level calls need the lean transport", kind="not_found")
+        root = urllib.parse.urlsplit(self.base_url).path.rstrip("/")
+        root = root[:-3] if root.endswith("/v1") else root
+        http = self._lean()
+        head = http.head("POST", root + path, self._headers)
+        data, _ = await self._post_lean(body, head)
+        return data
+
+    async def encode(self, text: str) -> list[int]:
+        """The token ids of ``text`` as the server tokenizes a prompt, less the start token it adds, from
+        its tokenizer endpoint (llama-cpp-python's ``/extras/tokenize`` or vLLM's ``/tokenize``). A server
+        with neither raises :class:`ModelCallError` (``not_found``)."""
+        if not self.model and self.provider == "compatible":
+            await self._resolve_model()
+        routes = [self._token_api] if getattr(self, "_token_api", None) else list(self._TOKEN_ROUTES)
+        last: ModelCallError | None = None
+        for api in routes:
+            path, field = self._TOKEN_ROUTES[api][:2]
+            try:
+                got = await self._post_root(path, {"model": self.model, field: str(text)})
+                empty = await self._post_root(path, {"model": self.model, field: ""})
+            except ModelCallError as exc:
+                if exc.kind != "not_found":
+                    raise
+                last = exc
+                continue
+            self._token_api = api
+            ids, start = [int(t) for t in got.get("tokens") or []], [int(t) for t in empty.get("tokens") or []]
+            return ids[len(start):] if start and ids[:len(start)] == start else ids
+        raise ModelCallError(f"{self.name} has no tokenizer endpoint (/extras/tokenize, /tokenize)",
+                             kind="not_found") from last
+
+    async def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids ``ids`` (the tokenizer endpoint :meth:`encode` found)."""
+        if not getattr(self, "_token_api", None):
+            await self.encode("")
+        path, field = self._TOKEN_ROUTES[self._token_api][2:]
+        got = await self._post_root(path, {"model": self.model, "tokens": [int(t) for t in ids]})
+        text = got.get(field) if isinstance(got, Mapping) else None
+        if not isinstance(text, str):
+            raise ModelCallError(f"{self.name}: the detokenize answer has no {field!r}", kind="bad_response")
+        return text
+
+    async def tail_loglikelihood(self, text: str, n_tokens: int) -> Generation:
+        """The summed log-probability of the last ``n_tokens`` tokens of ``text`` (one echoed
+        ``/completions`` request): one window of a rolling log-likelihood. A first prompt token without a
+        log-probability (llama-cpp-python gives none) is left out; the answer's JSON text says so
+        (``first_token_missing``, beside ``logliks`` and ``tokens``)."""
+        if not self.model and self.provider == "compatible":
+            await self._resolve_model()
+        data, latency = await self._post(echo_body(self.model, str(text), self.extra_body), "completions")
+        total, used, missing = read_echo_tail(self.name, data, int(n_tokens))
+        gen = loglik_generation([total], [False], prompt_tokens=int((data.get("usage") or {}).get("prompt_tokens")
+                                                                     or used), latency_s=latency,
+                                model=self.model or "")
+        # the flag travels in the text, so that a cached answer keeps it
+        gen.text = orjson.dumps({"logliks": [total], "greedy": [False], "tokens": used,
+                                 "first_token_missing": missing}).decode()
+        return gen
 
     # -- embeddings over /embeddings -----------------------------------------------------------
     @property

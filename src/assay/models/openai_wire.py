@@ -268,6 +268,32 @@ def read_echo(name: str, data: Any, text: str, boundary: int) -> tuple[float, bo
     return total, all_greedy, int(u.get("prompt_tokens") or n)
 
 
+def read_echo_tail(name: str, data: Any, n: int) -> tuple[float, int, bool]:
+    """(summed log-probability, tokens summed, first token missing) of the last ``n`` prompt tokens of an
+    echoed ``/completions`` answer (the generated token left out), for scoring a window of token ids sent as
+    text. A server that gives the prompt's first token no log-probability (llama-cpp-python) leaves it out of
+    the sum when it is one of the ``n``, and says so; any other missing value raises."""
+    choice = first_choice(name, data)
+    lp = choice.get("logprobs")
+    values = lp.get("token_logprobs") if isinstance(lp, Mapping) else None
+    generated = int((data.get("usage") or {}).get("completion_tokens") or 0)
+    if not values:
+        raise NoPromptLogprobs(f"{name} {NO_LOGLIKS} (the /completions answer has no log-probabilities "
+                               "for the prompt's tokens; llama-cpp-python's server needs --logits_all True)",
+                               kind="bad_request")
+    prompt = values[:len(values) - generated]
+    if len(prompt) < n:
+        raise ModelCallError(f"{name}: asked for the last {n} tokens of the echoed prompt, it has "
+                             f"{len(prompt)}", kind="bad_response")
+    tail = prompt[len(prompt) - n:]
+    first_missing = len(prompt) == n and tail[0] is None
+    if any(v is None for v in tail[1 if first_missing else 0:]):
+        raise ModelCallError(f"{name}: the echoed prompt has a token without a log-probability",
+                             kind="bad_response")
+    kept = tail[1:] if first_missing else tail
+    return float(sum(kept)), len(kept), first_missing
+
+
 def read_embeddings(name: str, data: Any, n: int) -> np.ndarray:
     """The ``data`` of an embeddings answer as an ``(n, dim)`` float32 array, rows by ``index``:
     float lists, or base64 little-endian float32 strings."""

@@ -11,7 +11,11 @@ files, in order and once each, and the groups among them.
 A group's figure (:func:`group_figures`) is made as the harness makes it: over the group's leaf tasks (its
 sub-groups flattened), each ``metric,filter`` the mean of the tasks' figures weighted by their sizes (items
 scored) when ``weight_by_size`` is true, else their plain mean; the standard error is the harness's
-``pooled_sample_stderr`` over the tasks' standard errors and sizes (none when a task has none).
+``pooled_sample_stderr`` over the tasks' standard errors and sizes for the weighted mean, its
+``unweighted_mean_stderr`` for the plain one (none when a task has none). An entry's ``aggregation`` is ``mean``
+or, as the harness also accepts, a ``!function``: lm-evaluation-harness 0.4 checks it and still reports the mean
+(its group code calls only ``aggregate_subtask_metrics``), so the figure is the mean here too, and the group's
+figure says which function was named and not applied; any other name is refused, as the harness refuses it.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assay.bench.quality.lmeval import pooled_sample_stderr
+from assay.bench.quality.lmeval import pooled_sample_stderr, unweighted_mean_stderr
+from assay.bench.quality.taskcode import FunctionRef
 from assay.bench.quality.tasks import TaskError, TaskRef, read_config
 
 __all__ = ["Catalog", "Group", "build_catalog", "group_figures"]
@@ -88,6 +93,9 @@ class Catalog:
         raise self.unknown(name)
 
     def unknown(self, name: str) -> TaskError:
+        for why in self.broken.values():     # a group file that names it but could not be read: say why
+            if f": group {name}: " in why:
+                return TaskError(why)
         known = [*self.tasks, *self.groups, *self.tags]
         close = difflib.get_close_matches(name, known, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -160,12 +168,14 @@ def _group(path: Path, cfg: dict) -> Group:
             raise TaskError(f"group {cfg.get('group')}: each aggregate_metric_list entry needs a metric",
                             source=str(path), field="aggregate_metric_list")
         how = a.get("aggregation", "mean")
-        if how != "mean":
-            raise TaskError(f"group {cfg.get('group')}: aggregation {how!r} is not supported (mean, weighted by "
-                            f"size or not)", source=str(path), field="aggregate_metric_list")
+        if how != "mean" and not isinstance(how, FunctionRef):
+            raise TaskError(f"group {cfg.get('group')}: aggregation {how!r} is not one lm-evaluation-harness allows "
+                            f"for a group (mean, weighted by size or not, or a !function, which it names but does "
+                            f"not apply)", source=str(path), field="aggregate_metric_list")
         filters = a.get("filter_list")
         checked.append({"metric": a["metric"], "weight_by_size": bool(a.get("weight_by_size", True)),
-                        "filter_list": _names(filters) if filters is not None else None})
+                        "filter_list": _names(filters) if filters is not None else None,
+                        **({"function": how.name} if isinstance(how, FunctionRef) else {})})
     return Group(str(cfg["group"]), entries, checked, str(path), overrides)
 
 
@@ -223,6 +233,9 @@ def group_figures(cat: Catalog, groups: Sequence[str], summary: dict[str, Any]) 
                                           if str(s.get("lm_eval", "")).startswith(f"{metric},")))
             for key in keys:
                 figures[key] = _figure(key, leaves, tasks, agg["weight_by_size"])
+                if agg.get("function"):
+                    figures[key]["not_applied"] = (f"!function {agg['function']}: lm-evaluation-harness 0.4 names "
+                                                   f"it and reports the mean; so does assay")
         out[g] = {"tasks": leaves, "source": cat.groups[g].source, "metrics": figures}
     return out
 
@@ -242,8 +255,11 @@ def _figure(key: str, leaves: list[str], tasks: dict[str, Any], weighted: bool) 
     w = sizes if weighted else [1] * len(sizes)
     mean = sum(v * x for v, x in zip(values, w)) / sum(w) if sum(w) else None
     se = None
-    if all(isinstance(x, (int, float)) for x in stderrs) and sum(sizes) > len(sizes):
-        se = pooled_sample_stderr([float(x) for x in stderrs], sizes)
+    if all(isinstance(x, (int, float)) for x in stderrs):
+        if not weighted:
+            se = unweighted_mean_stderr([float(x) for x in stderrs])
+        elif sum(sizes) > len(sizes):
+            se = pooled_sample_stderr([float(x) for x in stderrs], sizes)
     return {"mean": mean, "stderr": se, "evaluated": sum(sizes), "tasks": used,
             "missing": [t for t in leaves if t not in used], "weight_by_size": weighted,
             "sizes": dict(zip(used, sizes))}

@@ -12,7 +12,8 @@ loglik for ``perplexity``. The aggregations (the harness's, by name):
 
 The harness gives none of these a standard error except ``perplexity`` (a bootstrap, with its own random draws,
 which is not reproduced here). A group weighted by size pools its tasks' standard errors as the harness's
-``pooled_sample_stderr`` does: √(Σ (nᵢ − 1)·sᵢ²·nᵢ / (Σ nᵢ − k) / Σ nᵢ) for k tasks of nᵢ items and stderr sᵢ.
+``pooled_sample_stderr`` does: √(Σ (nᵢ − 1)·sᵢ²·nᵢ / (Σ nᵢ − k) / Σ nᵢ) for k tasks of nᵢ items and stderr sᵢ; a
+plain mean (``weight_by_size: false``) takes the harness's ``unweighted_mean_stderr``, √(Σ sᵢ²) / k.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["AGGREGATIONS", "DEFAULT_AGGREGATION", "HIGHER_IS_BETTER", "PERPLEXITY_METRICS", "ROLLING_METRICS",
-           "aggregate", "count_bytes", "count_words", "pooled_sample_stderr", "weighted_mean"]
+           "DEFAULT_MAX_LENGTH", "aggregate", "count_bytes", "count_words", "pooled_sample_stderr", "rolling_windows",
+           "unweighted_mean_stderr", "weighted_mean"]
 
 ROLLING_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 PERPLEXITY_METRICS = ("perplexity", *ROLLING_METRICS)
@@ -97,3 +99,36 @@ def pooled_sample_stderr(stderrs: Sequence[float], sizes: Sequence[int]) -> floa
         raise ValueError("too few items to pool standard errors")
     var = sum((size - 1) * se ** 2 * size for se, size in zip(stderrs, sizes)) / dof
     return math.sqrt(var / n)
+
+
+def unweighted_mean_stderr(stderrs: Sequence[float]) -> float:
+    """The standard error of a group's plain (``weight_by_size: false``) mean of k task figures, as the harness
+    gives it: √(Σ sᵢ²) / k (k independent means)."""
+    if not stderrs:
+        raise ValueError("no standard errors to combine")
+    return math.sqrt(sum(float(se) ** 2 for se in stderrs)) / len(stderrs)
+
+
+# The harness's ``max_length`` for models behind an API (its default: 2048 tokens per request).
+DEFAULT_MAX_LENGTH = 2048
+
+
+def rolling_windows(n_tokens: int, max_length: int = DEFAULT_MAX_LENGTH) -> list[tuple[int, int, int]]:
+    """The windows over which the harness scores a ``loglikelihood_rolling`` document of ``n_tokens`` tokens on a
+    model of ``max_length`` (its API models keep one token for the generated one and one for the start: each
+    window predicts up to ``max_length − 2`` tokens), as ``(start, first_scored, end)`` token indices: the window
+    sends tokens ``[start, end)`` and scores ``[first_scored, end)``. The first window scores its tokens after the
+    start token alone (``start == first_scored == 0``); each later one scores the next tokens conditioned on the
+    tokens before them, as many as fit (``end − start == max_length − 1``). Every token is scored exactly once."""
+    span = int(max_length) - 2
+    if span < 1:
+        raise ValueError(f"max_length must be at least 3, got {max_length!r}")
+    if n_tokens <= 0:
+        return []
+    done = min(span, n_tokens)
+    out = [(0, 0, done)]
+    while done < n_tokens:
+        end = done + min(n_tokens - done, span)
+        out.append((end - span - 1, done, end))
+        done = end
+    return out

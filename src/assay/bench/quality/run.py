@@ -44,7 +44,7 @@ from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
 from assay.bench.quality.catalog import Catalog, build_catalog, group_figures
 from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
-from assay.bench.quality.lmeval import aggregate, count_bytes, count_words
+from assay.bench.quality.lmeval import DEFAULT_MAX_LENGTH, aggregate, count_bytes, count_words
 from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
 from assay.bench.quality.sandbox import VERDICTS, Sandbox, SandboxResult
 from assay.bench.quality.subject import Subject
@@ -93,6 +93,7 @@ class QualityConfig:
     trust_task_code: bool = False     # import and run the tasks' !function hooks (--trust-task-code)
     task_dirs: list[str] = field(default_factory=list)   # folders whose tasks, groups and tags --tasks may name
     concurrency: int = 4
+    max_length: int = DEFAULT_MAX_LENGTH   # tokens per request of a rolling log-likelihood window (lm-eval's max_length)
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
     name: str | None = None
@@ -111,6 +112,8 @@ class QualityConfig:
             raise AssayError("--pass-at values must be at least 1")
         if self.concurrency < 1:
             raise AssayError("--concurrency must be at least 1")
+        if self.max_length < 3:
+            raise AssayError("--max-length must be at least 3 (a rolling window keeps a start and a generated token)")
 
 
 @dataclass
@@ -425,10 +428,12 @@ class QualityRunner:
         lm-evaluation-harness gives it per document: ``(loglik, words)``, ``(loglik, bytes)``."""
         t = p.task
         text = t.document(t.docs[i])
-        ll = await self.subject.rolling(text)
-        if ll is None:
+        got = await self.subject.rolling(text)
+        if got is None:
             raise AssayError(f"task {t.name} needs log-likelihoods: {self.subject.loglik_note}")
-        item["logliks"], item["mode"] = [ll], "loglik_rolling"
+        ll = got.loglik
+        item["logliks"], item["mode"], item["windows"] = [ll], "loglik_rolling", got.windows
+        _note_rolling(p, got)
         words, nbytes = count_words(text), count_bytes(text)
         item["words"], item["bytes"] = words, nbytes
         weight = {"word_perplexity": words, "byte_perplexity": nbytes, "bits_per_byte": nbytes}
@@ -444,11 +449,13 @@ class QualityRunner:
         doc = t.docs[i]
         names = [str(m["metric"]) for m in t.metrics if m.get("hook")]
         if t.output_type == "loglikelihood_rolling":     # the harness gives the hook (loglik,)
-            ll = await self.subject.rolling(t.document(doc))
-            if ll is None:
+            got = await self.subject.rolling(t.document(doc))
+            if got is None:
                 raise AssayError(f"task {t.name} scores with process_results on log-likelihoods: "
                                  f"{self.subject.loglik_note}")
-            item["logliks"], item["mode"] = [ll], "loglik_rolling"
+            ll = got.loglik
+            item["logliks"], item["mode"], item["windows"] = [ll], "loglik_rolling", got.windows
+            _note_rolling(p, got)
             per = {"": _call_hook(t, doc, [ll])}
         elif t.output_type in ("multiple_choice", "loglikelihood"):
             if t.output_type == "multiple_choice":
@@ -577,7 +584,7 @@ class ItemScorer:
 
     def __init__(self, cfg: QualityConfig, plans: list[_Plan]):
         self.cfg = cfg
-        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency)
+        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length)
         sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
             if any(p.task.is_code for p in plans) else None
         judge = None
@@ -837,7 +844,7 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
     plans = plan_tasks(cfg, tasks)
-    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency)
+    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length)
     if cfg.scoring == "loglik" and not subject.loglik:
         raise AssayError(f"--scoring loglik: {subject.loglik_note}")
     sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
@@ -1003,6 +1010,17 @@ def judged_scorers(plans: list[_Plan], judge: Any) -> dict[str, Any]:
     return out
 
 
+FIRST_TOKEN_NOTE = ("the server gives an echoed prompt's first token no log-probability (llama-cpp-python): "
+                    "each document's first token is left out of its log-likelihood, as lm-evaluation-harness "
+                    "leaves it out on this server")
+
+
+def _note_rolling(p: _Plan, got: Any) -> None:
+    """A task-level note when a rolling document's first token went unscored."""
+    if got.first_token_missing and FIRST_TOKEN_NOTE not in p.notes:
+        p.notes.append(FIRST_TOKEN_NOTE)
+
+
 def plans_meta(plans: list[_Plan], runner: QualityRunner, subject: Subject) -> list[dict[str, Any]]:
     """What the summary says about each task besides its scores."""
     meta = []
@@ -1090,3 +1108,33 @@ def write_out(path: Path, summary: dict[str, Any], items: list[dict[str, Any]]) 
     with (path / "items.jsonl").open("wb") as f:
         for it in items:
             f.write(orjson.dumps(it, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+
+def export_lm_eval(store: Any, ref: str, out: str | Path, *, trust_task_code: bool = False) -> list[Path]:
+    """Write a stored quality run ``ref`` as lm-evaluation-harness writes its results (``--output-lm-eval``
+    after the fact): the run's summary and stored items, and its tasks loaded again from their files with the run's
+    options (limit, shots, seed, task folders) — each must hash as it did in the run, else an :class:`AssayError`
+    names the task file that changed. A run made with ``--trust-task-code`` needs it again (its hooks shape the
+    docs). The files written."""
+    from assay.bench.quality.lmeval_results import write_lm_eval
+
+    rec = store.get_benchmark(str(ref), kind=KIND.name)
+    summary = dict(rec.get("details") or {})
+    cfg = summary.get("config") or {}
+    run_id = summary.get("run_id") or rec.get("run_id")
+    if not run_id:
+        raise AssayError(f"benchmark {rec.get('ref')} kept no run id, so its items cannot be read")
+    tasks: list[Task] = []
+    for name, entry in (summary.get("tasks") or {}).items():
+        source = entry.get("source")
+        loaded = load_tasks(source, limit=cfg.get("limit"), shots=cfg.get("shots"), seed=cfg.get("seed", 1234),
+                            trust_code=trust_task_code, include_dirs=cfg.get("task_dirs") or []) if source else []
+        t = next((x for x in loaded if x.name == name), None)
+        if t is None:
+            raise AssayError(f"task {name} of benchmark {rec.get('ref')}: no task {name!r} in {source or '(no source)'}")
+        if entry.get("task_hash") and t.task_hash != entry["task_hash"]:
+            raise AssayError(f"task {name} of benchmark {rec.get('ref')}: {source} (or its data) changed since the "
+                             f"run; lm-eval's files need the task as it was run")
+        tasks.append(t)
+    items = [stored_item(r) for r in store.iter_scored(run_id)]
+    return write_lm_eval(Path(out), summary, items, tasks)

@@ -10,6 +10,9 @@ call the tasks need.
   ``completions`` sends the prompt as raw text (what lm-evaluation-harness does with base
   models); ``chat`` sends it as one user message (the only way to reach chat-only endpoints).
 - a Python pipeline (``python:module:function``) is called with the prompt and returns text.
+- :meth:`Subject.rolling`: a whole document's log-likelihood (``loglikelihood_rolling``); on a server with a
+  tokenizer endpoint, over lm-evaluation-harness's rolling windows of ``max_length`` tokens
+  (:func:`assay.bench.quality.lmeval.rolling_windows`), so a document longer than the model's context is scored.
 
 Model calls go through :func:`assay.models.resolve` (role ``model``): limits, retries and the
 call cache, so a resumed or repeated benchmark does not pay twice for the same call.
@@ -21,8 +24,12 @@ import asyncio
 import inspect
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from assay.bench.quality.lmeval import DEFAULT_MAX_LENGTH, rolling_windows
 from assay.errors import AssayError
 from assay.models import resolve
 from assay.models.base import ModelCallError, gives_logliks, read_logliks
@@ -41,13 +48,23 @@ def _sent(gen: Any, requests: int) -> None:
         got.append(requests)
 
 
+@dataclass(frozen=True)
+class Rolling:
+    """A document's log-likelihood: over how many windows, and whether the server left its first token
+    unscored (llama-cpp-python gives an echoed prompt's first token no log-probability)."""
+
+    loglik: float
+    windows: int = 1
+    first_token_missing: bool = False
+
+
 class Subject:
     """The model under benchmark. ``name`` is what results show; ``kind`` its spec kind
     (``python`` for a pipeline); ``api`` how generations are asked; ``loglik`` whether
     log-likelihood scoring is (still) believed to work, and ``loglik_note`` why not."""
 
     def __init__(self, spec: Any, *, api: str = "auto", concurrency: int | None = None,
-                 cache: Any = ..., timeout: float | None = 600.0):
+                 cache: Any = ..., timeout: float | None = 600.0, max_length: int = DEFAULT_MAX_LENGTH):
         if api not in APIS:
             raise AssayError(f"--api must be one of {', '.join(APIS)}, not {api!r}")
         self.pipeline: Callable[..., Any] | None = None
@@ -76,6 +93,9 @@ class Subject:
             else f"{self.name} gives no prompt log-probabilities")
         self._loglik_lock = asyncio.Lock()
         self._loglik_checked = self.kind in ("local", "embedded")
+        self.max_length = int(max_length)
+        rolling_windows(1, self.max_length)           # a bad max_length fails here, not mid-run
+        self._tokens: bool | None = None               # whether the server has a tokenizer endpoint
 
     def track_requests(self) -> list[int]:
         """A fresh count of the HTTP requests that the calls made from here on, in this task and
@@ -117,16 +137,40 @@ class Subject:
             return None
         return read_logliks(gen)
 
-    async def rolling(self, text: str) -> float | None:
+    async def rolling(self, text: str) -> Rolling | None:
         """The log-likelihood of the whole document ``text`` (lm-evaluation-harness's ``loglikelihood_rolling``);
-        None when this subject gives no log-probabilities. The document is scored as one window after an empty
-        context: every one of its tokens, conditioned on the model's start (BOS) token and the tokens before it.
-        That is the harness's first window, and so all of it for a document that fits the model's context; the
-        harness's further windows (for longer documents) need token-level access that the backends do not
-        offer, so a longer document fails with the backend's "more than the context" error, never a silently
-        different figure."""
+        None when this subject gives no log-probabilities. On a server with a tokenizer endpoint the document is
+        tokenized and scored over the harness's rolling windows of :attr:`max_length` tokens (each window's tokens
+        conditioned on the tokens before them, as many as fit); elsewhere as one window after the model's start
+        token, which is all of it for a document that fits the model's context (a longer one then fails with the
+        backend's "more than the context" error, never a silently different figure)."""
+        if not self.loglik:
+            return None
+        model = self.model
+        if self._tokens is not False and getattr(model, "gives_token_logliks", False):
+            try:
+                ids = await model.encode(text)
+            except ModelCallError as exc:
+                if exc.kind != "not_found":
+                    raise
+                self._tokens = False
+            else:
+                self._tokens = True
+                return await self._windows(ids)
         got = await self.logliks("", [text])
-        return None if got is None else got[0][0]
+        return None if got is None else Rolling(got[0][0])
+
+    async def _windows(self, ids: list[int]) -> Rolling:
+        total, missing = 0.0, False
+        windows = rolling_windows(len(ids), self.max_length)
+        for start, scored, end in windows:
+            piece = await self.model.decode(ids[start:end])
+            gen = await self.model.tail_loglikelihood(piece, end - scored)
+            _sent(gen, 1)
+            d = orjson.loads(gen.text)
+            total += float(d["logliks"][0])
+            missing = missing or bool(d.get("first_token_missing"))
+        return Rolling(total, len(windows), missing)
 
     async def generate(self, prompt: str, *, until: Sequence[str] = (), max_tokens: int = 256,
                        temperature: float = 0.0, seed: int | None = None) -> str:

@@ -96,6 +96,8 @@ class TaskCode:
         self.files[str(path)] = _sha_file(path)
         try:
             spec.loader.exec_module(module)
+        except ModuleNotFoundError as exc:    # lm-eval's own task code imports lm_eval, datasets, evaluate ...
+            raise self._error(missing_module(self.task, path, exc), ref, fieldname) from None
         except Exception as exc:   # the task's own code failed on import: say which file and how
             raise self._error(f"task {self.task}: importing {path} failed: {type(exc).__name__}: "
                               f"{' '.join(str(exc).split())[:200]}", ref, fieldname) from None
@@ -110,6 +112,21 @@ class TaskCode:
             f = getattr(sys.modules.get(name), "__file__", None)
             if f and Path(f).resolve().is_relative_to(root) and str(f) not in self.files:
                 self.files[str(f)] = _sha_file(Path(f))
+
+
+# the pip names of modules lm-evaluation-harness's task code imports
+PIP_NAMES = {"lm_eval": "lm-eval", "sklearn": "scikit-learn", "yaml": "pyyaml", "langdetect": "langdetect",
+             "datasets": "datasets", "evaluate": "evaluate", "sacrebleu": "sacrebleu", "nltk": "nltk"}
+
+
+def missing_module(task: str, path: Path, exc: ModuleNotFoundError) -> str:
+    """One line for task code whose import needs a module this environment lacks: the file, the module, and
+    what installs it (lm-eval's own task code imports ``lm_eval``, ``datasets``, ``evaluate``)."""
+    top = (exc.name or str(exc)).split(".")[0]
+    pip = PIP_NAMES.get(top, top)
+    more = " (lm-evaluation-harness's own package, which its task code imports)" if top == "lm_eval" else ""
+    return (f"task {task}: {path} imports {exc.name or top}, which is not installed here{more}; install it "
+            f"into assay's environment (pip install {pip}) or rewrite that import")
 
 
 def _sha_file(path: Path) -> str:

@@ -687,6 +687,7 @@ class _Data:
         self.hub_kwargs = {k: v for k, v in kwargs.items() if k not in ("data_files", "trust_remote_code")}
         self._hub = None
         self.wanted: list[str] = []     # every split the task will read, for the offline message
+        self.hooks: list[str] = []      # the task's !function fields, for the offline message
 
     def error(self, fieldname: str, message: str) -> TaskError:
         key = fieldname.split(".")[0]
@@ -744,6 +745,27 @@ class _Data:
             return docs
         return self._hub_split(split)
 
+    def _offline_steps(self, dataset: str, split: str, why: str) -> str:
+        """The hub dataset, why it cannot be read, and every step that runs the task offline: save each split
+        the task reads as JSON lines beside the YAML, name them in ``data_files``, and (when the task has
+        ``!function`` hooks, which then run on those files as on the hub's data) the trust flag."""
+        sub = self.cfg.get("dataset_name")
+        stem = dataset.replace("/", "_") + (f"_{sub}" if sub else "")
+        splits = list(dict.fromkeys([split, *self.wanted]))
+        files = ", ".join(f"{sp}: {stem}_{sp}.jsonl" for sp in splits)
+        args = ", ".join([repr(dataset), *([repr(sub)] if sub else []),
+                          *(f"{k}={v!r}" for k, v in self.hub_kwargs.items())])
+        save = (f"python -c \"import datasets; d = datasets.load_dataset({args}); "
+                f"[d[s].to_json(f'{self.path.parent}/{stem}_{{s}}.jsonl') for s in {splits!r}]\"")
+        steps = [f"(1) with network and pip install datasets: {save}",
+                 f"(2) add to the YAML: dataset_kwargs: {{data_files: {{{files}}}}}"]
+        if self.hooks:
+            steps.append(f"(3) run with {TRUST_FLAG}: its {', '.join(self.hooks)} "
+                         f"{'is' if len(self.hooks) == 1 else 'are'} task code, applied to the files as to the "
+                         f"hub's data")
+        label = dataset + (f" ({sub})" if sub else "")
+        return f"{label} and {why}; to run it offline, {'; '.join(steps)}"
+
     def _hub_split(self, split: str) -> list[dict]:
         dataset = self.cfg.get("dataset_path")
         if not dataset:
@@ -754,18 +776,12 @@ class _Data:
 
         have = importlib.util.find_spec("datasets") is not None
         if offline or not have:
-            why = "HF_DATASETS_OFFLINE is set" if offline else "the 'datasets' package is not installed"
-            sub = self.cfg.get("dataset_name")
-            label = f"{dataset}" + (f" ({sub})" if sub else "")
-            stem = str(dataset).replace("/", "_") + (f"_{sub}" if sub else "")
-            splits = list(dict.fromkeys([split, *self.wanted]))
-            files = ", ".join(f"{sp}: {stem}_{sp}.jsonl" for sp in splits)
+            why = "HF_DATASETS_OFFLINE is set" if offline else \
+                "the 'datasets' package is not installed (with network: pip install 'assay[datasets]')"
             src, line = self.origin.get("dataset_path", (str(self.path), None))
             # name the task file the user gave, even when dataset_path comes from an included file
-            raise TaskError(f"task {self.name} reads the hub dataset {label} and {why}; download "
-                            f"{' and '.join(repr(sp) for sp in splits)} to local files and add to the YAML: "
-                            f"dataset_kwargs: {{data_files: {{{files}}}}}", source=str(self.path),
-                            line=line if Path(src).resolve() == self.path.resolve() else None,
+            raise TaskError(f"task {self.name} reads the hub dataset {self._offline_steps(str(dataset), split, why)}",
+                            source=str(self.path), line=line if Path(src).resolve() == self.path.resolve() else None,
                             field="dataset_path")
         if self._hub is None:
             import datasets
@@ -1146,6 +1162,7 @@ def _load_yaml_task(path: Path, *, limit: int | None, shots: int | None, seed: i
             raise err("process_docs", f"task {name}: {exc}") from None
 
     data = _Data(path, cfg, origin, name)
+    data.hooks = [_label(k) for k, v in written.items() if isinstance(v, FunctionRef)]
     test_split = cfg.get("test_split") or cfg.get("validation_split")
     if not test_split:
         raise err("test_split", f"task {name} names no test_split (or validation_split) to evaluate")

@@ -68,6 +68,10 @@ def quality_cmd(
                                          "Off: such a task stops with one line naming the file."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Items in flight at once (with --engine ray: "
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
+    max_length: int = typer.Option(2048, "--max-length", help="Tokens per request of a loglikelihood_rolling "
+                                   "window (lm-evaluation-harness's max_length; its default for API models): a "
+                                   "longer document is scored over the harness's rolling windows, on a server "
+                                   "with a tokenizer endpoint (llama.cpp's, vLLM's)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
@@ -82,6 +86,9 @@ def quality_cmd(
                                             "results JSON and per-task samples JSONL here (DIR/MODEL/results_DATE"
                                             ".json, samples_TASK_DATE.jsonl), as lm-eval 0.4 writes them.",
                                             metavar="DIR"),
+    from_run: str | None = typer.Option(None, "--from-run", help="With --output-lm-eval: write those files for "
+                                        "this stored run (its ref, name or 'latest') instead of running; its tasks "
+                                        "are read again from their files and must be unchanged.", metavar="RUN"),
     store: str | None = STORE_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -101,12 +108,15 @@ def quality_cmd(
     if list_tasks:
         _list_tasks(task_dir, json_out)
         return
+    if from_run is not None:
+        _export(from_run, lm_eval_dir, store, trust_task_code)
+        return
     if not model or not tasks:
         raise AssayError(f"{'--model' if not model else '--tasks'} is required (or --list-tasks --task-dir DIR)")
     cfg = QualityConfig(model=model, tasks=tasks, task_dirs=list(task_dir), trust_task_code=trust_task_code, limit=limit, shots=shots, seed=seed,
                         samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
-                        scoring=scoring, api=api, judge=judge, concurrency=concurrency,
+                        scoring=scoring, api=api, judge=judge, concurrency=concurrency, max_length=max_length,
                         sandbox_timeout=sandbox_timeout, name=text_arg(name), model_name=text_arg(model_name))
     cfg.check()
     with stage_progress(quiet) as progress:
@@ -120,6 +130,16 @@ def quality_cmd(
     render_quality(run.summary)
     if run.ref:
         err.print(f"stored as {safe(run.ref)} (run {safe(run.run_id)}; items: assay show {safe(run.run_id)})", highlight=False)
+
+
+def _export(ref: str, lm_eval_dir: Path | None, store: str | None, trust: bool) -> None:
+    from assay.bench.quality.run import export_lm_eval
+
+    if lm_eval_dir is None:
+        raise AssayError("--from-run writes lm-evaluation-harness's files: give --output-lm-eval DIR")
+    files = export_lm_eval(open_store(store), text_arg(ref), lm_eval_dir, trust_task_code=trust)
+    for f in files:
+        out.print(safe(str(f)), highlight=False)
 
 
 def _list_tasks(dirs: list[str], json_out: bool) -> None:
