@@ -7,14 +7,17 @@ srv:` starts and stops it; a subprocess `assay` can reach it at `srv.url`).
 ``answer(i, stream, body) -> dict`` says what request ``i`` (from 1) gets: ``tokens`` (words
 answered, default the request's max_tokens), ``usage`` (the usage block; ``"auto"``: the words
 of the prompt and the answer; None: no usage), ``stall`` (seconds of silence after the headers
-and ``stall_tokens`` tokens), ``status`` (an HTTP error status, answered at once). No
-``/tokenize``: the client counts with its bundled tokenizer.
+and ``stall_tokens`` tokens), ``status`` (an HTTP error status, answered at once). ``/tokenize`` only
+with ``tokenize=True`` (one token per whitespace-separated word, so a test knows the server's
+count); otherwise the client counts with its bundled tokenizer. Each request's arrival
+(``time.monotonic()`` as its first line was read) is logged as ``t``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -52,7 +55,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": "no route"}})
 
     def do_POST(self) -> None:
+        arrived = time.monotonic()
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/tokenize" and self.owner.tokenize:      # one token per word, llama.cpp's fields
+            text = json.loads(raw or b"{}").get("content", "")
+            self._json(200, {"tokens": list(range(len(text.split())))})
+            return
         if self.path not in ("/v1/chat/completions", "/v1/completions"):
             self._json(404, {"error": {"message": "no route"}})
             return
@@ -62,7 +70,7 @@ class _Handler(BaseHTTPRequestHandler):
             i = self.owner.count
         stream = bool(body.get("stream"))
         how = self.owner.answer(i, stream, body) or {}
-        self.owner.log.append({"i": i, "stream": stream, "body": body})
+        self.owner.log.append({"i": i, "stream": stream, "body": body, "t": arrived})
         if how.get("status"):
             self._json(int(how["status"]), {"error": {"message": f"scripted {how['status']}"}})
             return
@@ -122,9 +130,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class PerfServer:
-    def __init__(self, answer: Script | None = None, model: str = "scripted") -> None:
+    def __init__(self, answer: Script | None = None, model: str = "scripted", *, tokenize: bool = False) -> None:
         self.answer = answer or (lambda i, stream, body: {})
         self.model = model
+        self.tokenize = tokenize
         self.count = 0
         self.lock = threading.Lock()
         self.stop = threading.Event()

@@ -39,6 +39,7 @@ import orjson
 
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.perf import measure as M
+from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
 from assay.bench.perf.stored import SCHEMA
 from assay.bench.perf.stream import Exchange, StreamClient
 from assay.bench.perf.workload import Counter, build_prompts, bundled_counter, server_counter
@@ -75,9 +76,13 @@ class PerfConfig:
     sweep: int = 0                      # rates of a sweep (0: no sweep)
     sweep_concurrency: int = 32         # the sweep's saturating closed-loop point
     max_time: float | None = None       # s, the whole run (None: run_time_limit)
+    replay: str | None = None           # a trace to replay (replay.read_trace), open loop at its times
+    speed: float = 1.0                  # replay: arrival times x 1/speed
 
     @property
     def mode(self) -> str:
+        if self.replay:
+            return "replay"
         if self.sweep:
             return "sweep"
         if self.rates:
@@ -107,8 +112,16 @@ class PerfConfig:
             raise AssayError("--burstiness must be positive (1 = Poisson arrivals)")
         if self.warmup < 0:
             raise AssayError("--warmup must be 0 or more")
+        self._check_workload()
         if self.max_time is not None and not (self.max_time > 0 and math.isfinite(self.max_time)):
             raise AssayError("--max-time must be a positive duration")
+
+    def _check_workload(self) -> None:
+        """The options of the production-shaped workloads (replay, sessions ...)."""
+        if self.replay and (self.concurrency or self.rates or self.sweep):
+            raise AssayError("--replay sends at the trace's own times: give it without --concurrency or --rate")
+        if not (self.speed > 0 and math.isfinite(self.speed)):
+            raise AssayError(f"--speed must be a positive number, got {self.speed!r}")
 
 
 @dataclass
@@ -144,20 +157,21 @@ class _Target:
         self._head = self.http.head("POST", self.path, {**headers, "Accept": "text/event-stream"
                                                         if self.cfg.stream else "application/json"})
 
-    def payload(self, prompt: str) -> bytes:
+    def payload(self, prompt: str, max_tokens: int | None = None) -> bytes:
         cfg = self.cfg
+        out_n = max_tokens or cfg.output_tokens
         body: dict[str, Any] = {"model": self.model}
         if cfg.api == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
-        body["max_tokens"] = cfg.output_tokens
+        body["max_tokens"] = out_n
         if cfg.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         if self.extras_ok:
             body["ignore_eos"] = True           # vLLM, llama.cpp: generate the asked length
-            body["min_tokens"] = cfg.output_tokens
+            body["min_tokens"] = out_n
         raw = orjson.dumps(body)
         return self._head + str(len(raw)).encode() + b"\r\n\r\n" + raw
 
@@ -215,7 +229,10 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     await target.prepare()
     counter = await target.counter()
     levels: list[tuple[int | None, float | None]]
-    if cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
+    trace = read_trace(cfg.replay) if cfg.replay else None
+    if trace is not None:
+        levels = [(None, trace_rate(trace.requests, cfg.speed))]
+    elif cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
         levels = [(1, None), (cfg.sweep_concurrency, None)]
     elif cfg.rates:
         levels = [(None, r) for r in cfg.rates]
@@ -223,6 +240,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         levels = [(c, None) for c in (cfg.concurrency or [1])]
     planned = 2 + cfg.sweep if cfg.sweep else len(levels)
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
+    if trace is not None:
+        per_point = len(trace.requests)
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
     run_id = secrets.token_hex(6)      # 12 hex digits, the length of every ref (store.new_ref)
@@ -246,15 +265,24 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 if progress:
                     progress(f"{where}: prompts", done_prompts[0], need)
 
-            prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
-                                          seed=cfg.seed * 1_000_003 + p_idx, progress=tick)
+            schedule = outputs = None
+            if trace is not None:
+                prompts = await build_prompts(counter, cfg.warmup, cfg.input_tokens, seed=cfg.seed * 1_000_003 + p_idx,
+                                              progress=tick) if cfg.warmup else []
+                prompts += await trace_prompts(counter, trace.requests, seed=cfg.seed, progress=tick)
+                schedule = np.array([r.at for r in trace.requests]) / cfg.speed
+                outputs = [r.output_tokens for r in trace.requests]
+            else:
+                prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
+                                              seed=cfg.seed * 1_000_003 + p_idx, progress=tick)
             if not all(p.exact for p in prompts):
                 off = sum(1 for p in prompts if not p.exact)
-                notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly {cfg.input_tokens} tokens long")
+                notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly "
+                             f"{'their trace length' if trace is not None else cfg.input_tokens} tokens long")
             await _warm_up(client, target, cfg, prompts[:cfg.warmup], first=p_idx == 0, notes=notes)
             timed = prompts[cfg.warmup:]
             pt = await _point(client, target, cfg, timed, conc, rate, progress, label=f"{where}: requests",
-                              run_deadline=run_deadline)
+                              run_deadline=run_deadline, schedule=schedule, outputs=outputs)
             records = pt.records
             await _count_outputs(counter, records, cfg.output_tokens)
             for r in records:
@@ -266,6 +294,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 notes.append(f"{level_label(conc, rate)}: {early}")
             point, smp = M.summarize(records, duration=pt.duration, concurrency=conc if rate is None else None,
                                      rate=rate, slo=cfg.slo, client=pt.client, seed=cfg.seed, stopped=early)
+            if trace is not None:
+                point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
             points.append(point)
             samples[p_idx] = smp
             all_requests.extend(records)
@@ -289,7 +319,11 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                      "stall_timeout": cfg.stall_timeout, "slo": cfg.slo, "ignore_eos": target.extras_ok,
                      "concurrency": cfg.concurrency or None, "rates": cfg.rates or None,
                      "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None,
-                     "max_time": max_time},
+                     "max_time": max_time,
+                     "workload": trace.fingerprint(cfg.speed) if trace is not None else None,
+                     "replay": {"trace": trace.source, "layout": trace.layout, "sha256": trace.sha256,
+                                "requests": len(trace.requests), "speed": cfg.speed}
+                     if trace is not None else None},
         "tokenizer": {"source": counter.source, "model_tokens": counter.model_tokens},
         "clock": client.clock,
         "client": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
@@ -422,10 +456,13 @@ class _Measured:
 
 async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,  # noqa: C901
                  rate: float | None, progress: Callable[[str, int, int | None], None] | None, *,
-                 label: str = "requests", run_deadline: float = math.inf) -> _Measured:
-    """One point: the records (measured), the client's figures, and the duration."""
+                 label: str = "requests", run_deadline: float = math.inf, schedule: np.ndarray | None = None,
+                 outputs: list[int] | None = None) -> _Measured:
+    """One point: the records (measured), the client's figures, and the duration. ``schedule``: send
+    times (s from the start) of an open loop given up front (a replay); ``outputs``: each request's
+    max_tokens (default ``--output-tokens``)."""
     loop = asyncio.get_running_loop()
-    payloads = [target.payload(p.text) for p in prompts]
+    payloads = [target.payload(p.text, outputs[i] if outputs else None) for i, p in enumerate(prompts)]
     n_total = len(payloads)
     results: list[tuple[int, float | None, Exchange]] = []
     turnaround: list[float] = []
@@ -456,7 +493,7 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
 
     guard = loop.create_task(limit()) if math.isfinite(run_deadline) else None
     try:
-        if rate is None:
+        if rate is None and schedule is None:
             nxt = [0]
 
             async def worker() -> None:
@@ -473,7 +510,8 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
 
             await asyncio.gather(*(worker() for _ in range(conc or 1)))
         else:
-            sched = gamma_schedule(rate, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
+            sched = schedule if schedule is not None else gamma_schedule(
+                rate or 1.0, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
             sched = sched[:n_total]
             tasks: list[asyncio.Task] = []
 
@@ -510,6 +548,8 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
             rec.update(status="run time limit", error="cancelled at the run's time limit (--max-time)")
         rec["i"] = i
         rec["prompt_tokens"] = prompts[i].tokens
+        if outputs:
+            rec["asked_output"] = outputs[i]
         kernel += ex.kernel_stamps
         user += ex.user_stamps
         chunks += rec["chunks"]
@@ -538,7 +578,8 @@ async def _count_outputs(counter: Counter, records: list[dict[str, Any]], asked_
     else:
         bundled = list(await counter.count(texts))
     for r, mc, bc in zip(records, model_counts, bundled):
-        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc, asked_output=asked_output,
+        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc,
+                 asked_output=r.get("asked_output", asked_output),
                  prompt_source=counter.source)
 
 

@@ -140,18 +140,18 @@ async def build_prompts(counter: Counter, n: int, tokens: int, *, shared_prefix:
     rng = random.Random(seed)
     shared = ""
     if shared_prefix:
-        shared = await _fit(counter, "", shared_prefix, rng)
+        shared = await fit_text(counter, "", shared_prefix, rng)
     out: list[Prompt] = []
     filler: list[str] | None = None
     for _ in range(n):
         head = f"{shared} Request {rng.getrandbits(40):010x}:" if shared else f"Request {rng.getrandbits(40):010x}:"
         if filler is None:
-            text = await _fit(counter, head, tokens, rng)
+            text = await fit_text(counter, head, tokens, rng)
             filler = text[len(head):].split()
         text = head + " " + " ".join(filler)
         (c,) = await counter.count([text])
         if c != tokens:
-            text = await _fit(counter, head, tokens, rng, start=filler)
+            text = await fit_text(counter, head, tokens, rng, start=filler)
             (c,) = await counter.count([text])
         out.append(Prompt(text, c, c == tokens))
         if progress:
@@ -159,7 +159,7 @@ async def build_prompts(counter: Counter, n: int, tokens: int, *, shared_prefix:
     return out
 
 
-async def _fit(counter: Counter, head: str, target: int, rng: random.Random,
+async def fit_text(counter: Counter, head: str, target: int, rng: random.Random,
                start: list[str] | None = None) -> str:
     """``head`` + words, adjusted until the counter gives ``target`` tokens (or the nearest found)."""
     words = list(start) if start is not None else []

@@ -97,6 +97,9 @@ def perf_cmd(
     warmup: int = typer.Option(2, "--warmup", help="Warm-up requests per point, left out."),
     shared_prefix: int = typer.Option(0, "--shared-prefix", help="Tokens every prompt shares at its start "
                                       "(0: none, so prefix caches cannot help)."),
+    replay: str | None = typer.Option(None, "--replay", help="Replay a trace's arrival times and lengths: "
+                                      "FILE (Mooncake or plain JSONL) or otlp:FILE (an app's OpenTelemetry spans)."),
+    speed: float = typer.Option(1.0, "--speed", help="Replay speed: the trace's arrival times x 1/speed."),
     slo: str | None = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds a request may take in all."),
     max_time: str | None = typer.Option(None, "--max-time", help="Longest a whole run may take, e.g. 30m "
@@ -143,7 +146,8 @@ def perf_cmd(
                      requests=requests, duration=_durations(duration, "--duration"), input_tokens=input_tokens,
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
-                     name=text_arg(name), max_time=_durations(max_time, "--max-time"))
+                     name=text_arg(name), max_time=_durations(max_time, "--max-time"), replay=text_arg(replay),
+                     speed=speed)
     cfg.check()
     st = store_or_off(store)
     track = text_arg(track_name) or ((cfg.name or secrets.token_hex(6)) if repeat > 1 else None)
