@@ -9,7 +9,11 @@ answered, default the request's max_tokens), ``usage`` (the usage block; ``"auto
 of the prompt and the answer; None: no usage), ``stall`` (seconds of silence after the headers
 and ``stall_tokens`` tokens), ``status`` (an HTTP error status, answered at once). ``/tokenize`` only
 with ``tokenize=True`` (one token per whitespace-separated word, so a test knows the server's
-count); otherwise the client counts with its bundled tokenizer. Each request's arrival
+count); otherwise the client counts with its bundled tokenizer. ``first_delay`` (seconds before the
+first token, e.g. scripted to grow with the context), ``word`` (the token answered, default
+``" word"``). Session memory: every answer's text is kept, and each request's log entry says how
+many of its assistant messages are answers this server gave (``carried``) and how many are not
+(``forgotten``), and its prompt's words (``context_words``). Each request's arrival
 (``time.monotonic()`` as its first line was read) is logged as ``t``.
 """
 
@@ -70,7 +74,11 @@ class _Handler(BaseHTTPRequestHandler):
             i = self.owner.count
         stream = bool(body.get("stream"))
         how = self.owner.answer(i, stream, body) or {}
-        self.owner.log.append({"i": i, "stream": stream, "body": body, "t": arrived})
+        said = [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant"]
+        with self.owner.lock:
+            carried = sum(1 for x in said if x in self.owner.answers)
+        self.owner.log.append({"i": i, "stream": stream, "body": body, "t": arrived, "carried": carried,
+                               "forgotten": len(said) - carried, "context_words": _prompt_words(body)})
         if how.get("status"):
             self._json(int(how["status"]), {"error": {"message": f"scripted {how['status']}"}})
             return
@@ -79,8 +87,11 @@ class _Handler(BaseHTTPRequestHandler):
         if usage == "auto":
             p = _prompt_words(body)
             usage = {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
+        word = str(how.get("word", " word"))
+        with self.owner.lock:
+            self.owner.answers.add(word * n)
         if stream:
-            self._stream(n, usage, how)
+            self._stream(n, usage, how, word)
         else:
             if how.get("stall"):
                 self.owner.stop.wait(float(how["stall"]))
@@ -108,18 +119,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _event(self, obj: Any) -> None:
         self._chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
 
-    def _stream(self, n: int, usage: Any, how: dict[str, Any]) -> None:
+    def _stream(self, n: int, usage: Any, how: dict[str, Any], word: str) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         head = {"id": "x", "object": "chat.completion.chunk", "model": self.owner.model}
+        if how.get("first_delay"):
+            self.owner.stop.wait(float(how["first_delay"]))
         for k in range(n):
             if how.get("stall") and k == int(how.get("stall_tokens", 0)):
                 self.owner.stop.wait(float(how["stall"]))
                 if self.owner.stop.is_set():
                     return
-            self._event({**head, "choices": [{"index": 0, "delta": {"content": " word"},
+            self._event({**head, "choices": [{"index": 0, "delta": {"content": word},
                                               "finish_reason": None}]})
         if usage is not None:
             self._event({**head, "choices": [], "usage": usage})
@@ -138,6 +151,7 @@ class PerfServer:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.log: list[dict[str, Any]] = []
+        self.answers: set[str] = set()      # every answer's text, so a later request can be seen carrying it
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.owner = self  # type: ignore[attr-defined]

@@ -40,6 +40,8 @@ import orjson
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.perf import measure as M
 from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
+from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, per_turn, ttft_slope
+from assay.bench.perf.sessions import fingerprint as session_fingerprint
 from assay.bench.perf.stored import SCHEMA
 from assay.bench.perf.stream import Exchange, StreamClient
 from assay.bench.perf.workload import Counter, build_prompts, bundled_counter, server_counter
@@ -78,11 +80,16 @@ class PerfConfig:
     max_time: float | None = None       # s, the whole run (None: run_time_limit)
     replay: str | None = None           # a trace to replay (replay.read_trace), open loop at its times
     speed: float = 1.0                  # replay: arrival times x 1/speed
+    sessions: int = 0                   # multi-turn sessions (0: none; sessions.py)
+    turns: int = 1
+    think_time: float = 0.0             # s between a turn's answer and the session's next turn
 
     @property
     def mode(self) -> str:
         if self.replay:
             return "replay"
+        if self.sessions:
+            return "sessions"
         if self.sweep:
             return "sweep"
         if self.rates:
@@ -122,6 +129,13 @@ class PerfConfig:
             raise AssayError("--replay sends at the trace's own times: give it without --concurrency or --rate")
         if not (self.speed > 0 and math.isfinite(self.speed)):
             raise AssayError(f"--speed must be a positive number, got {self.speed!r}")
+        if self.sessions < 0 or self.turns < 1 or not (self.think_time >= 0 and math.isfinite(self.think_time)):
+            raise AssayError("--sessions must be 0 or more, --turns at least 1 and --think-time 0 or more")
+        if self.sessions and (self.concurrency or self.sweep or self.replay):
+            raise AssayError("--sessions runs its sessions at once (closed loop) or starts them at --rate "
+                             "(open loop): give it without --concurrency, --rate sweep or --replay")
+        if self.sessions and self.api != "chat":
+            raise AssayError("--sessions carries the conversation as chat messages: it needs --api chat")
 
 
 @dataclass
@@ -157,12 +171,12 @@ class _Target:
         self._head = self.http.head("POST", self.path, {**headers, "Accept": "text/event-stream"
                                                         if self.cfg.stream else "application/json"})
 
-    def payload(self, prompt: str, max_tokens: int | None = None) -> bytes:
+    def payload(self, prompt: str, max_tokens: int | None = None, messages: list[dict[str, str]] | None = None) -> bytes:
         cfg = self.cfg
         out_n = max_tokens or cfg.output_tokens
         body: dict[str, Any] = {"model": self.model}
         if cfg.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
+            body["messages"] = messages or [{"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
         body["max_tokens"] = out_n
@@ -232,6 +246,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     trace = read_trace(cfg.replay) if cfg.replay else None
     if trace is not None:
         levels = [(None, trace_rate(trace.requests, cfg.speed))]
+    elif cfg.sessions:
+        levels = [(None, r) for r in cfg.rates] or [(cfg.sessions, None)]
     elif cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
         levels = [(1, None), (cfg.sweep_concurrency, None)]
     elif cfg.rates:
@@ -242,6 +258,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
     if trace is not None:
         per_point = len(trace.requests)
+    elif cfg.sessions:
+        per_point = cfg.sessions * cfg.turns
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
     run_id = secrets.token_hex(6)      # 12 hex digits, the length of every ref (store.new_ref)
@@ -281,8 +299,10 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                              f"{'their trace length' if trace is not None else cfg.input_tokens} tokens long")
             await _warm_up(client, target, cfg, prompts[:cfg.warmup], first=p_idx == 0, notes=notes)
             timed = prompts[cfg.warmup:]
-            pt = await _point(client, target, cfg, timed, conc, rate, progress, label=f"{where}: requests",
-                              run_deadline=run_deadline, schedule=schedule, outputs=outputs)
+            plan = session_plan(cfg, rate) if cfg.sessions else None
+            pt = await _point(client, target, cfg, timed, None if plan else conc, None if plan else rate, progress,
+                              label=f"{where}: requests", run_deadline=run_deadline, schedule=schedule,
+                              outputs=outputs, plan=plan)
             records = pt.records
             await _count_outputs(counter, records, cfg.output_tokens)
             for r in records:
@@ -296,6 +316,11 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                                      rate=rate, slo=cfg.slo, client=pt.client, seed=cfg.seed, stopped=early)
             if trace is not None:
                 point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
+            if plan is not None:
+                point["sessions"] = {"sessions": plan.sessions, "turns": plan.turns, "think_time": plan.think,
+                                     "loop": "closed" if plan.starts is None else "open",
+                                     "per_turn": per_turn(records, plan.turns), "ttft_vs_context": ttft_slope(records),
+                                     "per_session": per_session(records, plan.turns)}
             points.append(point)
             samples[p_idx] = smp
             all_requests.extend(records)
@@ -320,7 +345,10 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                      "concurrency": cfg.concurrency or None, "rates": cfg.rates or None,
                      "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None,
                      "max_time": max_time,
-                     "workload": trace.fingerprint(cfg.speed) if trace is not None else None,
+                     "workload": trace.fingerprint(cfg.speed) if trace is not None else
+                     session_fingerprint(cfg.turns, cfg.think_time, bool(cfg.rates)) if cfg.sessions else None,
+                     "sessions": {"sessions": cfg.sessions, "turns": cfg.turns, "think_time": cfg.think_time}
+                     if cfg.sessions else None,
                      "replay": {"trace": trace.source, "layout": trace.layout, "sha256": trace.sha256,
                                 "requests": len(trace.requests), "speed": cfg.speed}
                      if trace is not None else None},
@@ -457,7 +485,7 @@ class _Measured:
 async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,  # noqa: C901
                  rate: float | None, progress: Callable[[str, int, int | None], None] | None, *,
                  label: str = "requests", run_deadline: float = math.inf, schedule: np.ndarray | None = None,
-                 outputs: list[int] | None = None) -> _Measured:
+                 outputs: list[int] | None = None, plan: SessionPlan | None = None) -> _Measured:
     """One point: the records (measured), the client's figures, and the duration. ``schedule``: send
     times (s from the start) of an open loop given up front (a replay); ``outputs``: each request's
     max_tokens (default ``--output-tokens``)."""
@@ -492,8 +520,12 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
         await client.aclose()
 
     guard = loop.create_task(limit()) if math.isfinite(run_deadline) else None
+    turns: Turns | None = None
     try:
-        if rate is None and schedule is None:
+        if plan is not None:
+            turns = await _sessions(client, target, cfg, prompts, plan, results, step, going, t0)
+            schedule_lag.extend(turns.schedule_lag)
+        elif rate is None and schedule is None:
             nxt = [0]
 
             async def worker() -> None:
@@ -550,6 +582,10 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
         rec["prompt_tokens"] = prompts[i].tokens
         if outputs:
             rec["asked_output"] = outputs[i]
+        if turns is not None:
+            meta = turns.meta[i]
+            rec.update(session=meta["session"], turn=meta["turn"], context_tokens=meta["context"])
+            rec["prompt_tokens"] = meta["context"]
         kernel += ex.kernel_stamps
         user += ex.user_stamps
         chunks += rec["chunks"]
@@ -563,6 +599,38 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     gave_up = halt["gave_up"] and not tally["ok"] and not halt["out_of_time"]
     return _Measured(records, fig, max(1e-9, last - first), gave_up,
                      halt["out_of_time"])
+
+
+def session_plan(cfg: PerfConfig, rate: float | None) -> SessionPlan:
+    """The sessions of a point: all at once (closed loop), or started at ``rate`` per second."""
+    starts = None
+    if rate is not None:
+        starts = [float(x) for x in gamma_schedule(rate, cfg.burstiness, cfg.sessions, None,
+                                                   np.random.default_rng(cfg.seed))]
+    return SessionPlan(cfg.sessions, cfg.turns, cfg.think_time, starts)
+
+
+async def _sessions(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], plan: SessionPlan,
+                    results: list[tuple[int, float | None, Exchange]], step: Callable[[Exchange], None],
+                    going: Callable[[], bool], t0: float) -> Turns:
+    """Drive the sessions of a point (:func:`assay.bench.perf.sessions.drive`)."""
+
+    async def send(messages: list[dict[str, str]], i: int) -> Exchange:
+        return await client.request(target.payload("", messages=messages))
+
+    def answer(ex: Exchange) -> tuple[str, int] | None:
+        rec = M.measure(ex, stream=cfg.stream)
+        if rec["status"] != "ok":
+            return None
+        n = (rec.get("usage") or {}).get("completion_tokens")
+        return rec["text"], int(n) if isinstance(n, int) and n >= 0 else rec["chunks"]
+
+    def record(i: int, at: float | None, ex: Exchange) -> None:
+        results.append((i, at, ex))
+        step(ex)
+
+    return await drive(plan, [p.text for p in prompts], [p.tokens for p in prompts], send=send, answer=answer,
+                       record=record, going=going, t0=t0)
 
 
 async def _count_outputs(counter: Counter, records: list[dict[str, Any]], asked_output: int | None = None) -> None:
@@ -594,4 +662,5 @@ def _public(rec: dict[str, Any]) -> dict[str, Any]:
             "tpot": rec.get("tpot"), "itl": rec.get("itl") or [], "chunks": rec.get("chunks"),
             "input_tokens": rec.get("input_tokens"), "output_tokens": rec.get("output_tokens"),
             "disagree": rec.get("disagree"), "status": rec["status"], "http_status": rec.get("http_status"),
-            "error": rec.get("error")}
+            "error": rec.get("error"),
+            **{k: rec[k] for k in ("session", "turn", "context_tokens", "asked_output") if k in rec}}

@@ -100,6 +100,11 @@ def perf_cmd(
     replay: str | None = typer.Option(None, "--replay", help="Replay a trace's arrival times and lengths: "
                                       "FILE (Mooncake or plain JSONL) or otlp:FILE (an app's OpenTelemetry spans)."),
     speed: float = typer.Option(1.0, "--speed", help="Replay speed: the trace's arrival times x 1/speed."),
+    sessions: int = typer.Option(0, "--sessions", help="Multi-turn sessions, each turn carrying the earlier ones: "
+                                 "run at once (closed loop), or started at --rate per second (open loop)."),
+    turns: int = typer.Option(1, "--turns", help="Turns per session (--sessions)."),
+    think_time: str | None = typer.Option(None, "--think-time", help="Time between a turn's answer and the "
+                                             "session's next turn, e.g. 5s (--sessions; default 0)."),
     slo: str | None = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds a request may take in all."),
     max_time: str | None = typer.Option(None, "--max-time", help="Longest a whole run may take, e.g. 30m "
@@ -147,7 +152,8 @@ def perf_cmd(
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
                      name=text_arg(name), max_time=_durations(max_time, "--max-time"), replay=text_arg(replay),
-                     speed=speed)
+                     speed=speed, sessions=sessions, turns=turns,
+                     think_time=_durations(think_time, "--think-time") if think_time not in (None, "0") else 0.0)
     cfg.check()
     st = store_or_off(store)
     track = text_arg(track_name) or ((cfg.name or secrets.token_hex(6)) if repeat > 1 else None)
