@@ -13,7 +13,9 @@ count); otherwise the client counts with its bundled tokenizer. ``first_delay`` 
 first token, e.g. scripted to grow with the context), ``word`` (the token answered, default
 ``" word"``). Session memory: every answer's text is kept, and each request's log entry says how
 many of its assistant messages are answers this server gave (``carried``) and how many are not
-(``forgotten``), and its prompt's words (``context_words``). Each request's arrival
+(``forgotten``), and its prompt's words (``context_words``). ``capacity=K``: at most K answers
+are made at once, the others wait (so with a scripted ``first_delay`` the server has a knee at
+K / first_delay requests per second). Each request's arrival
 (``time.monotonic()`` as its first line was read) is logged as ``t``.
 """
 
@@ -90,6 +92,13 @@ class _Handler(BaseHTTPRequestHandler):
         word = str(how.get("word", " word"))
         with self.owner.lock:
             self.owner.answers.add(word * n)
+        if self.owner.slots is not None:
+            with self.owner.slots:
+                self._answer(i, stream, n, usage, how, word)
+        else:
+            self._answer(i, stream, n, usage, how, word)
+
+    def _answer(self, i: int, stream: bool, n: int, usage: Any, how: dict[str, Any], word: str) -> None:
         if stream:
             self._stream(n, usage, how, word)
         else:
@@ -143,10 +152,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class PerfServer:
-    def __init__(self, answer: Script | None = None, model: str = "scripted", *, tokenize: bool = False) -> None:
+    def __init__(self, answer: Script | None = None, model: str = "scripted", *, tokenize: bool = False,
+                 capacity: int | None = None) -> None:
         self.answer = answer or (lambda i, stream, body: {})
         self.model = model
         self.tokenize = tokenize
+        # at most this many answers at once (the rest wait their turn): a server with a knee
+        self.slots = threading.Semaphore(capacity) if capacity else None
         self.count = 0
         self.lock = threading.Lock()
         self.stop = threading.Event()

@@ -40,6 +40,7 @@ import orjson
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.perf import measure as M
 from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
+from assay.bench.perf.saturation import knee, saturated, stopping_rates, too_many_errors
 from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, per_turn, ttft_slope
 from assay.bench.perf.sessions import fingerprint as session_fingerprint
 from assay.bench.perf.stored import SCHEMA
@@ -83,6 +84,8 @@ class PerfConfig:
     sessions: int = 0                   # multi-turn sessions (0: none; sessions.py)
     turns: int = 1
     think_time: float = 0.0             # s between a turn's answer and the session's next turn
+    stop_at_saturation: bool = False    # a sweep of growing rates that stops at the knee (saturation.py)
+    max_error_rate: float | None = None  # stop once a point fails more than this share of its requests
 
     @property
     def mode(self) -> str:
@@ -134,6 +137,10 @@ class PerfConfig:
         if self.sessions and (self.concurrency or self.sweep or self.replay):
             raise AssayError("--sessions runs its sessions at once (closed loop) or starts them at --rate "
                              "(open loop): give it without --concurrency, --rate sweep or --replay")
+        if self.stop_at_saturation and not self.sweep:
+            raise AssayError("--stop-at-saturation needs --rate sweep")
+        if self.max_error_rate is not None and not 0 <= self.max_error_rate < 1:
+            raise AssayError(f"--max-error-rate must be a share from 0 to 1 (0.05 = 5%), got {self.max_error_rate!r}")
         if self.sessions and self.api != "chat":
             raise AssayError("--sessions carries the conversation as chat messages: it needs --api chat")
 
@@ -248,13 +255,15 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         levels = [(None, trace_rate(trace.requests, cfg.speed))]
     elif cfg.sessions:
         levels = [(None, r) for r in cfg.rates] or [(cfg.sessions, None)]
+    elif cfg.sweep and cfg.stop_at_saturation:     # one at a time, then growing rates to the knee
+        levels = [(1, None)]
     elif cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
         levels = [(1, None), (cfg.sweep_concurrency, None)]
     elif cfg.rates:
         levels = [(None, r) for r in cfg.rates]
     else:
         levels = [(c, None) for c in (cfg.concurrency or [1])]
-    planned = 2 + cfg.sweep if cfg.sweep else len(levels)
+    planned = (1 if cfg.stop_at_saturation else 2) + cfg.sweep if cfg.sweep else len(levels)
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
     if trace is not None:
         per_point = len(trace.requests)
@@ -268,6 +277,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     all_requests: list[dict[str, Any]] = []
     notes: list[str] = []
     stopped: dict[str, Any] | None = None
+    stop_rule: dict[str, Any] | None = None
     try:
         p_idx = 0
         while p_idx < len(levels):
@@ -327,7 +337,13 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             if pt.out_of_time:
                 stopped = _time_limit(max_time, where, p_idx, len(levels), notes)
                 break
-            if cfg.sweep and p_idx == 1:
+            stop_rule = _stop_rule(cfg, points)
+            if stop_rule is not None:
+                notes.append(stop_rule["message"])
+                break
+            if cfg.sweep and cfg.stop_at_saturation and p_idx == 0:
+                levels += [(None, r) for r in stopping_rates(points[0]["request_throughput"], cfg.sweep)]
+            elif cfg.sweep and p_idx == 1:
                 levels += _sweep_rates(cfg, points, notes)
             p_idx += 1
     finally:
@@ -343,7 +359,9 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                      "burstiness": cfg.burstiness, "seed": cfg.seed, "timeout": cfg.timeout,
                      "stall_timeout": cfg.stall_timeout, "slo": cfg.slo, "ignore_eos": target.extras_ok,
                      "concurrency": cfg.concurrency or None, "rates": cfg.rates or None,
-                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None,
+                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency,
+                               "stop_at_saturation": cfg.stop_at_saturation} if cfg.sweep else None,
+                     "max_error_rate": cfg.max_error_rate,
                      "max_time": max_time,
                      "workload": trace.fingerprint(cfg.speed) if trace is not None else
                      session_fingerprint(cfg.turns, cfg.think_time, bool(cfg.rates)) if cfg.sessions else None,
@@ -357,6 +375,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         "client": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
         "notes": notes, "track": None, "repeat": None, "cost": None,
         **({"stopped": stopped} if stopped is not None else {}),
+        "stop_rule": stop_rule,
         "points": points,
     }
     if not cfg.stream:
@@ -599,6 +618,21 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     gave_up = halt["gave_up"] and not tally["ok"] and not halt["out_of_time"]
     return _Measured(records, fig, max(1e-9, last - first), gave_up,
                      halt["out_of_time"])
+
+
+def _stop_rule(cfg: PerfConfig, points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Why the run stops after its last point (saturation.py), or None to go on."""
+    cur = points[-1]
+    if cfg.max_error_rate is not None:
+        got = too_many_errors(cur, cfg.max_error_rate)
+        if got is not None:
+            return got
+    rated = [p for p in points if p.get("rate") is not None]
+    if cfg.stop_at_saturation and len(rated) >= 2 and rated[-1] is cur:
+        got = saturated(rated[-2], cur)
+        if got is not None:
+            return {**got, "knee": knee(points)}
+    return None
 
 
 def session_plan(cfg: PerfConfig, rate: float | None) -> SessionPlan:

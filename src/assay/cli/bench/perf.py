@@ -86,6 +86,11 @@ def perf_cmd(
     rate: str | None = typer.Option(None, "--rate", help="Open-loop request rates per second, e.g. 2,5,10; "
                                        "'sweep' (or sweep:N): one at a time, flat out, then 5 (N) rates between."),
     sweep_concurrency: int = typer.Option(32, "--sweep-concurrency", help="The sweep's flat-out concurrency."),
+    stop_at_saturation: bool = typer.Option(False, "--stop-at-saturation", help="With --rate sweep: rates growing "
+                                            "from the sequential throughput (x1.5 each), stopped at the knee "
+                                            "(throughput +<10% while median latency +>25%)."),
+    max_error_rate: float | None = typer.Option(None, "--max-error-rate", help="Stop once a point fails more "
+                                                  "than this share of its requests (e.g. 0.05)."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of open-loop arrivals (1 = Poisson)."),
     requests: int | None = typer.Option(None, "--requests", "-n",
                                            help="Requests per point (default 50 unless --duration)."),
@@ -143,7 +148,9 @@ def perf_cmd(
     sweep = 0
     if rate and rate.strip().lower().startswith("sweep"):
         _, _, k = rate.strip().partition(":")
-        sweep = (_numbers(k, "--rate sweep:N", int) or [5])[0]
+        from assay.bench.perf.saturation import MAX_RATES
+
+        sweep = (_numbers(k, "--rate sweep:N", int) or [MAX_RATES if stop_at_saturation else 5])[0]
         rate = None
     cfg = PerfConfig(endpoint=endpoint, model=model, api=api, stream=stream, sweep=sweep,
                      sweep_concurrency=sweep_concurrency,
@@ -152,7 +159,8 @@ def perf_cmd(
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
                      name=text_arg(name), max_time=_durations(max_time, "--max-time"), replay=text_arg(replay),
-                     speed=speed, sessions=sessions, turns=turns,
+                     speed=speed, stop_at_saturation=stop_at_saturation, max_error_rate=max_error_rate,
+                     sessions=sessions, turns=turns,
                      think_time=_durations(think_time, "--think-time") if think_time not in (None, "0") else 0.0)
     cfg.check()
     st = store_or_off(store)
