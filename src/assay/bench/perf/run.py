@@ -45,6 +45,7 @@ from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, pe
 from assay.bench.perf.sessions import fingerprint as session_fingerprint
 from assay.bench.perf.stored import SCHEMA
 from assay.bench.perf.stream import Exchange, StreamClient
+from assay.bench.perf.telemetry import Scraper, point_summary
 from assay.bench.perf.workload import Counter, build_prompts, bundled_counter, server_counter
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
@@ -86,6 +87,8 @@ class PerfConfig:
     think_time: float = 0.0             # s between a turn's answer and the session's next turn
     stop_at_saturation: bool = False    # a sweep of growing rates that stops at the knee (saturation.py)
     max_error_rate: float | None = None  # stop once a point fails more than this share of its requests
+    server_metrics: str | None = None   # a Prometheus page to scrape during the run (telemetry.py)
+    metrics_interval: float = 1.0       # s between scrapes
 
     @property
     def mode(self) -> str:
@@ -137,6 +140,8 @@ class PerfConfig:
         if self.sessions and (self.concurrency or self.sweep or self.replay):
             raise AssayError("--sessions runs its sessions at once (closed loop) or starts them at --rate "
                              "(open loop): give it without --concurrency, --rate sweep or --replay")
+        if not (self.metrics_interval > 0 and math.isfinite(self.metrics_interval)):
+            raise AssayError("--metrics-interval must be a positive duration")
         if self.stop_at_saturation and not self.sweep:
             raise AssayError("--stop-at-saturation needs --rate sweep")
         if self.max_error_rate is not None and not 0 <= self.max_error_rate < 1:
@@ -271,6 +276,10 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         per_point = cfg.sessions * cfg.turns
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
+    run_t0 = time.monotonic()
+    scraper = Scraper(cfg.server_metrics, cfg.metrics_interval) if cfg.server_metrics else None
+    if scraper is not None:
+        scraper.start()
     run_id = secrets.token_hex(6)      # 12 hex digits, the length of every ref (store.new_ref)
     points: list[dict[str, Any]] = []
     samples: dict[int, dict[str, np.ndarray]] = {}
@@ -310,10 +319,17 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             await _warm_up(client, target, cfg, prompts[:cfg.warmup], first=p_idx == 0, notes=notes)
             timed = prompts[cfg.warmup:]
             plan = session_plan(cfg, rate) if cfg.sessions else None
+            s0 = time.monotonic()          # the point's server figures: from a scrape just before it
+            if scraper is not None:
+                await scraper.scrape()
+            w0 = time.monotonic()
             pt = await _point(client, target, cfg, timed, None if plan else conc, None if plan else rate, progress,
                               label=f"{where}: requests", run_deadline=run_deadline, schedule=schedule,
                               outputs=outputs, plan=plan)
             records = pt.records
+            w1 = time.monotonic()
+            if scraper is not None:
+                await scraper.scrape()
             await _count_outputs(counter, records, cfg.output_tokens)
             for r in records:
                 r["point"] = p_idx
@@ -324,6 +340,9 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 notes.append(f"{level_label(conc, rate)}: {early}")
             point, smp = M.summarize(records, duration=pt.duration, concurrency=conc if rate is None else None,
                                      rate=rate, slo=cfg.slo, client=pt.client, seed=cfg.seed, stopped=early)
+            point["window_s"] = [w0 - run_t0, w1 - run_t0]
+            if scraper is not None:
+                point["server"] = point_summary(scraper.samples, s0, time.monotonic())
             if trace is not None:
                 point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
             if plan is not None:
@@ -347,6 +366,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 levels += _sweep_rates(cfg, points, notes)
             p_idx += 1
     finally:
+        if scraper is not None:
+            await scraper.stop()
         await client.aclose()
         await target.http.aclose()
         await target.backend.aclose()
@@ -376,6 +397,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         "notes": notes, "track": None, "repeat": None, "cost": None,
         **({"stopped": stopped} if stopped is not None else {}),
         "stop_rule": stop_rule,
+        "telemetry": scraper.stored(run_t0) if scraper is not None else None,
         "points": points,
     }
     if not cfg.stream:

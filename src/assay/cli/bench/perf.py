@@ -110,6 +110,10 @@ def perf_cmd(
     turns: int = typer.Option(1, "--turns", help="Turns per session (--sessions)."),
     think_time: str | None = typer.Option(None, "--think-time", help="Time between a turn's answer and the "
                                              "session's next turn, e.g. 5s (--sessions; default 0)."),
+    server_metrics: str | None = typer.Option(None, "--server-metrics", help="The server's Prometheus page "
+                                              "(e.g. http://HOST:PORT/metrics), scraped during the run and "
+                                              "summarised per point (vLLM, SGLang, llama.cpp names)."),
+    metrics_interval: str = typer.Option("1s", "--metrics-interval", help="Time between scrapes of --server-metrics."),
     slo: str | None = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds a request may take in all."),
     max_time: str | None = typer.Option(None, "--max-time", help="Longest a whole run may take, e.g. 30m "
@@ -160,7 +164,8 @@ def perf_cmd(
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
                      name=text_arg(name), max_time=_durations(max_time, "--max-time"), replay=text_arg(replay),
                      speed=speed, stop_at_saturation=stop_at_saturation, max_error_rate=max_error_rate,
-                     sessions=sessions, turns=turns,
+                     sessions=sessions, server_metrics=text_arg(server_metrics),
+                     metrics_interval=_durations(metrics_interval, "--metrics-interval") or 1.0, turns=turns,
                      think_time=_durations(think_time, "--think-time") if think_time not in (None, "0") else 0.0)
     cfg.check()
     st = store_or_off(store)
