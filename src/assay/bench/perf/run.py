@@ -39,6 +39,8 @@ import orjson
 
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.perf import measure as M
+from assay.bench.perf.prefix import fingerprint as prefix_fingerprint
+from assay.bench.perf.prefix import prefix_block
 from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
 from assay.bench.perf.saturation import knee, saturated, stopping_rates, too_many_errors
 from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, per_turn, ttft_slope
@@ -87,6 +89,7 @@ class PerfConfig:
     think_time: float = 0.0             # s between a turn's answer and the session's next turn
     stop_at_saturation: bool = False    # a sweep of growing rates that stops at the knee (saturation.py)
     max_error_rate: float | None = None  # stop once a point fails more than this share of its requests
+    prefix_groups: int = 0              # >0: that many shared prefixes, each point measured with and without
     server_metrics: str | None = None   # a Prometheus page to scrape during the run (telemetry.py)
     metrics_interval: float = 1.0       # s between scrapes
 
@@ -142,6 +145,8 @@ class PerfConfig:
                              "(open loop): give it without --concurrency, --rate sweep or --replay")
         if not (self.metrics_interval > 0 and math.isfinite(self.metrics_interval)):
             raise AssayError("--metrics-interval must be a positive duration")
+        if self.prefix_groups and (self.prefix_groups < 0 or not self.shared_prefix or self.replay or self.sessions):
+            raise AssayError("--prefix-groups needs --shared-prefix N (and neither --replay nor --sessions)")
         if self.stop_at_saturation and not self.sweep:
             raise AssayError("--stop-at-saturation needs --rate sweep")
         if self.max_error_rate is not None and not 0 <= self.max_error_rate < 1:
@@ -311,7 +316,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 outputs = [r.output_tokens for r in trace.requests]
             else:
                 prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
-                                              seed=cfg.seed * 1_000_003 + p_idx, progress=tick)
+                                              seed=cfg.seed * 1_000_003 + p_idx, progress=tick,
+                                              groups=max(1, cfg.prefix_groups))
             if not all(p.exact for p in prompts):
                 off = sum(1 for p in prompts if not p.exact)
                 notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly "
@@ -319,6 +325,10 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             await _warm_up(client, target, cfg, prompts[:cfg.warmup], first=p_idx == 0, notes=notes)
             timed = prompts[cfg.warmup:]
             plan = session_plan(cfg, rate) if cfg.sessions else None
+            without = None
+            if cfg.prefix_groups:       # the same point with nothing shared first, for the side by side
+                without = await _unshared(client, target, cfg, counter, len(timed), conc, rate, p_idx, progress,
+                                          where, run_deadline)
             s0 = time.monotonic()          # the point's server figures: from a scrape just before it
             if scraper is not None:
                 await scraper.scrape()
@@ -343,6 +353,10 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             point["window_s"] = [w0 - run_t0, w1 - run_t0]
             if scraper is not None:
                 point["server"] = point_summary(scraper.samples, s0, time.monotonic())
+            if without is not None:
+                point["prefix"] = prefix_block(shared=cfg.shared_prefix, groups=cfg.prefix_groups,
+                                               tokens=cfg.input_tokens, n_warmup=cfg.warmup, n_timed=len(timed),
+                                               without=without, point=point)
             if trace is not None:
                 point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
             if plan is not None:
@@ -384,7 +398,9 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                                "stop_at_saturation": cfg.stop_at_saturation} if cfg.sweep else None,
                      "max_error_rate": cfg.max_error_rate,
                      "max_time": max_time,
+                     "prefix_groups": cfg.prefix_groups or None,
                      "workload": trace.fingerprint(cfg.speed) if trace is not None else
+                     prefix_fingerprint(cfg.shared_prefix, cfg.prefix_groups) if cfg.prefix_groups else
                      session_fingerprint(cfg.turns, cfg.think_time, bool(cfg.rates)) if cfg.sessions else None,
                      "sessions": {"sessions": cfg.sessions, "turns": cfg.turns, "think_time": cfg.think_time}
                      if cfg.sessions else None,
@@ -640,6 +656,20 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     gave_up = halt["gave_up"] and not tally["ok"] and not halt["out_of_time"]
     return _Measured(records, fig, max(1e-9, last - first), gave_up,
                      halt["out_of_time"])
+
+
+async def _unshared(client: StreamClient, target: _Target, cfg: PerfConfig, counter: Counter, n: int,
+                    conc: int | None, rate: float | None, p_idx: int,
+                    progress: Callable[[str, int, int | None], None] | None, where: str,
+                    run_deadline: float) -> dict[str, Any]:
+    """A point's twin with no shared prefix (--prefix-groups): its summary, not kept as a point."""
+    prompts = await build_prompts(counter, n, cfg.input_tokens, seed=cfg.seed * 1_000_003 + p_idx + 500_000)
+    pt = await _point(client, target, cfg, prompts, conc, rate, progress, label=f"{where}: without shared prefix",
+                      run_deadline=run_deadline)
+    await _count_outputs(counter, pt.records, cfg.output_tokens)
+    summary, _ = M.summarize(pt.records, duration=pt.duration, concurrency=conc if rate is None else None, rate=rate,
+                             slo=cfg.slo, client=pt.client, seed=cfg.seed)
+    return summary
 
 
 def _stop_rule(cfg: PerfConfig, points: list[dict[str, Any]]) -> dict[str, Any] | None:
