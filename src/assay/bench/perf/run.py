@@ -39,6 +39,10 @@ import orjson
 
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.perf import measure as M
+from assay.bench.perf.lora import assign as assign_lora
+from assay.bench.perf.lora import fingerprint as lora_fingerprint
+from assay.bench.perf.lora import parse_mix as parse_lora_mix
+from assay.bench.perf.lora import per_adapter
 from assay.bench.perf.prefix import fingerprint as prefix_fingerprint
 from assay.bench.perf.prefix import prefix_block
 from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
@@ -89,6 +93,8 @@ class PerfConfig:
     think_time: float = 0.0             # s between a turn's answer and the session's next turn
     stop_at_saturation: bool = False    # a sweep of growing rates that stops at the knee (saturation.py)
     max_error_rate: float | None = None  # stop once a point fails more than this share of its requests
+    lora: list[str] = field(default_factory=list)   # adapters named as each request's model (lora.py)
+    lora_mix: str = "uniform"
     prefix_groups: int = 0              # >0: that many shared prefixes, each point measured with and without
     server_metrics: str | None = None   # a Prometheus page to scrape during the run (telemetry.py)
     metrics_interval: float = 1.0       # s between scrapes
@@ -147,6 +153,8 @@ class PerfConfig:
             raise AssayError("--metrics-interval must be a positive duration")
         if self.prefix_groups and (self.prefix_groups < 0 or not self.shared_prefix or self.replay or self.sessions):
             raise AssayError("--prefix-groups needs --shared-prefix N (and neither --replay nor --sessions)")
+        if self.lora:
+            parse_lora_mix(self.lora, self.lora_mix)
         if self.stop_at_saturation and not self.sweep:
             raise AssayError("--stop-at-saturation needs --rate sweep")
         if self.max_error_rate is not None and not 0 <= self.max_error_rate < 1:
@@ -188,10 +196,11 @@ class _Target:
         self._head = self.http.head("POST", self.path, {**headers, "Accept": "text/event-stream"
                                                         if self.cfg.stream else "application/json"})
 
-    def payload(self, prompt: str, max_tokens: int | None = None, messages: list[dict[str, str]] | None = None) -> bytes:
+    def payload(self, prompt: str, max_tokens: int | None = None, messages: list[dict[str, str]] | None = None,
+                model: str | None = None) -> bytes:
         cfg = self.cfg
         out_n = max_tokens or cfg.output_tokens
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, Any] = {"model": model or self.model}
         if cfg.api == "chat":
             body["messages"] = messages or [{"role": "user", "content": prompt}]
         else:
@@ -335,7 +344,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             w0 = time.monotonic()
             pt = await _point(client, target, cfg, timed, None if plan else conc, None if plan else rate, progress,
                               label=f"{where}: requests", run_deadline=run_deadline, schedule=schedule,
-                              outputs=outputs, plan=plan)
+                              outputs=outputs, plan=plan,
+                              models=assign_lora(cfg.lora, cfg.lora_mix, len(timed), cfg.seed + p_idx) if cfg.lora else None)
             records = pt.records
             w1 = time.monotonic()
             if scraper is not None:
@@ -353,6 +363,8 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             point["window_s"] = [w0 - run_t0, w1 - run_t0]
             if scraper is not None:
                 point["server"] = point_summary(scraper.samples, s0, time.monotonic())
+            if cfg.lora:
+                point["lora"] = per_adapter(records)
             if without is not None:
                 point["prefix"] = prefix_block(shared=cfg.shared_prefix, groups=cfg.prefix_groups,
                                                tokens=cfg.input_tokens, n_warmup=cfg.warmup, n_timed=len(timed),
@@ -399,9 +411,11 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                      "max_error_rate": cfg.max_error_rate,
                      "max_time": max_time,
                      "prefix_groups": cfg.prefix_groups or None,
+                     "lora": {"adapters": cfg.lora, "mix": cfg.lora_mix} if cfg.lora else None,
                      "workload": trace.fingerprint(cfg.speed) if trace is not None else
                      prefix_fingerprint(cfg.shared_prefix, cfg.prefix_groups) if cfg.prefix_groups else
-                     session_fingerprint(cfg.turns, cfg.think_time, bool(cfg.rates)) if cfg.sessions else None,
+                     session_fingerprint(cfg.turns, cfg.think_time, bool(cfg.rates)) if cfg.sessions else
+                     lora_fingerprint(cfg.lora, cfg.lora_mix) if cfg.lora else None,
                      "sessions": {"sessions": cfg.sessions, "turns": cfg.turns, "think_time": cfg.think_time}
                      if cfg.sessions else None,
                      "replay": {"trace": trace.source, "layout": trace.layout, "sha256": trace.sha256,
@@ -542,12 +556,14 @@ class _Measured:
 async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,  # noqa: C901
                  rate: float | None, progress: Callable[[str, int, int | None], None] | None, *,
                  label: str = "requests", run_deadline: float = math.inf, schedule: np.ndarray | None = None,
-                 outputs: list[int] | None = None, plan: SessionPlan | None = None) -> _Measured:
+                 outputs: list[int] | None = None, plan: SessionPlan | None = None,
+                 models: list[str] | None = None) -> _Measured:
     """One point: the records (measured), the client's figures, and the duration. ``schedule``: send
     times (s from the start) of an open loop given up front (a replay); ``outputs``: each request's
     max_tokens (default ``--output-tokens``)."""
     loop = asyncio.get_running_loop()
-    payloads = [target.payload(p.text, outputs[i] if outputs else None) for i, p in enumerate(prompts)]
+    payloads = [target.payload(p.text, outputs[i] if outputs else None, model=models[i] if models else None)
+                for i, p in enumerate(prompts)]
     n_total = len(payloads)
     results: list[tuple[int, float | None, Exchange]] = []
     turnaround: list[float] = []
@@ -580,7 +596,7 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
     turns: Turns | None = None
     try:
         if plan is not None:
-            turns = await _sessions(client, target, cfg, prompts, plan, results, step, going, t0)
+            turns = await _sessions(client, target, cfg, prompts, plan, results, step, going, t0, models)
             schedule_lag.extend(turns.schedule_lag)
         elif rate is None and schedule is None:
             nxt = [0]
@@ -639,6 +655,8 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
         rec["prompt_tokens"] = prompts[i].tokens
         if outputs:
             rec["asked_output"] = outputs[i]
+        if models:
+            rec["adapter"] = models[i - i % plan.turns] if plan is not None else models[i]
         if turns is not None:
             meta = turns.meta[i]
             rec.update(session=meta["session"], turn=meta["turn"], context_tokens=meta["context"])
@@ -698,11 +716,12 @@ def session_plan(cfg: PerfConfig, rate: float | None) -> SessionPlan:
 
 async def _sessions(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], plan: SessionPlan,
                     results: list[tuple[int, float | None, Exchange]], step: Callable[[Exchange], None],
-                    going: Callable[[], bool], t0: float) -> Turns:
+                    going: Callable[[], bool], t0: float, models: list[str] | None = None) -> Turns:
     """Drive the sessions of a point (:func:`assay.bench.perf.sessions.drive`)."""
 
     async def send(messages: list[dict[str, str]], i: int) -> Exchange:
-        return await client.request(target.payload("", messages=messages))
+        return await client.request(target.payload("", messages=messages,
+                                                   model=models[i - i % plan.turns] if models else None))
 
     def answer(ex: Exchange) -> tuple[str, int] | None:
         rec = M.measure(ex, stream=cfg.stream)
@@ -749,4 +768,4 @@ def _public(rec: dict[str, Any]) -> dict[str, Any]:
             "input_tokens": rec.get("input_tokens"), "output_tokens": rec.get("output_tokens"),
             "disagree": rec.get("disagree"), "status": rec["status"], "http_status": rec.get("http_status"),
             "error": rec.get("error"),
-            **{k: rec[k] for k in ("session", "turn", "context_tokens", "asked_output") if k in rec}}
+            **{k: rec[k] for k in ("session", "turn", "context_tokens", "asked_output", "adapter") if k in rec}}

@@ -105,6 +105,10 @@ def perf_cmd(
     prefix_groups: int = typer.Option(0, "--prefix-groups", help="With --shared-prefix: that many different shared "
                                       "prefixes; each point is also run with none shared, TTFT side by side, and the "
                                       "prefix-cache hit rate measured (--server-metrics) or inferred."),
+    lora: str | None = typer.Option(None, "--lora", help="LoRA adapters, e.g. a,b: each request names one as its "
+                                    "model; figures per adapter."),
+    lora_mix: str = typer.Option("uniform", "--lora-mix", help="How requests are spread over --lora: uniform, "
+                                 "round-robin, or weights such as 3,1."),
     replay: str | None = typer.Option(None, "--replay", help="Replay a trace's arrival times and lengths: "
                                       "FILE (Mooncake or plain JSONL) or otlp:FILE (an app's OpenTelemetry spans)."),
     speed: float = typer.Option(1.0, "--speed", help="Replay speed: the trace's arrival times x 1/speed."),
@@ -167,7 +171,8 @@ def perf_cmd(
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
                      name=text_arg(name), max_time=_durations(max_time, "--max-time"), replay=text_arg(replay),
                      speed=speed, stop_at_saturation=stop_at_saturation, max_error_rate=max_error_rate,
-                     sessions=sessions, prefix_groups=prefix_groups, server_metrics=text_arg(server_metrics),
+                     sessions=sessions, lora=[x for x in (lora or "").replace(" ", "").split(",") if x],
+                     lora_mix=lora_mix, prefix_groups=prefix_groups, server_metrics=text_arg(server_metrics),
                      metrics_interval=_durations(metrics_interval, "--metrics-interval") or 1.0, turns=turns,
                      think_time=_durations(think_time, "--think-time") if think_time not in (None, "0") else 0.0)
     cfg.check()
