@@ -29,7 +29,7 @@ def run_prefix(srv, metrics: bool):
     return asyncio.run(run_perf(cfg))
 
 
-def test_measured_hit_rate_is_the_endpoints_counter_and_ttft_is_side_by_side():
+def test_measured_hit_rate_is_the_endpoints_counter_and_ttft_is_side_by_side(capsys):
     with PerfServer(prefill, tokenize=True) as srv:
         run = run_prefix(srv, metrics=True)
         log = sorted(srv.log, key=lambda e: e["i"])
@@ -49,6 +49,12 @@ def test_measured_hit_rate_is_the_endpoints_counter_and_ttft_is_side_by_side():
     assert ttft["with"]["n"] == ttft["without"]["n"] == N
     assert ttft["with"]["mean"] < ttft["without"]["mean"] and ttft["ratio_of_means"] < 0.9
     assert px["without"]["requests"]["ok"] == N
+    from assay.cli.bench.perf import render_perf
+
+    render_perf(s)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "prefix cache: hit rate" in shown and "(server counters" in shown and "ms without" in shown
+    assert "server: running mean" in shown
 
 
 def test_without_counters_the_hit_rate_is_inferred_and_says_so():

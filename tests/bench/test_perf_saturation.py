@@ -29,9 +29,11 @@ def test_the_sweep_stops_at_the_scripted_knee():
     assert pts[0]["concurrency"] == 1 and all(p["rate"] is not None for p in pts[1:])
     rates = [p["rate"] for p in pts[1:]]
     assert all(b == pytest.approx(a * GROWTH, rel=0.01) for a, b in zip(rates, rates[1:]))
-    # it stopped past the knee, not far beyond it, and never before reaching it
-    assert KNEE < stop["at"]["rate"] < KNEE * GROWTH ** 2
-    assert stop["at"]["request_throughput"] < KNEE * 1.1
+    # it stopped once the offered rate passed the knee and the throughput had flattened at the
+    # server's capacity (a point of 60 requests drains after its last send, so the measured throughput
+    # nears the capacity a step or two past it), and not far beyond
+    assert KNEE < stop["at"]["rate"] <= KNEE * GROWTH ** 3
+    assert 0.8 * KNEE < stop["at"]["request_throughput"] < 1.05 * KNEE
     assert stop["knee"] == stop["previous"] and stop["previous"]["rate"] == rates[-2]
     # the evidence is the rule applied to the stored points
     assert stop["throughput_gain"] < MIN_GAIN and stop["e2e_p50_rise"] > MIN_LATENCY_RISE

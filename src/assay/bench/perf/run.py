@@ -10,6 +10,15 @@ Modes (one run measures one or more *points*):
   sent at its time whatever the earlier ones are doing, and its latency measured from the
   scheduled time as well as the actual one (no coordinated omission).
 
+- ``replay``: one open-loop point at a trace's own arrival times and lengths (:mod:`.replay`);
+- ``sessions``: multi-turn conversations, closed loop or started at a rate (:mod:`.sessions`).
+
+A sweep with ``stop_at_saturation`` measures growing rates until the rule of :mod:`.saturation`
+says the knee is passed; ``max_error_rate`` stops any run at a point that failed too much.
+``prefix_groups`` runs each point twice, with and without shared prefixes (:mod:`.prefix`);
+``server_metrics`` scrapes the server's Prometheus page throughout (:mod:`.telemetry`); ``lora``
+names an adapter per request (:mod:`.lora`).
+
 Warm-up requests go first at every point and are left out (one that does not complete ends the
 warm-up). A point ends after ``requests`` requests or ``duration`` seconds, or early, once
 :data:`~assay.bench.perf.measure.STOP_AFTER_FAILURES` requests have failed and none has completed

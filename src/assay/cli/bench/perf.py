@@ -376,6 +376,49 @@ def _stored_point_notes(p: PerfPoint) -> list[str]:
         inst.append(f"client CPU {val.client_cpu_s:.1f} s" + (f" ({per:.1f} µs/token)" if isinstance(per, (int, float)) else ""))
     if inst:
         lines.append("instrument: " + ", ".join(inst))
+    return lines + _workload_notes(p)
+
+
+def _ms(d: Any, stat: str = "p50") -> str:
+    v = d.get(stat) if isinstance(d, dict) else None
+    return f"{v * 1000:,.1f}" if isinstance(v, (int, float)) else "—"
+
+
+def _workload_notes(p: PerfPoint) -> list[str]:
+    """The lines of a point's production-shaped workload blocks (replay, sessions, prefix, server, lora)."""
+    extra = p.model_extra or {}
+    lines = []
+    rp = extra.get("replay")
+    if isinstance(rp, dict):
+        lag = rp.get("schedule_lag_ms") or {}
+        lines.append(f"replay: {rp.get('requests')} requests at x{safe(rp.get('speed'))}; schedule lag p50 "
+                     f"{fmt(lag.get('p50'), 1)} / p99 {fmt(lag.get('p99'), 1)} / max {fmt(lag.get('max'), 1)} ms; "
+                     f"{rp.get('input_exact')} prompt(s) exactly to length, {rp.get('output_as_traced')} answer(s) "
+                     "at the traced length")
+    ss = extra.get("sessions")
+    if isinstance(ss, dict):
+        turns = " · ".join(f"turn {t.get('turn')}: {fmt(t.get('context_tokens_mean'), 0)} tok → TTFT p50 "
+                           f"{_ms(t.get('ttft'))} ms" for t in ss.get("per_turn") or [])
+        slope = ss.get("ttft_vs_context") or {}
+        lines.append(f"sessions ({safe(ss.get('loop'))} loop): {safe(turns)}"
+                     + (f"; TTFT +{fmt(slope.get('ms_per_1k_tokens'), 1)} ms per 1k tokens of context" if slope else ""))
+    px = extra.get("prefix")
+    if isinstance(px, dict):
+        t = px.get("ttft") or {}
+        lines.append(f"prefix cache: hit rate {fmt(px.get('hit_rate'), 3)} ({safe(px.get('hit_rate_source'))}); "
+                     f"TTFT p50 {_ms(t.get('with'))} ms with the shared prefix, {_ms(t.get('without'))} ms without")
+    sv = extra.get("server")
+    if isinstance(sv, dict):
+        got = [f"{k.replace('_', ' ')} mean {fmt(sv[k].get('mean'), 2)} (max {fmt(sv[k].get('max'), 2)})"
+               for k in ("running", "queued", "kv_cache_usage") if isinstance(sv.get(k), dict)]
+        got += [f"{k.replace('_', ' ')} {fmt(sv[k], 3)}" for k in ("prefix_cache_hit_rate_measured",
+                                                                  "spec_acceptance_rate", "spec_mean_acceptance_length",
+                                                                  "tokens_per_step") if sv.get(k) is not None]
+        lines.append("server: " + (safe(" · ".join(got)) or "no known counters"))
+    lo = extra.get("lora")
+    if isinstance(lo, dict):
+        lines.append("adapters: " + safe(" · ".join(f"{k}: {v.get('ok')}/{v.get('sent')} ok, TTFT p50 {_ms(v.get('ttft'))} ms"
+                                                   for k, v in lo.items() if isinstance(v, dict))))
     return lines
 
 
