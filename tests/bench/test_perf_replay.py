@@ -137,3 +137,24 @@ def test_replay_refuses_a_load_and_compare_refuses_to_mix_workloads(tmp_path):
         compare_perf(st, ra, rb)
     c, sc = make_run(mode="rate", levels=(2,), n=30, seed=3)
     assert compare_perf(st, ra, store_benchmark(st, "perf", c, sc))["points"]     # synthetic vs synthetic
+
+
+def test_replay_against_llama_cpp_server_is_exact_in_its_tokens(llama_server, tmp_path):
+    """The real server (llama-cpp-python with the embedded Gemma 270M): each replayed prompt is its
+    traced length by the server's own tokenizer, and the server's usage agrees (its count is the
+    prompt's plus the BOS token it adds, the same for every request)."""
+    rows = [{"timestamp": 0, "input_length": 40, "output_length": 3},
+            {"timestamp": 40, "input_length": 90, "output_length": 4},
+            {"timestamp": 80, "input_length": 64, "output_length": 2}]
+    trace = write_jsonl(tmp_path / "t.jsonl", rows)
+    cfg = PerfConfig(endpoint=llama_server, model="gemma-3-270m", replay=trace, warmup=0, api="completions",
+                     stream=False)          # its streams carry no usage: unstreamed, to read the server's count
+    run = asyncio.run(run_perf(cfg))
+    s = run.summary
+    assert s["tokenizer"]["model_tokens"] and "tokenize" in s["tokenizer"]["source"]
+    reqs = sorted(run.requests, key=lambda r: r["i"])
+    assert [r["input_tokens"]["used"] for r in reqs] == [40, 90, 64]
+    extra = {r["input_tokens"]["usage"] - r["input_tokens"]["used"] for r in reqs}
+    assert len(extra) == 1 and extra.pop() in (0, 1)
+    assert all(r["output_tokens"]["used"] <= row["output_length"] for r, row in zip(reqs, rows))
+    assert s["points"][0]["replay"]["input_exact"] == 3
