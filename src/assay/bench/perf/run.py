@@ -158,6 +158,8 @@ class PerfConfig:
         if self.sessions and (self.concurrency or self.sweep or self.replay):
             raise AssayError("--sessions runs its sessions at once (closed loop) or starts them at --rate "
                              "(open loop): give it without --concurrency, --rate sweep or --replay")
+        if self.server_metrics and not self.server_metrics.lower().startswith(("http://", "https://")):
+            raise AssayError(f"--server-metrics must be an http(s) URL of a Prometheus page, got {self.server_metrics!r}")
         if not (self.metrics_interval > 0 and math.isfinite(self.metrics_interval)):
             raise AssayError("--metrics-interval must be a positive duration")
         if self.prefix_groups and (self.prefix_groups < 0 or not self.shared_prefix or self.replay or self.sessions):
@@ -281,6 +283,9 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     trace = read_trace(cfg.replay) if cfg.replay else None
     if trace is not None:
         levels = [(None, trace_rate(trace.requests, cfg.speed))]
+        if cfg.max_time is None:        # a long trace is given its own length, and half as long again
+            max_time = max(max_time, 1.5 * trace.requests[-1].at / cfg.speed + 600.0)
+            run_deadline = time.monotonic() + max_time
     elif cfg.sessions:
         levels = [(None, r) for r in cfg.rates] or [(cfg.sessions, None)]
     elif cfg.sweep and cfg.stop_at_saturation:     # one at a time, then growing rates to the knee
