@@ -37,6 +37,11 @@ def test_scraped_counters_match_the_endpoints_and_are_summarised_per_point():
     assert one["running"]["max"] <= 1 and one["queued"]["max"] == 0
     assert four["running"]["max"] == 2 and four["queued"]["max"] >= 1 and four["kv_cache_usage"]["max"] == 1.0
     assert all(p["window_s"][0] < p["window_s"][1] for p in s["points"])
+    from assay.ui.perf_timeline import timeline
+
+    svg = timeline(s, run.requests)           # --out's timeline.svg: requests and counters on one axis
+    assert svg.startswith("<svg") and svg.count("<circle") == 16
+    assert all(k in svg for k in ("TTFT per request", "running (requests)", "queued (requests)", "kv cache usage"))
 
 
 def test_the_three_servers_names():

@@ -240,6 +240,11 @@ def _write_out(path: Path, run: Any) -> None:
             f.write(orjson.dumps(rec) + b"\n")
     for fname, svg in perf_charts(run.summary, run.samples).items():
         (path / fname).write_text(svg, encoding="utf-8")
+    from assay.ui.perf_timeline import timeline
+
+    drawn = timeline(run.summary, run.requests) if run.summary.get("telemetry") else None
+    if drawn:
+        (path / "timeline.svg").write_text(drawn, encoding="utf-8")
 
 
 # -- stored perf runs: list, show, compare, track (docs/bench.md, "Keeping and comparing runs") ----
