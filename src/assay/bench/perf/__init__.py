@@ -6,6 +6,10 @@ a verdict on the measurement itself.
 ``stream`` stamps the exchanges, ``measure`` measures them, ``figures`` is the table of the figures
 measured, ``compare`` compares stored runs and summarises tracks of repeats, ``summary`` is a run's
 summary typed, ``stored`` is what the store keeps of a run, ``board`` its columns on the leaderboard.
+Production-shaped load: ``replay`` (traces: Mooncake, plain JSONL, OTLP spans), ``sessions``
+(multi-turn), ``prefix`` (shared-prefix groups and the cache's hit rate), ``saturation`` (the sweep's
+stop rule, ``--max-error-rate``), ``telemetry`` (the server's Prometheus counters), ``lora``
+(requests spread over adapters).
 :data:`KIND` is the kind's row in the kind table (:mod:`assay.bench.kinds`).
 """
 

@@ -28,6 +28,8 @@ def workload(summary: PerfSummary | Mapping[str, Any], point: PerfPoint | Mappin
     sig = (("api", summary.api), ("stream", summary.stream), *shape, (load_kind, load))
     tokens = f"{_n(st.input_tokens)}→{_n(st.output_tokens)} tokens"
     extra = [f"shared prefix {_n(st.shared_prefix)}"] if st.shared_prefix else []
+    if st.get("workload"):
+        extra.append(str(st.get("workload")))
     if load_kind == "rate" and st.burstiness not in (None, 1, 1.0):
         extra.append(f"burstiness {_n(st.burstiness)}")
     how = f"{summary.api or '?'}" + ("" if summary.stream in (None, True) else ", not streamed")

@@ -46,7 +46,7 @@ from assay.store import Store
 STATS = ("mean", "p50", "p99")
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
 # Settings that must agree for two runs' latencies to be comparable.
-COMPARABLE_SETTINGS = ("input_tokens", "output_tokens", "shared_prefix", "burstiness")
+COMPARABLE_SETTINGS = ("input_tokens", "output_tokens", "shared_prefix", "burstiness", "workload")
 FASTER, SLOWER, UNCLEAR = "faster", "slower", "no clear difference"
 # The fewest completed requests a point of each run needs for compare to give intervals and verdicts.
 MIN_COMPARED = 10
@@ -61,6 +61,13 @@ def point_key(point: PerfPoint | Mapping[str, Any]) -> tuple[str, float]:
     if p.rate is not None:
         return "rate", float(p.rate)
     return "concurrency", 1.0
+
+
+def workload_name(settings: Any) -> str:
+    """A run's workload fingerprint (``settings.workload``): ``synthetic`` for the fixed-length prompts
+    of ``--input-tokens`` (runs before the fingerprint was recorded included), else what the run
+    wrote (``replay mooncake sha256:… x1``, ``sessions …``, ``lora …``)."""
+    return str(settings.get("workload") or "synthetic")
 
 
 def point_label(point: PerfPoint | Mapping[str, Any]) -> str:
@@ -246,6 +253,10 @@ def compare_perf(store: Store, ref_a: str, ref_b: str, *, seed: int = 0,
     a, b = load_perf(store, ref_a), load_perf(store, ref_b)
     if a["id"] == b["id"]:
         raise AssayError(f"compare: {ref_a!r} and {ref_b!r} are the same run ({a['ref']})")
+    wa, wb = (workload_name(PerfSummary.load(x["summary"]).settings) for x in (a, b))
+    if wa != wb:
+        raise AssayError(f"compare: {a['ref']} and {b['ref']} ran different workloads ({wa} against {wb}); "
+                         "their figures are not comparable")
     cmp = compare_points(a["summary"], a["samples"], b["summary"], b["samples"], seed=seed, resamples=resamples)
     return {"a": _run_facts(a), "b": _run_facts(b), "seed": seed, "resamples": resamples, "level": 0.95, **cmp}
 

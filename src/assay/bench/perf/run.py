@@ -10,6 +10,15 @@ Modes (one run measures one or more *points*):
   sent at its time whatever the earlier ones are doing, and its latency measured from the
   scheduled time as well as the actual one (no coordinated omission).
 
+- ``replay``: one open-loop point at a trace's own arrival times and lengths (:mod:`.replay`);
+- ``sessions``: multi-turn conversations, closed loop or started at a rate (:mod:`.sessions`).
+
+A sweep with ``stop_at_saturation`` measures growing rates until the rule of :mod:`.saturation`
+says the knee is passed; ``max_error_rate`` stops any run at a point that failed too much.
+``prefix_groups`` runs each point twice, with and without shared prefixes (:mod:`.prefix`);
+``server_metrics`` scrapes the server's Prometheus page throughout (:mod:`.telemetry`); ``lora``
+names an adapter per request (:mod:`.lora`).
+
 Warm-up requests go first at every point and are left out (one that does not complete ends the
 warm-up). A point ends after ``requests`` requests or ``duration`` seconds, or early, once
 :data:`~assay.bench.perf.measure.STOP_AFTER_FAILURES` requests have failed and none has completed
@@ -39,8 +48,19 @@ import orjson
 
 from assay.bench.cost import benchmark_cost, estimated_cost
 from assay.bench.perf import measure as M
+from assay.bench.perf.lora import assign as assign_lora
+from assay.bench.perf.lora import fingerprint as lora_fingerprint
+from assay.bench.perf.lora import parse_mix as parse_lora_mix
+from assay.bench.perf.lora import per_adapter
+from assay.bench.perf.prefix import fingerprint as prefix_fingerprint
+from assay.bench.perf.prefix import prefix_block
+from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
+from assay.bench.perf.saturation import knee, saturated, stopping_rates, too_many_errors
+from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, per_turn, ttft_slope
+from assay.bench.perf.sessions import fingerprint as session_fingerprint
 from assay.bench.perf.stored import SCHEMA
 from assay.bench.perf.stream import Exchange, StreamClient
+from assay.bench.perf.telemetry import Scraper, point_summary
 from assay.bench.perf.workload import Counter, build_prompts, bundled_counter, server_counter
 from assay.errors import AssayError
 from assay.models.http import LeanHTTP
@@ -75,9 +95,25 @@ class PerfConfig:
     sweep: int = 0                      # rates of a sweep (0: no sweep)
     sweep_concurrency: int = 32         # the sweep's saturating closed-loop point
     max_time: float | None = None       # s, the whole run (None: run_time_limit)
+    replay: str | None = None           # a trace to replay (replay.read_trace), open loop at its times
+    speed: float = 1.0                  # replay: arrival times x 1/speed
+    sessions: int = 0                   # multi-turn sessions (0: none; sessions.py)
+    turns: int = 1
+    think_time: float = 0.0             # s between a turn's answer and the session's next turn
+    stop_at_saturation: bool = False    # a sweep of growing rates that stops at the knee (saturation.py)
+    max_error_rate: float | None = None  # stop once a point fails more than this share of its requests
+    lora: list[str] = field(default_factory=list)   # adapters named as each request's model (lora.py)
+    lora_mix: str = "uniform"
+    prefix_groups: int = 0              # >0: that many shared prefixes, each point measured with and without
+    server_metrics: str | None = None   # a Prometheus page to scrape during the run (telemetry.py)
+    metrics_interval: float = 1.0       # s between scrapes
 
     @property
     def mode(self) -> str:
+        if self.replay:
+            return "replay"
+        if self.sessions:
+            return "sessions"
         if self.sweep:
             return "sweep"
         if self.rates:
@@ -107,8 +143,35 @@ class PerfConfig:
             raise AssayError("--burstiness must be positive (1 = Poisson arrivals)")
         if self.warmup < 0:
             raise AssayError("--warmup must be 0 or more")
+        self._check_workload()
         if self.max_time is not None and not (self.max_time > 0 and math.isfinite(self.max_time)):
             raise AssayError("--max-time must be a positive duration")
+
+    def _check_workload(self) -> None:
+        """The options of the production-shaped workloads (replay, sessions ...)."""
+        if self.replay and (self.concurrency or self.rates or self.sweep):
+            raise AssayError("--replay sends at the trace's own times: give it without --concurrency or --rate")
+        if not (self.speed > 0 and math.isfinite(self.speed)):
+            raise AssayError(f"--speed must be a positive number, got {self.speed!r}")
+        if self.sessions < 0 or self.turns < 1 or not (self.think_time >= 0 and math.isfinite(self.think_time)):
+            raise AssayError("--sessions must be 0 or more, --turns at least 1 and --think-time 0 or more")
+        if self.sessions and (self.concurrency or self.sweep or self.replay):
+            raise AssayError("--sessions runs its sessions at once (closed loop) or starts them at --rate "
+                             "(open loop): give it without --concurrency, --rate sweep or --replay")
+        if self.server_metrics and not self.server_metrics.lower().startswith(("http://", "https://")):
+            raise AssayError(f"--server-metrics must be an http(s) URL of a Prometheus page, got {self.server_metrics!r}")
+        if not (self.metrics_interval > 0 and math.isfinite(self.metrics_interval)):
+            raise AssayError("--metrics-interval must be a positive duration")
+        if self.prefix_groups and (self.prefix_groups < 0 or not self.shared_prefix or self.replay or self.sessions):
+            raise AssayError("--prefix-groups needs --shared-prefix N (and neither --replay nor --sessions)")
+        if self.lora:
+            parse_lora_mix(self.lora, self.lora_mix)
+        if self.stop_at_saturation and not self.sweep:
+            raise AssayError("--stop-at-saturation needs --rate sweep")
+        if self.max_error_rate is not None and not 0 <= self.max_error_rate < 1:
+            raise AssayError(f"--max-error-rate must be a share from 0 to 1 (0.05 = 5%), got {self.max_error_rate!r}")
+        if self.sessions and self.api != "chat":
+            raise AssayError("--sessions carries the conversation as chat messages: it needs --api chat")
 
 
 @dataclass
@@ -144,20 +207,22 @@ class _Target:
         self._head = self.http.head("POST", self.path, {**headers, "Accept": "text/event-stream"
                                                         if self.cfg.stream else "application/json"})
 
-    def payload(self, prompt: str) -> bytes:
+    def payload(self, prompt: str, max_tokens: int | None = None, messages: list[dict[str, str]] | None = None,
+                model: str | None = None) -> bytes:
         cfg = self.cfg
-        body: dict[str, Any] = {"model": self.model}
+        out_n = max_tokens or cfg.output_tokens
+        body: dict[str, Any] = {"model": model or self.model}
         if cfg.api == "chat":
-            body["messages"] = [{"role": "user", "content": prompt}]
+            body["messages"] = messages or [{"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
-        body["max_tokens"] = cfg.output_tokens
+        body["max_tokens"] = out_n
         if cfg.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         if self.extras_ok:
             body["ignore_eos"] = True           # vLLM, llama.cpp: generate the asked length
-            body["min_tokens"] = cfg.output_tokens
+            body["min_tokens"] = out_n
         raw = orjson.dumps(body)
         return self._head + str(len(raw)).encode() + b"\r\n\r\n" + raw
 
@@ -215,22 +280,41 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     await target.prepare()
     counter = await target.counter()
     levels: list[tuple[int | None, float | None]]
-    if cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
+    trace = read_trace(cfg.replay) if cfg.replay else None
+    if trace is not None:
+        levels = [(None, trace_rate(trace.requests, cfg.speed))]
+        if cfg.max_time is None:        # a long trace is given its own length, and half as long again
+            max_time = max(max_time, 1.5 * trace.requests[-1].at / cfg.speed + 600.0)
+            run_deadline = time.monotonic() + max_time
+    elif cfg.sessions:
+        levels = [(None, r) for r in cfg.rates] or [(cfg.sessions, None)]
+    elif cfg.sweep and cfg.stop_at_saturation:     # one at a time, then growing rates to the knee
+        levels = [(1, None)]
+    elif cfg.sweep:        # one at a time, then flat out, then rates in between (found as it goes)
         levels = [(1, None), (cfg.sweep_concurrency, None)]
     elif cfg.rates:
         levels = [(None, r) for r in cfg.rates]
     else:
         levels = [(c, None) for c in (cfg.concurrency or [1])]
-    planned = 2 + cfg.sweep if cfg.sweep else len(levels)
+    planned = (1 if cfg.stop_at_saturation else 2) + cfg.sweep if cfg.sweep else len(levels)
     per_point = cfg.requests if cfg.requests is not None else _duration_prompts(cfg, levels)
+    if trace is not None:
+        per_point = len(trace.requests)
+    elif cfg.sessions:
+        per_point = cfg.sessions * cfg.turns
     need = cfg.warmup + per_point
     client = StreamClient(target.origin, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout)
+    run_t0 = time.monotonic()
+    scraper = Scraper(cfg.server_metrics, cfg.metrics_interval) if cfg.server_metrics else None
+    if scraper is not None:
+        scraper.start()
     run_id = secrets.token_hex(6)      # 12 hex digits, the length of every ref (store.new_ref)
     points: list[dict[str, Any]] = []
     samples: dict[int, dict[str, np.ndarray]] = {}
     all_requests: list[dict[str, Any]] = []
     notes: list[str] = []
     stopped: dict[str, Any] | None = None
+    stop_rule: dict[str, Any] | None = None
     try:
         p_idx = 0
         while p_idx < len(levels):
@@ -246,16 +330,40 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 if progress:
                     progress(f"{where}: prompts", done_prompts[0], need)
 
-            prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
-                                          seed=cfg.seed * 1_000_003 + p_idx, progress=tick)
+            schedule = outputs = None
+            if trace is not None:
+                prompts = await build_prompts(counter, cfg.warmup, cfg.input_tokens, seed=cfg.seed * 1_000_003 + p_idx,
+                                              progress=tick) if cfg.warmup else []
+                prompts += await trace_prompts(counter, trace.requests, seed=cfg.seed, progress=tick)
+                schedule = np.array([r.at for r in trace.requests]) / cfg.speed
+                outputs = [r.output_tokens for r in trace.requests]
+            else:
+                prompts = await build_prompts(counter, need, cfg.input_tokens, shared_prefix=cfg.shared_prefix,
+                                              seed=cfg.seed * 1_000_003 + p_idx, progress=tick,
+                                              groups=max(1, cfg.prefix_groups))
             if not all(p.exact for p in prompts):
                 off = sum(1 for p in prompts if not p.exact)
-                notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly {cfg.input_tokens} tokens long")
+                notes.append(f"point {p_idx}: {off} prompt(s) could not be made exactly "
+                             f"{'their trace length' if trace is not None else cfg.input_tokens} tokens long")
             await _warm_up(client, target, cfg, prompts[:cfg.warmup], first=p_idx == 0, notes=notes)
             timed = prompts[cfg.warmup:]
-            pt = await _point(client, target, cfg, timed, conc, rate, progress, label=f"{where}: requests",
-                              run_deadline=run_deadline)
+            plan = session_plan(cfg, rate) if cfg.sessions else None
+            without = None
+            if cfg.prefix_groups:       # the same point with nothing shared first, for the side by side
+                without = await _unshared(client, target, cfg, counter, len(timed), conc, rate, p_idx, progress,
+                                          where, run_deadline)
+            s0 = time.monotonic()          # the point's server figures: from a scrape just before it
+            if scraper is not None:
+                await scraper.scrape()
+            w0 = time.monotonic()
+            pt = await _point(client, target, cfg, timed, None if plan else conc, None if plan else rate, progress,
+                              label=f"{where}: requests", run_deadline=run_deadline, schedule=schedule,
+                              outputs=outputs, plan=plan,
+                              models=assign_lora(cfg.lora, cfg.lora_mix, len(timed), cfg.seed + p_idx) if cfg.lora else None)
             records = pt.records
+            w1 = time.monotonic()
+            if scraper is not None:
+                await scraper.scrape()
             await _count_outputs(counter, records, cfg.output_tokens)
             for r in records:
                 r["point"] = p_idx
@@ -266,16 +374,40 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
                 notes.append(f"{level_label(conc, rate)}: {early}")
             point, smp = M.summarize(records, duration=pt.duration, concurrency=conc if rate is None else None,
                                      rate=rate, slo=cfg.slo, client=pt.client, seed=cfg.seed, stopped=early)
+            point["window_s"] = [w0 - run_t0, w1 - run_t0]
+            if scraper is not None:
+                point["server"] = point_summary(scraper.samples, s0, time.monotonic())
+            if cfg.lora:
+                point["lora"] = per_adapter(records)
+            if without is not None:
+                point["prefix"] = prefix_block(shared=cfg.shared_prefix, groups=cfg.prefix_groups,
+                                               tokens=cfg.input_tokens, n_warmup=cfg.warmup, n_timed=len(timed),
+                                               without=without, point=point)
+            if trace is not None:
+                point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
+            if plan is not None:
+                point["sessions"] = {"sessions": plan.sessions, "turns": plan.turns, "think_time": plan.think,
+                                     "loop": "closed" if plan.starts is None else "open",
+                                     "per_turn": per_turn(records, plan.turns), "ttft_vs_context": ttft_slope(records),
+                                     "per_session": per_session(records, plan.turns)}
             points.append(point)
             samples[p_idx] = smp
             all_requests.extend(records)
             if pt.out_of_time:
                 stopped = _time_limit(max_time, where, p_idx, len(levels), notes)
                 break
-            if cfg.sweep and p_idx == 1:
+            stop_rule = _stop_rule(cfg, points)
+            if stop_rule is not None:
+                notes.append(stop_rule["message"])
+                break
+            if cfg.sweep and cfg.stop_at_saturation and p_idx == 0:
+                levels += [(None, r) for r in stopping_rates(points[0]["request_throughput"], cfg.sweep)]
+            elif cfg.sweep and p_idx == 1:
                 levels += _sweep_rates(cfg, points, notes)
             p_idx += 1
     finally:
+        if scraper is not None:
+            await scraper.stop()
         await client.aclose()
         await target.http.aclose()
         await target.backend.aclose()
@@ -283,18 +415,34 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
         "schema": SCHEMA, "id": run_id, "name": cfg.name, "created_at": time.time(),
         "endpoint": target.backend.name if target.spec.kind != "http" else target.backend.base_url,
         "model": target.model or cfg.model, "api": cfg.api, "stream": cfg.stream, "mode": cfg.mode,
-        "settings": {"input_tokens": cfg.input_tokens, "output_tokens": cfg.output_tokens, "requests": cfg.requests,
+        "settings": {"input_tokens": cfg.input_tokens, "output_tokens": cfg.output_tokens,
+                     "requests": per_point if trace is not None or cfg.sessions else cfg.requests,
                      "duration": cfg.duration, "warmup": cfg.warmup, "shared_prefix": cfg.shared_prefix,
                      "burstiness": cfg.burstiness, "seed": cfg.seed, "timeout": cfg.timeout,
                      "stall_timeout": cfg.stall_timeout, "slo": cfg.slo, "ignore_eos": target.extras_ok,
                      "concurrency": cfg.concurrency or None, "rates": cfg.rates or None,
-                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency} if cfg.sweep else None,
-                     "max_time": max_time},
+                     "sweep": {"rates": cfg.sweep, "concurrency": cfg.sweep_concurrency,
+                               "stop_at_saturation": cfg.stop_at_saturation} if cfg.sweep else None,
+                     "max_error_rate": cfg.max_error_rate,
+                     "max_time": max_time,
+                     "prefix_groups": cfg.prefix_groups or None,
+                     "lora": {"adapters": cfg.lora, "mix": cfg.lora_mix} if cfg.lora else None,
+                     "workload": trace.fingerprint(cfg.speed) if trace is not None else
+                     prefix_fingerprint(cfg.shared_prefix, cfg.prefix_groups) if cfg.prefix_groups else
+                     session_fingerprint(cfg.turns, cfg.think_time, bool(cfg.rates)) if cfg.sessions else
+                     lora_fingerprint(cfg.lora, cfg.lora_mix) if cfg.lora else None,
+                     "sessions": {"sessions": cfg.sessions, "turns": cfg.turns, "think_time": cfg.think_time}
+                     if cfg.sessions else None,
+                     "replay": {"trace": trace.source, "layout": trace.layout, "sha256": trace.sha256,
+                                "requests": len(trace.requests), "speed": cfg.speed}
+                     if trace is not None else None},
         "tokenizer": {"source": counter.source, "model_tokens": counter.model_tokens},
         "clock": client.clock,
         "client": {"python": sys.version.split()[0], "cpus": os.cpu_count()},
         "notes": notes, "track": None, "repeat": None, "cost": None,
         **({"stopped": stopped} if stopped is not None else {}),
+        "stop_rule": stop_rule,
+        "telemetry": scraper.stored(run_t0) if scraper is not None else None,
         "points": points,
     }
     if not cfg.stream:
@@ -422,10 +570,15 @@ class _Measured:
 
 async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], conc: int | None,  # noqa: C901
                  rate: float | None, progress: Callable[[str, int, int | None], None] | None, *,
-                 label: str = "requests", run_deadline: float = math.inf) -> _Measured:
-    """One point: the records (measured), the client's figures, and the duration."""
+                 label: str = "requests", run_deadline: float = math.inf, schedule: np.ndarray | None = None,
+                 outputs: list[int] | None = None, plan: SessionPlan | None = None,
+                 models: list[str] | None = None) -> _Measured:
+    """One point: the records (measured), the client's figures, and the duration. ``schedule``: send
+    times (s from the start) of an open loop given up front (a replay); ``outputs``: each request's
+    max_tokens (default ``--output-tokens``)."""
     loop = asyncio.get_running_loop()
-    payloads = [target.payload(p.text) for p in prompts]
+    payloads = [target.payload(p.text, outputs[i] if outputs else None, model=models[i] if models else None)
+                for i, p in enumerate(prompts)]
     n_total = len(payloads)
     results: list[tuple[int, float | None, Exchange]] = []
     turnaround: list[float] = []
@@ -455,8 +608,12 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
         await client.aclose()
 
     guard = loop.create_task(limit()) if math.isfinite(run_deadline) else None
+    turns: Turns | None = None
     try:
-        if rate is None:
+        if plan is not None:
+            turns = await _sessions(client, target, cfg, prompts, plan, results, step, going, t0, models)
+            schedule_lag.extend(turns.schedule_lag)
+        elif rate is None and schedule is None:
             nxt = [0]
 
             async def worker() -> None:
@@ -473,7 +630,8 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
 
             await asyncio.gather(*(worker() for _ in range(conc or 1)))
         else:
-            sched = gamma_schedule(rate, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
+            sched = schedule if schedule is not None else gamma_schedule(
+                rate or 1.0, cfg.burstiness, cfg.requests, cfg.duration, np.random.default_rng(cfg.seed))
             sched = sched[:n_total]
             tasks: list[asyncio.Task] = []
 
@@ -510,6 +668,14 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
             rec.update(status="run time limit", error="cancelled at the run's time limit (--max-time)")
         rec["i"] = i
         rec["prompt_tokens"] = prompts[i].tokens
+        if outputs:
+            rec["asked_output"] = outputs[i]
+        if models:
+            rec["adapter"] = models[i - i % plan.turns] if plan is not None else models[i]
+        if turns is not None:
+            meta = turns.meta[i]
+            rec.update(session=meta["session"], turn=meta["turn"], context_tokens=meta["context"])
+            rec["prompt_tokens"] = meta["context"]
         kernel += ex.kernel_stamps
         user += ex.user_stamps
         chunks += rec["chunks"]
@@ -525,6 +691,68 @@ async def _point(client: StreamClient, target: _Target, cfg: PerfConfig, prompts
                      halt["out_of_time"])
 
 
+async def _unshared(client: StreamClient, target: _Target, cfg: PerfConfig, counter: Counter, n: int,
+                    conc: int | None, rate: float | None, p_idx: int,
+                    progress: Callable[[str, int, int | None], None] | None, where: str,
+                    run_deadline: float) -> dict[str, Any]:
+    """A point's twin with no shared prefix (--prefix-groups): its summary, not kept as a point."""
+    prompts = await build_prompts(counter, n, cfg.input_tokens, seed=cfg.seed * 1_000_003 + p_idx + 500_000)
+    pt = await _point(client, target, cfg, prompts, conc, rate, progress, label=f"{where}: without shared prefix",
+                      run_deadline=run_deadline)
+    await _count_outputs(counter, pt.records, cfg.output_tokens)
+    summary, _ = M.summarize(pt.records, duration=pt.duration, concurrency=conc if rate is None else None, rate=rate,
+                             slo=cfg.slo, client=pt.client, seed=cfg.seed)
+    return summary
+
+
+def _stop_rule(cfg: PerfConfig, points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Why the run stops after its last point (saturation.py), or None to go on."""
+    cur = points[-1]
+    if cfg.max_error_rate is not None:
+        got = too_many_errors(cur, cfg.max_error_rate)
+        if got is not None:
+            return got
+    rated = [p for p in points if p.get("rate") is not None]
+    if cfg.stop_at_saturation and len(rated) >= 2 and rated[-1] is cur:
+        got = saturated(rated[-2], cur)
+        if got is not None:
+            return {**got, "knee": knee(points)}
+    return None
+
+
+def session_plan(cfg: PerfConfig, rate: float | None) -> SessionPlan:
+    """The sessions of a point: all at once (closed loop), or started at ``rate`` per second."""
+    starts = None
+    if rate is not None:
+        starts = [float(x) for x in gamma_schedule(rate, cfg.burstiness, cfg.sessions, None,
+                                                   np.random.default_rng(cfg.seed))]
+    return SessionPlan(cfg.sessions, cfg.turns, cfg.think_time, starts)
+
+
+async def _sessions(client: StreamClient, target: _Target, cfg: PerfConfig, prompts: list[Any], plan: SessionPlan,
+                    results: list[tuple[int, float | None, Exchange]], step: Callable[[Exchange], None],
+                    going: Callable[[], bool], t0: float, models: list[str] | None = None) -> Turns:
+    """Drive the sessions of a point (:func:`assay.bench.perf.sessions.drive`)."""
+
+    async def send(messages: list[dict[str, str]], i: int) -> Exchange:
+        return await client.request(target.payload("", messages=messages,
+                                                   model=models[i - i % plan.turns] if models else None))
+
+    def answer(ex: Exchange) -> tuple[str, int] | None:
+        rec = M.measure(ex, stream=cfg.stream)
+        if rec["status"] != "ok":
+            return None
+        n = (rec.get("usage") or {}).get("completion_tokens")
+        return rec["text"], int(n) if isinstance(n, int) and n >= 0 else rec["chunks"]
+
+    def record(i: int, at: float | None, ex: Exchange) -> None:
+        results.append((i, at, ex))
+        step(ex)
+
+    return await drive(plan, [p.text for p in prompts], [p.tokens for p in prompts], send=send, answer=answer,
+                       record=record, going=going, t0=t0)
+
+
 async def _count_outputs(counter: Counter, records: list[dict[str, Any]], asked_output: int | None = None) -> None:
     texts = [r["text"] for r in records]
     model_counts: list[int | None] = [None] * len(records)
@@ -538,7 +766,8 @@ async def _count_outputs(counter: Counter, records: list[dict[str, Any]], asked_
     else:
         bundled = list(await counter.count(texts))
     for r, mc, bc in zip(records, model_counts, bundled):
-        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc, asked_output=asked_output,
+        M.finish(r, prompt_tokens=r["prompt_tokens"], model_count=mc, bundled_count=bc,
+                 asked_output=r.get("asked_output", asked_output),
                  prompt_source=counter.source)
 
 
@@ -553,4 +782,5 @@ def _public(rec: dict[str, Any]) -> dict[str, Any]:
             "tpot": rec.get("tpot"), "itl": rec.get("itl") or [], "chunks": rec.get("chunks"),
             "input_tokens": rec.get("input_tokens"), "output_tokens": rec.get("output_tokens"),
             "disagree": rec.get("disagree"), "status": rec["status"], "http_status": rec.get("http_status"),
-            "error": rec.get("error")}
+            "error": rec.get("error"),
+            **{k: rec[k] for k in ("session", "turn", "context_tokens", "asked_output", "adapter") if k in rec}}

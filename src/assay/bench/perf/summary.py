@@ -154,6 +154,8 @@ class PerfSettings(SummaryModel):
     rates: list[Num] | None = None
     sweep: dict[str, Any] | None = None
     max_time: Num | None = None
+    workload: str | None = None                 # the fingerprint of a non-synthetic workload (compare.workload_name)
+    replay: dict[str, Any] | None = None        # --replay: the trace, its layout and digest, the speed
 
     def get(self, name: str) -> Any:
         """A setting by name (``None`` where it was not recorded)."""

@@ -130,28 +130,30 @@ def _words(rng: random.Random, n: int) -> list[str]:
 
 
 async def build_prompts(counter: Counter, n: int, tokens: int, *, shared_prefix: int = 0, seed: int = 0,
-                        progress: Callable[[int], None] | None = None) -> list[Prompt]:
-    """``n`` prompts of exactly ``tokens`` tokens each (see the module doc)."""
+                        progress: Callable[[int], None] | None = None, groups: int = 1) -> list[Prompt]:
+    """``n`` prompts of exactly ``tokens`` tokens each (see the module doc); with ``groups`` > 1,
+    that many different shared prefixes, prompt ``i`` starting with prefix ``i % groups``."""
     if tokens < 4:
         raise AssayError(f"--input-tokens must be at least 4, got {tokens}")
     if shared_prefix >= tokens - 3:
         raise AssayError(f"--shared-prefix ({shared_prefix}) must leave room for a unique part "
                          f"(at most {tokens - 4} of {tokens} input tokens)")
     rng = random.Random(seed)
-    shared = ""
+    prefixes = [""]
     if shared_prefix:
-        shared = await _fit(counter, "", shared_prefix, rng)
+        prefixes = [await fit_text(counter, "", shared_prefix, rng) for _ in range(max(1, groups))]
     out: list[Prompt] = []
     filler: list[str] | None = None
-    for _ in range(n):
+    for i in range(n):
+        shared = prefixes[i % len(prefixes)]
         head = f"{shared} Request {rng.getrandbits(40):010x}:" if shared else f"Request {rng.getrandbits(40):010x}:"
         if filler is None:
-            text = await _fit(counter, head, tokens, rng)
+            text = await fit_text(counter, head, tokens, rng)
             filler = text[len(head):].split()
         text = head + " " + " ".join(filler)
         (c,) = await counter.count([text])
         if c != tokens:
-            text = await _fit(counter, head, tokens, rng, start=filler)
+            text = await fit_text(counter, head, tokens, rng, start=filler)
             (c,) = await counter.count([text])
         out.append(Prompt(text, c, c == tokens))
         if progress:
@@ -159,7 +161,7 @@ async def build_prompts(counter: Counter, n: int, tokens: int, *, shared_prefix:
     return out
 
 
-async def _fit(counter: Counter, head: str, target: int, rng: random.Random,
+async def fit_text(counter: Counter, head: str, target: int, rng: random.Random,
                start: list[str] | None = None) -> str:
     """``head`` + words, adjusted until the counter gives ``target`` tokens (or the nearest found)."""
     words = list(start) if start is not None else []

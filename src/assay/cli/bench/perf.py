@@ -86,6 +86,11 @@ def perf_cmd(
     rate: str | None = typer.Option(None, "--rate", help="Open-loop request rates per second, e.g. 2,5,10; "
                                        "'sweep' (or sweep:N): one at a time, flat out, then 5 (N) rates between."),
     sweep_concurrency: int = typer.Option(32, "--sweep-concurrency", help="The sweep's flat-out concurrency."),
+    stop_at_saturation: bool = typer.Option(False, "--stop-at-saturation", help="With --rate sweep: rates growing "
+                                            "from the sequential throughput (x1.5 each), stopped at the knee "
+                                            "(throughput +<10% while median latency +>25%)."),
+    max_error_rate: float | None = typer.Option(None, "--max-error-rate", help="Stop once a point fails more "
+                                                  "than this share of its requests (e.g. 0.05)."),
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of open-loop arrivals (1 = Poisson)."),
     requests: int | None = typer.Option(None, "--requests", "-n",
                                            help="Requests per point (default 50 unless --duration)."),
@@ -97,6 +102,25 @@ def perf_cmd(
     warmup: int = typer.Option(2, "--warmup", help="Warm-up requests per point, left out."),
     shared_prefix: int = typer.Option(0, "--shared-prefix", help="Tokens every prompt shares at its start "
                                       "(0: none, so prefix caches cannot help)."),
+    prefix_groups: int = typer.Option(0, "--prefix-groups", help="With --shared-prefix: that many different shared "
+                                      "prefixes; each point is also run with none shared, TTFT side by side, and the "
+                                      "prefix-cache hit rate measured (--server-metrics) or inferred."),
+    lora: str | None = typer.Option(None, "--lora", help="LoRA adapters, e.g. a,b: each request names one as its "
+                                    "model; figures per adapter."),
+    lora_mix: str = typer.Option("uniform", "--lora-mix", help="How requests are spread over --lora: uniform, "
+                                 "round-robin, or weights such as 3,1."),
+    replay: str | None = typer.Option(None, "--replay", help="Replay a trace's arrival times and lengths: "
+                                      "FILE (Mooncake or plain JSONL) or otlp:FILE (an app's OpenTelemetry spans)."),
+    speed: float = typer.Option(1.0, "--speed", help="Replay speed: the trace's arrival times x 1/speed."),
+    sessions: int = typer.Option(0, "--sessions", help="Multi-turn sessions, each turn carrying the earlier ones: "
+                                 "run at once (closed loop), or started at --rate per second (open loop)."),
+    turns: int = typer.Option(1, "--turns", help="Turns per session (--sessions)."),
+    think_time: str | None = typer.Option(None, "--think-time", help="Time between a turn's answer and the "
+                                             "session's next turn, e.g. 5s (--sessions; default 0)."),
+    server_metrics: str | None = typer.Option(None, "--server-metrics", help="The server's Prometheus page "
+                                              "(e.g. http://HOST:PORT/metrics), scraped during the run and "
+                                              "summarised per point (vLLM, SGLang, llama.cpp names)."),
+    metrics_interval: str = typer.Option("1s", "--metrics-interval", help="Time between scrapes of --server-metrics."),
     slo: str | None = typer.Option(None, "--slo", help="Objectives for goodput, e.g. ttft=0.5,itl=0.05 (s)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds a request may take in all."),
     max_time: str | None = typer.Option(None, "--max-time", help="Longest a whole run may take, e.g. 30m "
@@ -135,7 +159,9 @@ def perf_cmd(
     sweep = 0
     if rate and rate.strip().lower().startswith("sweep"):
         _, _, k = rate.strip().partition(":")
-        sweep = (_numbers(k, "--rate sweep:N", int) or [5])[0]
+        from assay.bench.perf.saturation import MAX_RATES
+
+        sweep = (_numbers(k, "--rate sweep:N", int) or [MAX_RATES if stop_at_saturation else 5])[0]
         rate = None
     cfg = PerfConfig(endpoint=endpoint, model=model, api=api, stream=stream, sweep=sweep,
                      sweep_concurrency=sweep_concurrency,
@@ -143,7 +169,12 @@ def perf_cmd(
                      requests=requests, duration=_durations(duration, "--duration"), input_tokens=input_tokens,
                      output_tokens=output_tokens, warmup=warmup, shared_prefix=shared_prefix, burstiness=burstiness,
                      seed=seed, timeout=timeout, stall_timeout=stall_timeout, slo=_slo(slo), ignore_eos=ignore_eos,
-                     name=text_arg(name), max_time=_durations(max_time, "--max-time"))
+                     name=text_arg(name), max_time=_durations(max_time, "--max-time"), replay=text_arg(replay),
+                     speed=speed, stop_at_saturation=stop_at_saturation, max_error_rate=max_error_rate,
+                     sessions=sessions, lora=[x for x in (lora or "").replace(" ", "").split(",") if x],
+                     lora_mix=lora_mix, prefix_groups=prefix_groups, server_metrics=text_arg(server_metrics),
+                     metrics_interval=_durations(metrics_interval, "--metrics-interval") or 1.0, turns=turns,
+                     think_time=_durations(think_time, "--think-time") if think_time not in (None, "0") else 0.0)
     cfg.check()
     st = store_or_off(store)
     track = text_arg(track_name) or ((cfg.name or secrets.token_hex(6)) if repeat > 1 else None)
@@ -209,6 +240,11 @@ def _write_out(path: Path, run: Any) -> None:
             f.write(orjson.dumps(rec) + b"\n")
     for fname, svg in perf_charts(run.summary, run.samples).items():
         (path / fname).write_text(svg, encoding="utf-8")
+    from assay.ui.perf_timeline import timeline
+
+    drawn = timeline(run.summary, run.requests) if run.summary.get("telemetry") else None
+    if drawn:
+        (path / "timeline.svg").write_text(drawn, encoding="utf-8")
 
 
 # -- stored perf runs: list, show, compare, track (docs/bench.md, "Keeping and comparing runs") ----
@@ -345,6 +381,49 @@ def _stored_point_notes(p: PerfPoint) -> list[str]:
         inst.append(f"client CPU {val.client_cpu_s:.1f} s" + (f" ({per:.1f} µs/token)" if isinstance(per, (int, float)) else ""))
     if inst:
         lines.append("instrument: " + ", ".join(inst))
+    return lines + _workload_notes(p)
+
+
+def _ms(d: Any, stat: str = "p50") -> str:
+    v = d.get(stat) if isinstance(d, dict) else None
+    return f"{v * 1000:,.1f}" if isinstance(v, (int, float)) else "—"
+
+
+def _workload_notes(p: PerfPoint) -> list[str]:
+    """The lines of a point's production-shaped workload blocks (replay, sessions, prefix, server, lora)."""
+    extra = p.model_extra or {}
+    lines = []
+    rp = extra.get("replay")
+    if isinstance(rp, dict):
+        lag = rp.get("schedule_lag_ms") or {}
+        lines.append(f"replay: {rp.get('requests')} requests at x{safe(rp.get('speed'))}; schedule lag p50 "
+                     f"{fmt(lag.get('p50'), 1)} / p99 {fmt(lag.get('p99'), 1)} / max {fmt(lag.get('max'), 1)} ms; "
+                     f"{rp.get('input_exact')} prompt(s) exactly to length, {rp.get('output_as_traced')} answer(s) "
+                     "at the traced length")
+    ss = extra.get("sessions")
+    if isinstance(ss, dict):
+        turns = " · ".join(f"turn {t.get('turn')}: {fmt(t.get('context_tokens_mean'), 0)} tok → TTFT p50 "
+                           f"{_ms(t.get('ttft'))} ms" for t in ss.get("per_turn") or [])
+        slope = ss.get("ttft_vs_context") or {}
+        lines.append(f"sessions ({safe(ss.get('loop'))} loop): {safe(turns)}"
+                     + (f"; TTFT +{fmt(slope.get('ms_per_1k_tokens'), 1)} ms per 1k tokens of context" if slope else ""))
+    px = extra.get("prefix")
+    if isinstance(px, dict):
+        t = px.get("ttft") or {}
+        lines.append(f"prefix cache: hit rate {fmt(px.get('hit_rate'), 3)} ({safe(px.get('hit_rate_source'))}); "
+                     f"TTFT p50 {_ms(t.get('with'))} ms with the shared prefix, {_ms(t.get('without'))} ms without")
+    sv = extra.get("server")
+    if isinstance(sv, dict):
+        got = [f"{k.replace('_', ' ')} mean {fmt(sv[k].get('mean'), 2)} (max {fmt(sv[k].get('max'), 2)})"
+               for k in ("running", "queued", "kv_cache_usage") if isinstance(sv.get(k), dict)]
+        got += [f"{k.replace('_', ' ')} {fmt(sv[k], 3)}" for k in ("prefix_cache_hit_rate_measured",
+                                                                  "spec_acceptance_rate", "spec_mean_acceptance_length",
+                                                                  "tokens_per_step") if sv.get(k) is not None]
+        lines.append("server: " + (safe(" · ".join(got)) or "no known counters"))
+    lo = extra.get("lora")
+    if isinstance(lo, dict):
+        lines.append("adapters: " + safe(" · ".join(f"{k}: {v.get('ok')}/{v.get('sent')} ok, TTFT p50 {_ms(v.get('ttft'))} ms"
+                                                   for k, v in lo.items() if isinstance(v, dict))))
     return lines
 
 
