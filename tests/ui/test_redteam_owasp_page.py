@@ -47,7 +47,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Any:
         judge.stop()
         mp.undo()
     st = Store(str(d / "s.db"))
-    yield {"store": st, "run": res.run["run_id"], "rt": res.run["redteam"]}
+    yield {"store": st, "path": str(d / "s.db"), "run": res.run["run_id"], "rt": res.run["redteam"]}
     st.close()
 
 
@@ -92,3 +92,18 @@ def test_a_run_without_owasp_figures_shows_no_owasp_table(stored: dict[str, Any]
     rt = {k: v for k, v in stored["rt"].items() if k not in ("owasp", "owasp_not_covered")}
     assert scorecard_view(rt)["owasp"] is None
     assert scorecard_view(stored["rt"])["owasp"]["lines"][0]["name"] == "LLM01:2025"
+
+
+def test_show_prints_the_owasp_table_with_the_ids_not_covered(stored: dict[str, Any], capsys: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.cli.main import run
+
+    monkeypatch.setenv("COLUMNS", "220")
+    code = run(["show", stored["run"], "--store", stored["path"]])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "by OWASP LLM Top 10 (2025) id" in text
+    llm01 = next(ln for ln in text.splitlines() if "LLM01:2025" in ln and "Prompt Injection" in ln)
+    assert str(stored["rt"]["owasp"]["LLM01:2025"]["attempts"]) in llm01
+    for t in stored["rt"]["owasp_not_covered"]:
+        assert any(t in ln and "not covered" in ln for ln in text.splitlines())
