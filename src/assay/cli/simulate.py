@@ -29,6 +29,7 @@ TEMPLATES_OPT = typer.Option(None, "--templates", help="An attack template file 
 DEFAULT_TURNS = 4          # user turns of a --text/--tasks conversation
 DEFAULT_MAX_TURNS = 12     # the cap of a goal-driven conversation
 
+
 def _read(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")

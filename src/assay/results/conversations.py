@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["LEVEL_LABELS", "conversation_figure", "is_conversation_level", "per_conversation"]
+__all__ = ["LEVEL_LABELS", "conversation_figure", "is_conversation_level", "per_conversation", "rollup_of"]
 
 #: how each level's figure per conversation is made, as the tables say it
 LEVEL_LABELS = {"turn": "turn (mean of turns)", "conversation": "conversation (whole transcript)"}
@@ -44,9 +44,12 @@ def conversation_figure(scores: Iterable[float | None], agg: Mapping[str, Any] |
     xs = [float(x) for x in scores if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x]
     if not xs:
         return None
-    agg = agg or {}
-    higher = agg.get("higher_is_better", True) is not False
-    rollup = agg.get("conversation_rollup") or ("mean" if higher else "worst")
-    if rollup == "mean":
+    if rollup_of(agg) == "mean":
         return sum(xs) / len(xs)
-    return min(xs) if higher else max(xs)
+    return min(xs) if (agg or {}).get("higher_is_better", True) is not False else max(xs)
+
+
+def rollup_of(agg: Mapping[str, Any] | None) -> str:
+    """How the run rolls an output's turns up into a conversation's figure: ``mean`` or ``worst``."""
+    agg = agg or {}
+    return agg.get("conversation_rollup") or ("mean" if agg.get("higher_is_better", True) is not False else "worst")

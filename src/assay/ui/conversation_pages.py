@@ -24,7 +24,13 @@ from dataclasses import asdict
 from typing import Any
 
 from assay.results import StoredRow
-from assay.results.conversations import LEVEL_LABELS, conversation_figure, is_conversation_level, per_conversation
+from assay.results.conversations import (
+    LEVEL_LABELS,
+    conversation_figure,
+    is_conversation_level,
+    per_conversation,
+    rollup_of,
+)
 
 MAX_LISTED = 1000        # conversations listed on a run's conversations page
 
@@ -115,8 +121,7 @@ def _side_by_side(turn_rows: list[dict[str, Any]], judgments: list[dict[str, Any
     for o, ss in by_output.items():
         agg = metrics.get(o) or {}
         scored = [s["score"] for s in ss if s["status"] == "completed"]
-        rollup = agg.get("conversation_rollup") or ("mean" if agg.get("higher_is_better", True) else "worst")
-        out.append({"output": o, "level": LEVEL_LABELS["turn"] if rollup == "mean" else "turn (worst turn)",
+        out.append({"output": o, "level": LEVEL_LABELS["turn"] if rollup_of(agg) == "mean" else "turn (worst turn)",
                     "figure": conversation_figure(scored, agg), "of": f"{len(scored)} of {len(ss)} turns scored",
                     "run_mean": run_mean.get(o), "scorer": ss[0]["scorer"], "result": None})
     for j in judgments:
