@@ -26,6 +26,8 @@ QUIET_OPT = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 CATEGORY_OPT = typer.Option(None, "--category", help="Harm categories, comma-separated (default: all four).")
 ATTACKER_OPT = typer.Option(None, "--attacker", "--model", help=MODEL_HELP)
 TEMPLATES_OPT = typer.Option(None, "--templates", help="An attack template file (default: the built-in set).")
+DEFAULT_TURNS = 4          # user turns of a --text/--tasks conversation
+DEFAULT_MAX_TURNS = 12     # the cap of a goal-driven conversation
 
 
 def _read(path: Path, what: str) -> str:
@@ -119,7 +121,8 @@ def users_cmd(
     text: Path | None = typer.Option(None, "--text", help="A text the users ask about (e.g. docs/faq.md)."),
     tasks: Path | None = typer.Option(None, "--tasks", help="A file of tasks, one a line (# comments)."),
     max_: int | None = typer.Option(None, "--max", "-n", help="Conversations (default: one per task, else 5)."),
-    turns: int = typer.Option(4, "--turns", help="User turns per conversation."),
+    turns: int | None = typer.Option(None, "--turns", help="Without --goals: user turns per conversation "
+                                     "(default 4; every conversation has exactly this many)."),
     seed: int = SEED_OPT,
     model: str | None = typer.Option(None, "--model", "--attacker", help=MODEL_HELP),
     concurrency: int = CONCURRENCY_OPT,
@@ -127,16 +130,20 @@ def users_cmd(
     goals: Path | None = typer.Option(None, "--goals", help="A goal file (YAML): per goal persona, goal, facts, "
                                       "done, max_turns, tools. Each conversation stops when its goal is met or "
                                       "abandoned."),
-    max_turns: int = typer.Option(12, "--max-turns", help="With --goals: user turns at most per conversation."),
+    max_turns: int | None = typer.Option(None, "--max-turns", help="With --goals: user turns at most per "
+                                         "conversation (default 12)."),
 ) -> None:
     """Ordinary users, played by a model, in multi-turn conversations with the app."""
     from assay.simulate.users import read_tasks, simulate_users
 
+    _check_turn_options(goals is not None, turns, max_turns)
     if goals is not None:
         if text is not None or tasks is not None:
             raise AssayError("--goals replaces --text and --tasks: give the goal file alone")
-        _goal_users(target, goals, out_path, max_turns, seed, model, concurrency, quiet)
+        _goal_users(target, goals, out_path, DEFAULT_MAX_TURNS if max_turns is None else max_turns, seed, model,
+                    concurrency, quiet)
         return
+    turns = DEFAULT_TURNS if turns is None else turns
     if text is None and tasks is None:
         raise AssayError("give --goals FILE, or --text FILE and/or --tasks FILE: what the simulated users want")
     body = _read(text, "--text") if text is not None else None
@@ -153,6 +160,17 @@ def users_cmd(
         res = simulate_users(fn, text=body, tasks=task_list, max_conversations=max_, turns=turns, seed=seed,
                              model=model, out=out_path, concurrency=concurrency, progress=advance)
     _report(res)
+
+
+def _check_turn_options(with_goals: bool, turns: int | None, max_turns: int | None) -> None:
+    """``--turns`` is the fixed length of --text/--tasks conversations, ``--max-turns`` the cap of
+    goal-driven ones (which stop early): each given in the other mode is an error, not ignored."""
+    if with_goals and turns is not None:
+        raise AssayError("--turns sets the length of --text/--tasks conversations; a goal-driven one (--goals) "
+                         "stops when its goal is met or abandoned: cap it with --max-turns N")
+    if not with_goals and max_turns is not None:
+        raise AssayError("--max-turns caps goal-driven conversations (--goals); without --goals every conversation "
+                         "has exactly --turns user turns: give --turns N")
 
 
 def _goal_users(target: str, goals_path: Path, out_path: Path, max_turns: int, seed: int, model: str | None,

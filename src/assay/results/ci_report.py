@@ -223,12 +223,10 @@ def flaky_examples(result: Any, outputs: Sequence[str], k: int = WORST_ROWS) -> 
 def _per_conversation(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """On conversation data, each metric's figure per conversation: turn-level metrics as the mean
     of a conversation's turns, conversation-level ones as their one judgment of the transcript."""
-    from assay.metrics.base import GROUPS
+    from assay.results.conversations import LEVEL_LABELS, per_conversation
 
-    whole = set(GROUPS.get("conversation", ()))
-    rows = [[md_text(o, 60), "conversation (whole transcript)" if a.get("metric") in whole else "turn (mean of turns)",
-             _num(a["conversation_mean"]), _num(a.get("conversations"))]
-            for o, a in metrics.items() if a.get("conversation_mean") is not None and a.get("defect_rate") is None]
+    rows = [[md_text(f["output"], 60), LEVEL_LABELS[f["level"]], _num(f["mean"]), _num(f["conversations"])]
+            for f in per_conversation(metrics)]
     if not rows:
         return []
     return ["", "### Per conversation", "", *_table(["metric", "level", "mean per conversation", "conversations"],

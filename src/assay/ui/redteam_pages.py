@@ -3,7 +3,8 @@
 A run made by ``assay redteam`` keeps its figures in its summary (``run["redteam"]``:
 :mod:`assay.simulate.redteam.figures`). :func:`scorecard_view` turns them into what the pages
 show: the attack success rate (ASR) and the refusal rate per strategy x category, per strategy
-and per complexity level, each with its 95% Wilson interval, the OWASP LLM Top 10 / MITRE ATLAS
+and per complexity level, each with its 95% Wilson interval, grouped by OWASP LLM Top 10 id (with
+the ids no attempt exercised, "not covered"), the OWASP LLM Top 10 / MITRE ATLAS
 ids of each cell, "not measured (no judge)" where no judge scored the harm, and the refusal
 check's measured figures. Every value stays text: the templates escape it.
 
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from assay.simulate.redteam.figures import NOT_MEASURED, format_rate
+from assay.simulate.redteam.owasp import OWASP_LLM_TOP10
 from assay.simulate.redteam.strategies import STRATEGIES
 
 COMPLEXITY_ORDER = ("baseline", "easy", "moderate", "difficult")
@@ -47,6 +49,17 @@ def _number(v: Any) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
 
 
+def _owasp(rt: Mapping[str, Any], measured: bool) -> dict[str, Any] | None:
+    """The scorecard by OWASP LLM Top 10 id (baseline attempts left out) and the ids not covered."""
+    by_id = rt.get("owasp")
+    if not isinstance(by_id, Mapping):
+        return None
+    lines = [{**_line(str(t), c, measured), "title": str(c.get("title") or OWASP_LLM_TOP10.get(str(t), ""))}
+             for t, c in by_id.items() if isinstance(c, Mapping)]
+    missing = [{"id": str(t), "title": OWASP_LLM_TOP10.get(str(t), "")} for t in rt.get("owasp_not_covered") or ()]
+    return {"lines": lines, "not_covered": missing}
+
+
 def scorecard_view(rt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What the scorecard shows of ``run["redteam"]``, or None for a run without one."""
     if not isinstance(rt, Mapping) or not isinstance(rt.get("cells"), list):
@@ -66,7 +79,7 @@ def scorecard_view(rt: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {"measured": measured, "note": rt.get("note"), "version": rt.get("objectives_version"),
             "threshold": _number(rt.get("defect_threshold")), "definition": rt.get("definition"),
             "setup": dict(rt.get("setup") or {}), "cells": cells, "strategies": strategies,
-            "complexity": complexity, "refusal_check": held}
+            "complexity": complexity, "refusal_check": held, "owasp": _owasp(rt, measured)}
 
 
 def redteam_runs(store: Any) -> list[dict[str, Any]]:
