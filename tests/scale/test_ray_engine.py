@@ -24,17 +24,14 @@ from assay.store import Store  # noqa: E402
 SRC = str(Path(assay.__file__).resolve().parents[1])
 N = 2500                      # rows per run: five chunks and a part
 
-# a Ray cluster of its own (num_cpus=2): run apart from the parallel tests (`make test`)
+# the folder's Ray cluster (num_cpus=2, tests/scale/conftest.py): run apart from the parallel tests (`make test`)
 pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cluster():
+def cluster(ray_cluster):
     # metrics defined in this module travel to the workers by value (it is not importable there)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(autouse=True)
