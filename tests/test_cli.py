@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import run_assay
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run(*args, cwd=None):
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=cwd)
+    p = run_assay(args, cwd=cwd)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

@@ -2,16 +2,16 @@
 metrics' values and the agent judges asked with the agent's turn, through a judge endpoint."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.helpers.cli import run_assay
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "agents"
 AGENT_JUDGES = ("tool_call_accuracy", "intent_resolution", "task_adherence", "response_completeness")
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True)
+    p = run_assay(args)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

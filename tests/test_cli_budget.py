@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from assay.store import Store
+from tests.helpers.cli import run_assay
 from tests.test_exit_codes import one_error_line  # the one-line error check the exit-code tests use
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -30,8 +30,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
     for k in ("ASSAY_JUDGE", "ASSAY_JUDGE_PRICE", "ASSAY_TARGET_PRICE"):
         env.pop(k, None)
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=300)
+    p = run_assay(args, env=env, cwd=tmp_path)
     assert "Traceback" not in p.stdout + p.stderr, p.stderr
     return p
 

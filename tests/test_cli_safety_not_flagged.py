@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.helpers.cli import run_assay
 from tests.helpers.harmful_answers import harmful_rows
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -19,8 +19,7 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY", "ASSAY_JUDGE")}
     env.update(ASSAY_STORE=str(tmp_path / "store.db"), ASSAY_CACHE="off", COLUMNS="200",
                PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=180)
+    p = run_assay(args, env=env, cwd=tmp_path)
     assert "Traceback" not in p.stderr + p.stdout, p.stderr
     return p
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.cli import run_assay
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -43,8 +43,7 @@ def cli(tmp_path):
         e = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}   # the test's own, not CI's
         e.update(ASSAY_STORE=store, ASSAY_CACHE="off", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
                  **(env or {}))
-        p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True,
-                           env=e, cwd=cwd or tmp_path, timeout=120)
+        p = run_assay(args, env=e, cwd=cwd or tmp_path)
         assert "Traceback" not in p.stderr + p.stdout, p.stderr
         return p
 

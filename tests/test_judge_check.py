@@ -1,4 +1,4 @@
-"""`assay judge check` as a user runs it (real processes): the shipped calibration sets, the
+"""`assay judge check` as a user runs it (in process: tests.helpers.cli): the shipped calibration sets, the
 user's own labelled rows, a judge on an endpoint (the scripted fake), bad input."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from importlib import resources
+
+from tests.helpers.cli import run_assay
 
 NEEDS = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
 
@@ -16,8 +16,7 @@ NEEDS = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/pat
 def run(*args, cwd=None, **env):
     e = {k: v for k, v in os.environ.items() if k != "ASSAY_JUDGE"}
     e.update(ASSAY_CACHE="off", **env)
-    p = subprocess.run([sys.executable, "-m", "assay.cli", "judge", "check", *args], capture_output=True, text=True,
-                       cwd=cwd, env=e, timeout=300)
+    p = run_assay(["judge", "check", *args], cwd=cwd, env=e)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

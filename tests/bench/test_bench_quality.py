@@ -8,7 +8,6 @@ import asyncio
 import json
 import re
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from assay.bench.quality.run import QualityConfig, run_quality
 from assay.errors import AssayError
 from assay.store import open_store
+from tests.helpers.cli import run_assay
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
@@ -183,8 +183,8 @@ def test_bad_task_file_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("task: x\noutput_type: multiple_choice\ndataset_path: json\n"
                    "dataset_kwargs:\n  data_files:\n    test: missing.jsonl\ndoc_to_text: '{{q}}'\ndoc_to_choice: '{{c}}'\ndoc_to_target: 0\ntest_split: test\n")
-    p = subprocess.run([sys.executable, "-m", "assay.cli", "bench", "quality", "--model", "embedded", "--tasks", str(bad),
-                        "--store", str(tmp_path / "s.db")], capture_output=True, text=True, cwd=tmp_path)
+    p = run_assay(["bench", "quality", "--model", "embedded", "--tasks", str(bad), "--store", str(tmp_path / "s.db")],
+                  cwd=tmp_path)
     assert p.returncode != 0
     assert "Traceback" not in p.stderr and "bad.yaml" in p.stderr and "missing.jsonl" in p.stderr
     assert len([x for x in p.stderr.splitlines() if x.strip()]) == 1
@@ -192,8 +192,7 @@ def test_bad_task_file_is_one_line_and_a_nonzero_exit(tmp_path: Path) -> None:
 
 def test_cli_runs_shows_lists_and_compares(pipe: str, tmp_path: Path) -> None:
     def assay(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "assay.cli", *args, "--store", str(tmp_path / "s.db")],
-                              capture_output=True, text=True, cwd=tmp_path)
+        return run_assay([*args, "--store", str(tmp_path / "s.db")], cwd=tmp_path)
 
     tasks = str(TASKS / "arithmetic.yaml")
     a = assay("bench", "quality", "--model", f"python:{pipe}:half", "--tasks", tasks, "--name", "half", "--json")

@@ -17,6 +17,7 @@ import pytest
 
 from assay.bench.board import MISSING, Leaderboard, build_leaderboard, format_value, pareto_front
 from assay.errors import AssayError
+from tests.helpers.cli import run_assay
 from tests.helpers.leaderboard_data import build_board_store
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -178,8 +179,7 @@ def test_tradeoff_data_marks_the_front_and_says_who_is_left_out(board: Leaderboa
 
 # -- the command ----------------------------------------------------------------------------------
 def assay(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "250", **(env or {})})
+    return run_assay(args, env={**os.environ, "COLUMNS": "250", **(env or {})})
 
 
 def test_cli_table_json_and_errors(board_store: dict[str, Any], tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from assay.bench.kinds import model_identity, store_benchmark
 from assay.bench.quality.run import QualityConfig, run_quality
 from assay.errors import AssayError
 from assay.store import open_store
+from tests.helpers.cli import run_assay
 from tests.helpers.fake_openai_server import FakeOpenAI
 from tests.helpers.perfdata import make_run
 
@@ -115,8 +115,7 @@ def test_model_name_and_aliases(two_kinds, tmp_path):
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "250", **(env or {})})
+    return run_assay(args, env={**os.environ, "COLUMNS": "250", **(env or {})})
 
 
 def test_cli_names_the_runs_and_pins(two_kinds):

@@ -7,19 +7,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
+from tests.helpers.cli import run_assay
 from tests.helpers.perf_server import PerfServer
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-
-def assay(*args: str, store: str | None = None, cwd: str | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+def assay(*args: str, store: str | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "ASSAY_STORE"}
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, "-m", "assay.cli", *args] + (["--store", store] if store else [])
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout)
+    p = run_assay([*args] + (["--store", store] if store else []), env=env, cwd=cwd)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 
@@ -85,8 +80,7 @@ def test_store_off_runs_prints_and_stores_nothing(tmp_path):
 
 
 def test_embed_store_off_runs_prints_and_stores_nothing(tmp_path):
-    p = assay("bench", "embed", "--model", "embedded", "--tasks", "sts", "-q", "--store", "off", cwd=str(tmp_path),
-              timeout=300)
+    p = assay("bench", "embed", "--model", "embedded", "--tasks", "sts", "-q", "--store", "off", cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr
     assert "embedding run" in p.stdout and "stored as" not in p.stderr and "ASSAY_STORE" not in p.stderr
     assert not (tmp_path / ".assay" / "assay.db").exists()

@@ -141,23 +141,19 @@ def test_without_kernel_stamps_the_event_loop_stamps_and_says_so(endpoint):
 
 def test_scheduled_repeats_make_a_track(endpoint, tmp_path):
     import json
-    import subprocess
-    import sys
+
+    from tests.helpers.cli import run_assay
 
     ep = endpoint("--ttft", "0.01", "--itl", "0.002")
     store = str(tmp_path / "s.db")
-    base = [sys.executable, "-m", "assay.cli.main", "bench"]
-    r = subprocess.run(base + ["perf", "--endpoint", f"http://127.0.0.1:{ep.port}/v1", "--model", "scripted",
-                               "-n", "3", "--warmup", "1", "--input-tokens", "20", "--output-tokens", "4",
-                               "--repeat", "2", "--every", "1s", "--out", str(tmp_path / "out"), "-q",
-                               "--store", store], capture_output=True, text=True, timeout=120)
+    r = run_assay(["bench", "perf", "--endpoint", f"http://127.0.0.1:{ep.port}/v1", "--model", "scripted",
+                   "-n", "3", "--warmup", "1", "--input-tokens", "20", "--output-tokens", "4",
+                   "--repeat", "2", "--every", "1s", "--out", str(tmp_path / "out"), "-q", "--store", store])
     ep.stop()
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["repeat-001", "repeat-002"]
-    listed = json.loads(subprocess.run(base + ["list", "--json", "--store", store], capture_output=True,
-                                       text=True, timeout=60).stdout)
+    listed = json.loads(run_assay(["bench", "list", "--json", "--store", store]).stdout)
     tracks = {x["track"] for x in listed}
     assert len(listed) == 2 and len(tracks) == 1 and None not in tracks
-    tr = subprocess.run(base + ["track", tracks.pop(), "--json", "--store", store], capture_output=True, text=True,
-                        timeout=60)
+    tr = run_assay(["bench", "track", tracks.pop(), "--json", "--store", store])
     assert tr.returncode == 0, tr.stderr

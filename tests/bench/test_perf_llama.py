@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.cli import run_assay
 
 ALIAS = "gemma-3-270m"
 
 
 def assay(*args: str, store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli.main", *args, "--store", str(store)],
-                          capture_output=True, text=True, timeout=600)
+    return run_assay([*args, "--store", str(store)])
 
 
 def test_perf_against_llama_server(llama_server: str, tmp_path: Path) -> None:

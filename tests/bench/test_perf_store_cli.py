@@ -5,19 +5,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from assay.bench.kinds import store_benchmark
 from assay.store import Store
+from tests.helpers.cli import run_assay
 from tests.helpers.perfdata import HOSTILE, make_run
 
 
 def bench(*args: str, store: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ASSAY_STORE": store}
-    p = subprocess.run([sys.executable, "-m", "assay.cli", "bench", *args], capture_output=True, text=True, env=env,
-                       stdin=subprocess.DEVNULL)
+    p = run_assay(["bench", *args], env=env)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from assay.store import Store
+from tests.helpers.cli import run_assay
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
@@ -30,9 +30,8 @@ def env(tmp_path: Path) -> dict:
 
 
 def _quality(env: dict, model: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", "bench", "quality", "--model", model, "--tasks",
-                           str(TASKS / "arithmetic.yaml"), "--limit", "4", "--store", env["db"], "-q", *args],
-                          capture_output=True, text=True, cwd=env["cwd"], env=env["env"])
+    return run_assay(["bench", "quality", "--model", model, "--tasks", str(TASKS / "arithmetic.yaml"), "--limit", "4",
+                      "--store", env["db"], "-q", *args], cwd=env["cwd"], env=env["env"])
 
 
 def _lines(text: str) -> list[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import math
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from assay.bench.quality.report import MIN_INTERVAL_ITEMS, stratified_index
 from assay.bench.quality.run import QualityConfig, run_quality
 from assay.stats import mean_stderr, wilson_interval
+from tests.helpers.cli import run_assay
 
 TASKS = Path(__file__).resolve().parents[2] / "examples" / "tasks"
 
@@ -102,9 +102,8 @@ def test_too_few_items_say_so_instead_of_an_interval(pipe: str, tmp_path: Path) 
     assert r.summary["index"]["ci95_low"] is None
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "assay.cli", "bench", "quality", "--model", f"python:{pipe}:right",
-                               "--tasks", tasks, *args, "--store", str(tmp_path / "s.db"), "-q"],
-                              capture_output=True, text=True, cwd=tmp_path)
+        return run_assay(["bench", "quality", "--model", f"python:{pipe}:right",
+                          "--tasks", tasks, *args, "--store", str(tmp_path / "s.db"), "-q"], cwd=tmp_path)
 
     few = cli("--limit", str(n))
     assert few.returncode == 0, few.stderr

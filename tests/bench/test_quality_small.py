@@ -16,6 +16,7 @@ import pytest
 
 from assay.bench.quality.run import QualityConfig, run_quality
 from assay.store import Store
+from tests.helpers.cli import run_assay
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
@@ -24,7 +25,7 @@ TASKS = ROOT / "examples" / "tasks"
 def _assay(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(cwd)]), "COLUMNS": "250",
            "ASSAY_CACHE": "off"}
-    return subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
+    return run_assay(args, cwd=cwd, env=env)
 
 
 def test_item_export_names_each_score_once(tmp_path: Path) -> None:

@@ -9,8 +9,6 @@ import json
 import math
 import os
 import socket
-import subprocess
-import sys
 
 import pytest
 
@@ -22,6 +20,7 @@ from assay.engine.target import EndpointApp
 from assay.errors import AssayError, RunIncomplete
 from assay.models import LimitedModel, Limiter, OpenAICompat, RetryPolicy
 from assay.store import Store
+from tests.helpers.cli import run_assay
 
 HANG = {"delay": 30.0, "content": "late"}
 ROWS = [{"query": f"question {i}", "response": f"answer {i}"} for i in range(40)]
@@ -137,8 +136,7 @@ def test_limits_from_the_environment(monkeypatch, fake):
 # -- the command line, as a user runs it ---------------------------------------------------------
 
 def cli(*args, env):
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, env=env,
-                       timeout=120)   # a bound, not a timing: a hung run would be killed here
+    p = run_assay(args, env=env)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

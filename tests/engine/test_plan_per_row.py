@@ -16,6 +16,7 @@ from assay.engine import run as engine_run
 from assay.engine.plan import PLAN_WINDOW, describe_plan, make_plan
 from assay.metrics.base import REGISTRY, load_builtin_metrics
 from assay.records import Record
+from tests.helpers.cli import run_assay
 from tests.helpers.fake_openai_server import FakeOpenAI  # tests/models, on the path from tests/conftest.py
 
 # A Databricks-style evaluation set: some requests carry an expected answer, others do not.
@@ -186,15 +187,15 @@ def test_describe_plan_is_compact():
 def test_the_cli_prints_the_plan_before_the_table(tmp_path):
     data = tmp_path / "mixed.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in MIXED), encoding="utf-8")
-    args = [sys.executable, "-m", "assay.cli", "eval", str(data), "--family", "databricks", "--store", "off"]
-    p = subprocess.run(args, capture_output=True, text=True)
+    args = ["eval", str(data), "--family", "databricks", "--store", "off"]
+    p = run_assay(args)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     out = p.stdout
     assert "relevance_to_query: 3 rows (not on 2 rows with ground_truth)" in out
     assert "correctness: 2 rows (not on 3 rows without ground_truth or expected_facts)" in out
     assert out.index("plan: ") < out.index("assay results")
-    quiet = subprocess.run([*args, "--quiet"], capture_output=True, text=True)
+    quiet = run_assay([*args, "--quiet"])
     assert quiet.returncode == 0 and "plan: " not in quiet.stdout and "assay results" in quiet.stdout
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import assay
 from assay.cli.common import count_rows
 from tests.formats.test_otlp_genai import _agent_trace, _openinference_trace
+from tests.helpers.cli import run_assay
 from tests.helpers.otlp import Recorder, json_line
 
 TIMEOUT = 240  # seconds for one `assay eval` process (the embedded scorers load their models)
@@ -20,8 +20,7 @@ TIMEOUT = 240  # seconds for one `assay eval` process (the embedded scorers load
 def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
     src = str(Path(assay.__file__).resolve().parents[1])  # the assay under test, whatever the working directory
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=cwd,
-                       timeout=TIMEOUT, env=env)
+    p = run_assay(args, cwd=cwd, env=env)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

@@ -28,15 +28,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
 SRC = str(Path(assay.__file__).resolve().parents[1])
 
-# a Ray cluster of its own (num_cpus=2): run apart from the parallel tests (`make test`)
+# the folder's Ray cluster (num_cpus=2, tests/scale/conftest.py): run apart from the parallel tests (`make test`)
 pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+def cluster(ray_cluster):
+    """The folder's Ray cluster (tests/scale/conftest.py)."""
 
 
 @pytest.fixture(autouse=True)

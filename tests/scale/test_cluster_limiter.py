@@ -396,12 +396,9 @@ async def test_block_asks_fail_when_the_actor_is_gone():
 # -- on Ray, against the fake endpoint ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def cluster() -> Any:
-    if ray is None:
-        pytest.skip("Ray is not installed (pip install 'assay[ray]')")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+def cluster(ray_cluster) -> Any:
+    """The folder's Ray cluster (tests/scale/conftest.py)."""
+    return ray_cluster
 
 
 def _workers(ray: Any, n: int, base_url: str, limits: ClusterLimits, concurrency: int = 8) -> list[Any]:

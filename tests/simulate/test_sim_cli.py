@@ -1,10 +1,10 @@
 """`assay simulate ...` as a user runs it: outputs, and one clear line with exit 2 on bad input."""
 
 import json
-import subprocess
-import sys
 
 import pytest
+
+from tests.helpers.cli import run_assay
 
 APP = '''
 def chat(query, history=None, contexts=None):
@@ -13,7 +13,7 @@ def chat(query, history=None, contexts=None):
 
 
 def run(tmp_path, *args):
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, cwd=tmp_path)
+    p = run_assay(args, cwd=tmp_path)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pandas as pd
+
+from tests.helpers.cli import run_assay
 
 
 def run(*args, store):
     env = {**os.environ, "ASSAY_STORE": str(store)}
-    p = subprocess.run([sys.executable, "-m", "assay.cli", *args], capture_output=True, text=True, env=env,
-                       stdin=subprocess.DEVNULL)
+    p = run_assay(args, env=env)
     assert "Traceback" not in p.stderr, p.stderr
     return p
 
