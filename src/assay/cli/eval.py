@@ -113,20 +113,17 @@ def print_scorers(scorers: dict[str, Any]) -> None:
 def print_conversations(metrics: dict[str, Any]) -> None:
     """On conversation data: each metric's figure per conversation, turn-level (the mean of a
     conversation's turns) and conversation-level (one judgment of the whole transcript) side by side."""
-    from assay.metrics.base import GROUPS
+    from assay.results.conversations import per_conversation
 
-    whole = set(GROUPS.get("conversation", ()))
-    turn_level, conv_level = [], []
-    for name, agg in metrics.items():
-        if agg.get("conversation_mean") is None or agg.get("defect_rate") is not None:
-            continue
-        figure = f"{safe(name)} {agg['conversation_mean']:.3f}"
-        (conv_level if agg["metric"] in whole else turn_level).append(figure)
-    if not (turn_level or conv_level):
+    figures = per_conversation(metrics)
+    if not figures:
         return
-    n = max(agg.get("conversations") or 0 for agg in metrics.values())
-    parts = ([f"turn-level (mean of its turns): {', '.join(turn_level)}"] if turn_level else []) + \
-            ([f"conversation-level (the whole transcript): {', '.join(conv_level)}"] if conv_level else [])
+    levels = {lvl: [f"{safe(f['output'])} {f['mean']:.3f}" for f in figures if f["level"] == lvl]
+              for lvl in ("turn", "conversation")}
+    n = max(f.get("conversations") or 0 for f in figures)
+    parts = ([f"turn-level (mean of its turns): {', '.join(levels['turn'])}"] if levels["turn"] else []) + \
+            ([f"conversation-level (the whole transcript): {', '.join(levels['conversation'])}"]
+             if levels["conversation"] else [])
     out.print(f"per conversation ({n}): " + "; ".join(parts), highlight=False, soft_wrap=True)
 
 
