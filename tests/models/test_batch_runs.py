@@ -1,0 +1,148 @@
+"""Batch mode (``evaluate(batch=...)``, ``assay eval --batch``) against a loopback server that speaks
+OpenAI's Batch API and Anthropic's Message Batches API: the same scores as an online run, one batch
+however often a killed run is started again, failed and expired requests asked online, the cost at
+the batch price."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.helpers.batch_servers import BatchServer
+
+ROWS = [{"query": f"Where is item {i}?", "context": f"Item {i} is in box {i}.",
+         "response": f"Item {i} is in box {i}. zebra" if i % 3 else f"Item {i} is on the moon."}
+        for i in range(9)]
+BIN = ("gpt-4o-mini", 0.15, 0.60)          # the shipped list price, USD per 1M tokens
+
+
+def judge(prompt: str) -> str:
+    """Good (5) when the answer carries the marker, else 1: the same text for the same prompt."""
+    return json.dumps({"reason": "read the context", "score": 5 if "zebra" in prompt else 1})
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.fixture
+def server(monkeypatch):
+    srv = BatchServer(judge)
+    monkeypatch.setenv("ASSAY_STORE", "off")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{srv.url}/v1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
+    monkeypatch.delenv("ASSAY_JUDGE_PRICE", raising=False)
+    yield srv
+    srv.close()
+
+
+def run(spec: str, cache: Any, monkeypatch, batch: Any = None) -> Any:
+    from assay import evaluate
+
+    monkeypatch.setenv("ASSAY_CACHE", str(cache))
+    return evaluate(ROWS, metrics="groundedness", judge=spec, batch=batch)
+
+
+def scores(result: Any) -> list[dict[str, Any]]:
+    """Each row's groundedness outputs (score, verdict, reason, status, the judge's raw answer and
+    tokens), less the call's latency and whether it came from the cache."""
+    out = []
+    for r in result.rows:
+        row = {k: v for k, v in r.items() if "groundedness" in k}
+        props = row.pop("outputs.groundedness.groundedness_properties")
+        row["properties"] = {k: v for k, v in props.items() if k not in ("latency_s", "cached")}
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+def test_a_batch_run_gives_the_online_scores_with_no_online_call(server, monkeypatch, tmp_path, spec):
+    online = run(spec, tmp_path / "online.sqlite", monkeypatch)
+    assert server.online == len(ROWS) and server.batches_created == 0
+    seen: list[tuple[str, int, int]] = []
+    batch = run(spec, tmp_path / "batch.sqlite", monkeypatch,
+                batch={"poll": 0.001, "progress": lambda *a: seen.append(a)})
+    assert server.online == len(ROWS), "the batch run made online calls"
+    assert server.batches_created == 1
+    assert scores(batch) == scores(online)
+    assert {r["outputs.groundedness.groundedness_result"] for r in scores(batch)} == {"pass", "fail"}
+    assert batch.metrics == online.metrics
+    assert seen[-1] == (seen[-1][0], len(ROWS), len(ROWS)) and len(seen) >= 2
+    b = batch.run["batch"]
+    assert (b["requests"], b["answered"], b["failed"]) == (len(ROWS), len(ROWS), 0)
+    u = batch.run["judge_usage"]
+    assert (u["cache_hits"], u["prompt_tokens"], u["cost_usd"]) == (len(ROWS), 0, 0.0)
+
+
+def test_the_batch_cost_is_half_the_list_price(server, monkeypatch, tmp_path):
+    online = run("openai:gpt-4o-mini", tmp_path / "online.sqlite", monkeypatch)
+    batch = run("openai:gpt-4o-mini", tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    _, pin, pout = BIN
+    n = len(ROWS)
+    assert online.run["judge_usage"]["cost_usd"] == pytest.approx(n * (100 * pin + 10 * pout) / 1e6)
+    b = batch.run["batch"]
+    assert (b["prompt_tokens"], b["completion_tokens"]) == (100 * n, 10 * n)
+    assert b["price_per_1m"] == {"input": pin / 2, "output": pout / 2}
+    assert b["cost_usd"] == pytest.approx(online.run["judge_usage"]["cost_usd"] / 2)
+    assert "batch price" in b["price_source"]
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+def test_a_run_killed_while_polling_resumes_on_the_same_batch(server, monkeypatch, tmp_path, spec):
+    online = run(spec, tmp_path / "online.sqlite", monkeypatch)
+    before = server.online
+
+    def kill(status: str, done: int, total: int) -> None:
+        raise Killed(status)
+
+    with pytest.raises(Killed):
+        run(spec, tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001, "progress": kill})
+    assert server.batches_created == 1
+    states = list((tmp_path / "batches").glob("*.json"))
+    assert len(states) == 1 and json.loads(states[0].read_text())["batch_id"] in server.batches
+    again = run(spec, tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    assert server.batches_created == 1, "a second batch was created"
+    assert server.online == before
+    assert scores(again) == scores(online)
+    assert not list((tmp_path / "batches").glob("*.json"))     # done: the state file is gone
+    # and a third start has nothing left to batch
+    run(spec, tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    assert server.batches_created == 1 and server.online == before
+
+
+@pytest.mark.parametrize("spec", ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+@pytest.mark.parametrize("fault", ["failed", "expired"])
+def test_requests_the_batch_did_not_answer_are_asked_online(server, monkeypatch, tmp_path, spec, fault):
+    online = run(spec, tmp_path / "online.sqlite", monkeypatch)
+    before = server.online
+    if fault == "failed":
+        server.fail_when = lambda prompt: "item 4" in prompt.lower() or "item 7" in prompt.lower()
+        missing = 2
+    else:
+        server.expire = True
+        missing = len(ROWS) - len(ROWS) // 2
+    batch = run(spec, tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    assert server.batches_created == 1          # not sent again as a batch
+    assert server.online - before == missing    # asked online, once each
+    assert scores(batch) == scores(online)
+    assert all(r["outputs.groundedness.groundedness_status"] == "completed" for r in scores(batch))
+    b = batch.run["batch"]
+    assert (b["answered"], b["failed"]) == (len(ROWS) - missing, missing)
+    assert batch.run["judge_usage"]["prompt_tokens"] == 100 * missing     # the online ones at the list price
+
+
+def test_batch_refuses_a_judge_without_a_batch_api_in_one_line(server, monkeypatch, tmp_path):
+    from assay.errors import AssayError
+
+    monkeypatch.setenv("GEMINI_API_KEY", "g-test")
+    with pytest.raises(AssayError, match="no batch API"):
+        run("gemini:gemini-2.5-flash", tmp_path / "c.sqlite", monkeypatch, batch=True)
+    monkeypatch.setenv("ASSAY_CACHE", "off")
+    from assay import evaluate
+
+    with pytest.raises(AssayError, match="call cache"):
+        evaluate(ROWS, metrics="groundedness", judge="openai:gpt-4o-mini", batch=True)
