@@ -192,6 +192,44 @@ class BatchServer:
         return b"".join(lines)
 
     # -- HTTP ------------------------------------------------------------------------------------
+    def get(self, p: str) -> tuple[int, Any, str]:
+        """``(status, answer, content type)`` of ``GET p``."""
+        if m := re.fullmatch(r"/v1/files/([\w-]+)/content", p):
+            return 200, self.files[m.group(1)], "application/octet-stream"
+        if m := re.fullmatch(r"/v1/messages/batches/(\w+)/results", p):
+            return 200, self.anthropic_results(m.group(1)), "application/binary"
+        m = re.fullmatch(r"/v1/(messages/)?batches/(\w+)", p)
+        if m is None or m.group(2) not in self.batches:
+            return 404, {"error": {"message": f"no route {p}"}}, "application/json"
+        bid = m.group(2)
+        self.polls += 1
+        obj = self.anthropic_object(bid) if m.group(1) else self.openai_object(bid)
+        self.batches[bid]["step"] += 1
+        return 200, obj, "application/json"
+
+    def post(self, p: str, headers: Any, raw: bytes) -> tuple[int, Any, str]:
+        """``(status, answer, content type)`` of ``POST p``."""
+        if p == "/v1/files":
+            fields = multipart_fields(headers["Content-Type"], raw)
+            assert fields["purpose"] == b"batch"
+            fid = self._new_id("file-")
+            self.files[fid] = fields["file"]
+            return 200, {"id": fid, "object": "file", "bytes": len(fields["file"]), "purpose": "batch",
+                         "filename": "x.jsonl"}, "application/json"
+        body = json.loads(raw)
+        if p == "/v1/batches":
+            return 200, self.openai_create(body), "application/json"
+        if p == "/v1/messages/batches":
+            assert headers.get("anthropic-version") and headers.get("x-api-key")
+            return 200, self.anthropic_create(body), "application/json"
+        self.online += 1
+        _, text = self._answer(body)
+        if p == "/v1/chat/completions":
+            return 200, chat_completion(text, body["model"]), "application/json"
+        if p == "/v1/messages":
+            return 200, claude_message(text, body["model"]), "application/json"
+        return 404, {"error": {"message": f"no route {p}"}}, "application/json"
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -199,7 +237,7 @@ class BatchServer:
             def log_message(self, *a: Any) -> None:
                 pass
 
-            def _send(self, status: int, data: Any, ctype: str = "application/json") -> None:
+            def _send(self, status: int, data: Any, ctype: str) -> None:
                 raw = data if isinstance(data, bytes) else json.dumps(data).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
@@ -209,50 +247,13 @@ class BatchServer:
 
             def do_GET(self) -> None:   # noqa: N802
                 with server.lock:
-                    self._get()
-
-            def _get(self) -> None:
-                p = self.path
-                if m := re.fullmatch(r"/v1/files/([\w-]+)/content", p):
-                    return self._send(200, server.files[m.group(1)], "application/octet-stream")
-                if m := re.fullmatch(r"/v1/messages/batches/(\w+)/results", p):
-                    return self._send(200, server.anthropic_results(m.group(1)), "application/binary")
-                if m := re.fullmatch(r"/v1/(messages/)?batches/(\w+)", p):
-                    bid = m.group(2)
-                    if bid not in server.batches:
-                        return self._send(404, {"error": {"message": "no such batch"}})
-                    server.polls += 1
-                    obj = (server.anthropic_object(bid) if m.group(1) else server.openai_object(bid))
-                    server.batches[bid]["step"] += 1
-                    return self._send(200, obj)
-                return self._send(404, {"error": {"message": f"no route {p}"}})
+                    answer = server.get(self.path)
+                self._send(*answer)
 
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with server.lock:
-                    self._post(raw)
-
-            def _post(self, raw: bytes) -> None:
-                p = self.path
-                if p == "/v1/files":
-                    fields = multipart_fields(self.headers["Content-Type"], raw)
-                    assert fields["purpose"] == b"batch"
-                    fid = server._new_id("file-")
-                    server.files[fid] = fields["file"]
-                    return self._send(200, {"id": fid, "object": "file", "bytes": len(fields["file"]),
-                                            "purpose": "batch", "filename": "x.jsonl"})
-                body = json.loads(raw)
-                if p == "/v1/batches":
-                    return self._send(200, server.openai_create(body))
-                if p == "/v1/messages/batches":
-                    assert self.headers.get("anthropic-version") and self.headers.get("x-api-key")
-                    return self._send(200, server.anthropic_create(body))
-                server.online += 1
-                _, text = server._answer(body)
-                if p == "/v1/chat/completions":
-                    return self._send(200, chat_completion(text, body["model"]))
-                if p == "/v1/messages":
-                    return self._send(200, claude_message(text, body["model"]))
-                return self._send(404, {"error": {"message": f"no route {p}"}})
+                    answer = server.post(self.path, self.headers, raw)
+                self._send(*answer)
 
         return Handler
