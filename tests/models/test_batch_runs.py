@@ -146,3 +146,25 @@ def test_batch_refuses_a_judge_without_a_batch_api_in_one_line(server, monkeypat
 
     with pytest.raises(AssayError, match="call cache"):
         evaluate(ROWS, metrics="groundedness", judge="openai:gpt-4o-mini", batch=True)
+
+
+def test_assay_eval_batch_prints_the_batch_and_its_cost(server, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from assay.cli.main import app
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cli.sqlite"))
+    res = CliRunner().invoke(app, ["eval", str(data), "--metrics", "groundedness", "--judge", "openai:gpt-4o-mini",
+                                   "--batch", "--batch-poll", "0.001"])
+    assert res.exit_code == 0, res.output
+    assert server.batches_created == 1 and server.online == 0
+    assert "batch: in_progress, 0 of 9 requests done" in res.output
+    assert f"{len(ROWS)} of {len(ROWS)} requests answered" in res.output and "at the batch price" in res.output
+    bad = CliRunner().invoke(app, ["eval", str(data), "--metrics", "groundedness", "--judge", "openai:gpt-4o-mini",
+                                   "--batch", "--batch-poll", "0"])
+    from assay.errors import AssayError
+
+    assert isinstance(bad.exception, AssayError) and "--batch-poll must be a positive" in str(bad.exception)
+    assert server.batches_created == 1       # refused before anything was sent

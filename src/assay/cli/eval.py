@@ -43,6 +43,7 @@ def print_summary(result: Any) -> None:  # noqa: C901
                   + (f" (over {u['sessions']} sessions of a resumed run)" if (u.get("sessions") or 1) > 1 else ""))
         if r.get("judge_note"):
             out.print(f"  [yellow]{safe(r['judge_note'])}[/yellow]")
+        print_batch(r.get("batch"))
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
               f"{r['rows_skipped']} skipped (bad input), {r['rows_errored']} with errors")
     if r["rows_evaluated"] > r["rows_read"] - r["rows_skipped"]:
@@ -223,6 +224,19 @@ def eval_cmd(
     refuse_all_errored(result.metrics)
     if gates_failed:
         raise typer.Exit(1)
+
+
+def print_batch(b: dict[str, Any] | None) -> None:
+    """The ``--batch`` line: the batches, what they answered, and their cost at the batch price."""
+    if not b:
+        return
+    cost = b.get("cost_usd")
+    money = f"${cost:.4f} at the batch price" if cost is not None else "cost unknown"
+    ids = ", ".join(b.get("batches") or []) or "none needed"
+    failed = f"; {b['failed']} not answered, asked online" if b.get("failed") else ""
+    out.print(f"batch: {safe(ids)}; {b.get('answered', 0)} of {b.get('requests', 0)} requests answered{failed}; "
+              f"{b.get('prompt_tokens', 0):,} prompt + {b.get('completion_tokens', 0):,} completion tokens; "
+              f"{money}", highlight=False)
 
 
 def batch_options(batch: bool, poll: float, quiet: bool) -> dict[str, Any] | None:
