@@ -77,6 +77,8 @@ class BatchServer:
         self.batches_created = 0
         self.online = 0
         self.polls = 0
+        self.poll_faults = 0                         # the next polls answered 503
+        self.bodies: dict[str, list[dict[str, Any]]] = {"online": [], "batch": []}
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -104,6 +106,7 @@ class BatchServer:
         assert payload["endpoint"] == "/v1/chat/completions" and payload["completion_window"] == "24h"
         for ln in lines:
             assert set(ln) == {"custom_id", "method", "url", "body"} and ln["url"] == "/v1/chat/completions"
+            self.bodies["batch"].append(ln["body"])
         bid = self._new_id("batch_")
         self.batches[bid] = {"kind": "openai", "lines": lines, "step": 0, "obj": None}
         self.batches_created += 1
@@ -160,6 +163,7 @@ class BatchServer:
         for r in reqs:
             assert set(r) == {"custom_id", "params"} and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", r["custom_id"])
             assert "stream" not in r["params"]
+            self.bodies["batch"].append(r["params"])
         bid = self._new_id("msgbatch_")
         self.batches[bid] = {"kind": "anthropic", "requests": reqs, "step": 0}
         self.batches_created += 1
@@ -202,6 +206,9 @@ class BatchServer:
         if m is None or m.group(2) not in self.batches:
             return 404, {"error": {"message": f"no route {p}"}}, "application/json"
         bid = m.group(2)
+        if self.poll_faults:
+            self.poll_faults -= 1
+            return 503, {"error": {"message": "overloaded"}}, "application/json"
         self.polls += 1
         obj = self.anthropic_object(bid) if m.group(1) else self.openai_object(bid)
         self.batches[bid]["step"] += 1
@@ -223,6 +230,7 @@ class BatchServer:
             assert headers.get("anthropic-version") and headers.get("x-api-key")
             return 200, self.anthropic_create(body), "application/json"
         self.online += 1
+        self.bodies["online"].append(body)
         _, text = self._answer(body)
         if p == "/v1/chat/completions":
             return 200, chat_completion(text, body["model"]), "application/json"

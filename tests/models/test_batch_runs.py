@@ -54,7 +54,8 @@ def scores(result: Any) -> list[dict[str, Any]]:
     for r in result.rows:
         row = {k: v for k, v in r.items() if "groundedness" in k}
         props = row.pop("outputs.groundedness.groundedness_properties")
-        row["properties"] = {k: v for k, v in props.items() if k not in ("latency_s", "cached")}
+        row["properties"] = {k: v for k, v in props.items() if k not in ("latency_s", "cached", "repeats")}
+        row["repeats"] = [{k: v for k, v in rep.items() if k != "cached"} for rep in props.get("repeats", [])]
         out.append(row)
     return out
 
@@ -63,12 +64,17 @@ def scores(result: Any) -> list[dict[str, Any]]:
 def test_a_batch_run_gives_the_online_scores_with_no_online_call(server, monkeypatch, tmp_path, spec):
     online = run(spec, tmp_path / "online.sqlite", monkeypatch)
     assert server.online == len(ROWS) and server.batches_created == 0
+    server.poll_faults = 2          # a poll that fails now and then is polled again
     seen: list[tuple[str, int, int]] = []
     batch = run(spec, tmp_path / "batch.sqlite", monkeypatch,
                 batch={"poll": 0.001, "progress": lambda *a: seen.append(a)})
     assert server.online == len(ROWS), "the batch run made online calls"
     assert server.batches_created == 1
     assert scores(batch) == scores(online)
+    # the batch sent the very bodies the online path sent
+    def canon(bodies: list[dict[str, Any]]) -> list[str]:
+        return sorted(json.dumps({k: v for k, v in b.items() if k != "stream"}, sort_keys=True) for b in bodies)
+    assert canon(server.bodies["batch"]) == canon(server.bodies["online"])
     assert {r["outputs.groundedness.groundedness_result"] for r in scores(batch)} == {"pass", "fail"}
     assert batch.metrics == online.metrics
     assert seen[-1] == (seen[-1][0], len(ROWS), len(ROWS)) and len(seen) >= 2
@@ -168,3 +174,29 @@ def test_assay_eval_batch_prints_the_batch_and_its_cost(server, monkeypatch, tmp
 
     assert isinstance(bad.exception, AssayError) and "--batch-poll must be a positive" in str(bad.exception)
     assert server.batches_created == 1       # refused before anything was sent
+
+
+def test_repeats_are_batched_too(server, monkeypatch, tmp_path):
+    from assay import evaluate
+
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "online.sqlite"))
+    online = evaluate(ROWS, metrics="groundedness", judge="openai:gpt-4o-mini", repeats=3)
+    n = server.online
+    monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "batch.sqlite"))
+    batch = evaluate(ROWS, metrics="groundedness", judge="openai:gpt-4o-mini", repeats=3, batch={"poll": 0.001})
+    assert server.online == n and server.batches_created == 1
+    assert batch.run["batch"]["requests"] == 3 * len(ROWS)
+    assert batch.metrics == online.metrics and batch.metrics["groundedness"]["evaluated"] == len(ROWS)
+    assert scores(batch) == scores(online)
+
+
+def test_a_batch_that_cannot_be_polled_stops_the_run_in_one_line(server, monkeypatch, tmp_path):
+    from assay.models.base import ModelCallError
+
+    server.poll_faults = 100
+    with pytest.raises(ModelCallError, match=r"answered 503.*start the run again"):
+        run("openai:gpt-4o-mini", tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    server.poll_faults = 0
+    again = run("openai:gpt-4o-mini", tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    assert server.batches_created == 1 and server.online == 0
+    assert again.run["batch"]["answered"] == len(ROWS)

@@ -60,6 +60,7 @@ from assay.models.base import Generation, ModelCallError
 
 OPENAI_DONE = frozenset({"completed", "failed", "expired", "cancelled"})
 DEFAULT_POLL_S = 30.0
+POLL_TRIES = 5          # polls in a row that may fail (connection, 5xx) before the run stops
 
 Progress = Callable[[str, int, int], None]     # (status, requests answered so far, requests in all)
 
@@ -276,7 +277,7 @@ async def run_batch(judge: Any, requests: Mapping[str, Mapping[str, Any]], *, st
     state = state_path(state_dir, client.provider, list(requests))
     batch_id, resumed = await asyncio.to_thread(_start, client, requests, state, judge.name)
     while True:
-        status, done, ended, batch = await asyncio.to_thread(client.status, batch_id)
+        status, done, ended, batch = await _poll(client, batch_id, poll)
         if progress is not None:
             progress(status, done, len(requests))
         if ended:
@@ -290,6 +291,20 @@ async def run_batch(judge: Any, requests: Mapping[str, Mapping[str, Any]], *, st
     judge.cache.put_many(wanted.items(), model=judge.name)
     state.unlink(missing_ok=True)
     return batch_id, resumed, outcome
+
+
+async def _poll(client: Any, batch_id: str, poll: float, tries: int = POLL_TRIES) -> tuple[str, int, bool, Any]:
+    """The batch's status; a poll that could not connect or got a 5xx is tried again (``tries`` in
+    all, ``poll`` seconds apart) before the run stops (it can be started again on the same batch)."""
+    for attempt in range(tries):
+        try:
+            return await asyncio.to_thread(client.status, batch_id)
+        except ModelCallError as exc:
+            if attempt == tries - 1 or not (exc.retryable or (exc.status or 0) >= 500):
+                raise ModelCallError(f"{exc} (batch {batch_id}: start the run again to keep polling it)",
+                                     kind=exc.kind, status=exc.status) from None
+            await asyncio.sleep(poll)
+    raise AssertionError("unreachable")
 
 
 class BatchSpend:
