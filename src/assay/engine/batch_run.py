@@ -77,6 +77,9 @@ async def prefill(p: Plan, ctx: EvalContext, judge: Any, *, state_dir: str | Pat
     from assay.models.pricing import batch_price
 
     check_batchable(p, judge)
+    ensure = getattr(judge.model, "ensure_model", None)
+    if ensure is not None:      # a server named without its model: the batch's bodies need the name
+        await ensure()
     spend = BatchSpend(*batch_price(judge, options))
     where = Path(state_dir) if state_dir is not None else default_state_dir(judge)
     for _ in range(ROUNDS):

@@ -153,7 +153,7 @@ class LimitedModel:
 
         params = {"max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
                   "logprobs": logprobs, "top_logprobs": top_logprobs, **more}
-        request = {"messages": messages, "params": dict(params)}
+        request = {"messages": messages, "params": dict(params)} if self.collect is not None else None
         if repeat:
             params["repeat"] = int(repeat)
         return await self._answer(messages, params, call, estimate_tokens(messages) + (max_tokens or 256),
