@@ -163,8 +163,10 @@ def test_assay_eval_batch_prints_the_batch_and_its_cost(server, monkeypatch, tmp
     data.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     monkeypatch.setenv("ASSAY_CACHE", str(tmp_path / "cli.sqlite"))
     res = CliRunner().invoke(app, ["eval", str(data), "--metrics", "groundedness", "--judge", "openai:gpt-4o-mini",
-                                   "--batch", "--batch-poll", "0.001"])
+                                   "--batch", "--batch-poll", "0.001", "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["run"]["batch"]["answered"] == len(ROWS) and summary["run"]["batch"]["batches"] == list(server.batches)
     assert server.batches_created == 1 and server.online == 0
     assert "batch: in_progress, 0 of 9 requests done" in res.output
     assert f"{len(ROWS)} of {len(ROWS)} requests answered" in res.output and "at the batch price" in res.output
