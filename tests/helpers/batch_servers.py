@@ -13,7 +13,8 @@ One :class:`BatchServer` (a ``ThreadingHTTPServer`` on 127.0.0.1 in a background
 
 Every answer is ``judge(prompt text)``; ``fail_when(prompt)`` makes a request fail in the batch
 (a 500 line in OpenAI's error file, an ``errored`` result at Anthropic); ``expire=True`` ends each
-batch as ``expired`` with the second half of its requests unanswered. It counts the batches made
+batch as ``expired`` with the second half of its requests unanswered; ``fail_batch=True`` fails each
+OpenAI batch in validation (status ``failed``, ``errors``, no files). It counts the batches made
 (``batches_created``) and the online calls (``online``): a test reads them to see what went where.
 The bodies are built here by hand, not with assay's code.
 """
@@ -72,6 +73,7 @@ class BatchServer:
     def __init__(self, judge: Callable[[str], str], *, fail_when: Callable[[str], bool] | None = None,
                  expire: bool = False):
         self.judge, self.fail_when, self.expire = judge, fail_when or (lambda _: False), expire
+        self.fail_batch = False                    # OpenAI batches fail validation as a whole
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batches_created = 0
@@ -117,6 +119,13 @@ class BatchServer:
         status = OPENAI_STEPS[min(b["step"], 3)]
         if status == "completed" and self.expire:
             status = "expired"
+        if self.fail_batch and b["step"] >= 1:     # failed validation: no output, an error per line
+            return {"id": bid, "object": "batch", "endpoint": "/v1/chat/completions", "status": "failed",
+                    "input_file_id": "file-in", "completion_window": "24h", "output_file_id": None,
+                    "error_file_id": None, "created_at": 1,
+                    "errors": {"object": "list", "data": [{"code": "invalid_request", "line": 1, "param": "body",
+                                                           "message": "The model does not support batches."}]},
+                    "request_counts": {"total": len(b["lines"]), "completed": 0, "failed": 0}}
         obj = {"id": bid, "object": "batch", "endpoint": "/v1/chat/completions", "errors": None,
                "input_file_id": "file-in", "completion_window": "24h", "status": status,
                "output_file_id": None, "error_file_id": None, "created_at": 1,

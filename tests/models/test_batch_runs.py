@@ -202,3 +202,14 @@ def test_a_batch_that_cannot_be_polled_stops_the_run_in_one_line(server, monkeyp
     again = run("openai:gpt-4o-mini", tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
     assert server.batches_created == 1 and server.online == 0
     assert again.run["batch"]["answered"] == len(ROWS)
+
+
+def test_a_batch_that_failed_as_a_whole_is_asked_online_and_says_why(server, monkeypatch, tmp_path, caplog):
+    online = run("openai:gpt-4o-mini", tmp_path / "online.sqlite", monkeypatch)
+    server.fail_batch = True
+    with caplog.at_level("WARNING", logger="assay.models"):
+        batch = run("openai:gpt-4o-mini", tmp_path / "batch.sqlite", monkeypatch, batch={"poll": 0.001})
+    assert server.batches_created == 1 and server.online == 2 * len(ROWS)
+    assert scores(batch) == scores(online)
+    assert batch.run["batch"]["failed"] == len(ROWS) and batch.run["batch"]["cost_usd"] == 0.0
+    assert "(status failed): The model does not support batches." in caplog.text

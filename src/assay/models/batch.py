@@ -43,6 +43,7 @@ import asyncio
 import copy
 import hashlib
 import json
+import logging
 import time
 import urllib.error
 import urllib.parse
@@ -57,6 +58,8 @@ import orjson
 
 from assay.errors import AssayError
 from assay.models.base import Generation, ModelCallError
+
+log = logging.getLogger("assay.models")
 
 OPENAI_DONE = frozenset({"completed", "failed", "expired", "cancelled"})
 DEFAULT_POLL_S = 30.0
@@ -78,6 +81,7 @@ class Outcome:
 
     answers: dict[str, Generation] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    why: str = ""        # what the provider said of a batch that failed as a whole
 
 
 # -- collecting ---------------------------------------------------------------------------------
@@ -167,7 +171,8 @@ class OpenAIBatch:
         return str(b.get("status")), done, b.get("status") in OPENAI_DONE, b
 
     def results(self, batch: Any) -> Outcome:
-        out = Outcome()
+        errors = (batch.get("errors") or {}).get("data") or []
+        out = Outcome(why="; ".join(str(e.get("message") or e.get("code")) for e in errors[:3]))
         for fid in (batch.get("output_file_id"), batch.get("error_file_id")):
             if not fid:
                 continue
@@ -286,7 +291,11 @@ async def run_batch(judge: Any, requests: Mapping[str, Mapping[str, Any]], *, st
     outcome = await asyncio.to_thread(client.results, batch)
     for key in requests:
         if key not in outcome.answers and key not in outcome.failed:
-            outcome.failed[key] = f"no answer in batch {batch_id} (status {status})"
+            outcome.failed[key] = f"no answer in batch {batch_id} (status {status})" + (
+                f": {outcome.why}" if outcome.why else "")
+    if outcome.failed:
+        log.warning("batch %s (%s): %d of %d requests not answered, to be asked online; first: %s", batch_id,
+                    status, len(outcome.failed), len(requests), next(iter(outcome.failed.values())))
     wanted = {k: g for k, g in outcome.answers.items() if k in requests}
     judge.cache.put_many(wanted.items(), model=judge.name)
     state.unlink(missing_ok=True)
