@@ -43,6 +43,7 @@ def print_summary(result: Any) -> None:  # noqa: C901
                   + (f" (over {u['sessions']} sessions of a resumed run)" if (u.get("sessions") or 1) > 1 else ""))
         if r.get("judge_note"):
             out.print(f"  [yellow]{safe(r['judge_note'])}[/yellow]")
+        print_batch(r.get("batch"))
     out.print(f"rows: {r['rows_read']} read, {r['rows_evaluated']} evaluated, "
               f"{r['rows_skipped']} skipped (bad input), {r['rows_errored']} with errors")
     if r["rows_evaluated"] > r["rows_read"] - r["rows_skipped"]:
@@ -181,6 +182,8 @@ def eval_cmd(
     engine: str = typer.Option("local", "--engine", help="Where rows are scored: local (this machine) or ray (a pool of Ray workers; needs pip install 'assay[ray]'). Same rows, store and result either way."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="With --engine ray: the cluster to join (ray://HOST:10001, auto); default: a local Ray on every core.", metavar="ADDR"),
     repeats: int = typer.Option(1, "--repeats", help="Ask each judged metric N times per row: per row the share of passing repeats, the spread and a verdict (stable pass, stable fail, flaky); pass rates and intervals over all repeats with the row as the unit. Each repeat is cached, so a rerun costs nothing. Rules and text metrics run once.", metavar="N"),
+    batch: bool = typer.Option(False, "--batch", help="Send the judge's calls through its provider's batch API (openai:MODEL, anthropic:MODEL): half the list price, answers within 24 h. The batch is polled until it ends; a killed run started again polls the same batch. Scores are those of an online run; requests the batch failed are asked online."),
+    batch_poll: float = typer.Option(30.0, "--batch-poll", help="With --batch: seconds between two polls of the batch's status.", metavar="SECONDS"),
     mlflow: str | None = typer.Option(None, "--mlflow", help="Also log the run to MLflow at this tracking URI (file:./mlruns, http://HOST:5000), in the experiment named by --name (default 'assay'). Needs assay[mlflow]."),
 ) -> None:
     """Evaluate a data set, save the run in the store and print a summary table."""
@@ -201,7 +204,7 @@ def eval_cmd(
                           progress=advance, format=data_format, timeout=timeout, max_attempts=max_attempts,
                           max_consecutive_failures=max_consecutive_failures, max_cost=max_cost, max_errors=max_errors,
                           on_plan=None if quiet else print_plan, engine=engine, ray_address=ray_address,
-                          repeats=repeats)
+                          repeats=repeats, batch=batch_options(batch, batch_poll, quiet))
     print_summary(result)
     if out_dir is not None:
         out.print(f"results written to {safe(out_dir)}/", highlight=False)
@@ -218,6 +221,36 @@ def eval_cmd(
     refuse_all_errored(result.metrics)
     if gates_failed:
         raise typer.Exit(1)
+
+
+def print_batch(b: dict[str, Any] | None) -> None:
+    """The ``--batch`` line: the batches, what they answered, and their cost at the batch price."""
+    if not b:
+        return
+    cost = b.get("cost_usd")
+    money = f"${cost:.4f} at the batch price" if cost is not None else "cost unknown"
+    ids = ", ".join(b.get("batches") or []) or "none needed"
+    failed = f"; {b['failed']} not answered, asked online" if b.get("failed") else ""
+    out.print(f"batch: {safe(ids)}; {b.get('answered', 0)} of {b.get('requests', 0)} requests answered{failed}; "
+              f"{b.get('prompt_tokens', 0):,} prompt + {b.get('completion_tokens', 0):,} completion tokens; "
+              f"{money}", highlight=False)
+
+
+def batch_options(batch: bool, poll: float, quiet: bool) -> dict[str, Any] | None:
+    """``--batch`` / ``--batch-poll``: the batch settings of :func:`assay.evaluate`, with a status line
+    per poll on standard error (unless ``--quiet``)."""
+    if not batch:
+        return None
+    if not poll > 0:
+        from assay.errors import AssayError
+
+        raise AssayError(f"--batch-poll must be a positive number of seconds, got {poll}")
+
+    def progress(status: str, done: int, total: int) -> None:
+        if not quiet:
+            err.print(f"batch: {safe(status)}, {done} of {total} requests done", highlight=False)
+
+    return {"poll": poll, "progress": progress}
 
 
 def r_errored(result: Any) -> int:

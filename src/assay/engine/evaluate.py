@@ -125,6 +125,10 @@ Parameters (every one but ``data`` by keyword):
   take the row as the unit of their intervals and give the flaky share. Every repeat is its own
   judge call, kept in the call cache under its repeat (repeat 0 under the key a run without
   repeats uses), so a rerun costs nothing. Metrics that no judge model scores run once.
+* ``batch``: True (or ``{"poll": seconds, "progress": fn(status, done, total), "state_dir": path}``)
+  sends the judge's calls through its provider's batch API first (OpenAI, Anthropic; half price),
+  then scores as usual from the call cache (:mod:`assay.engine.batch_run`); the batch's cost, at the
+  batch price, is in the judge usage under ``other``.
 
 Returns an :class:`~assay.results.EvalResult`: rows, per-output aggregates, and
 ``run``, the run's summary (:class:`~assay.results.summary.RunSummary`) as a dict.
@@ -167,6 +171,7 @@ def evaluate(
     max_errors: int | None = None,
     repeats: int = 1,
     other_spend: Any = None,
+    batch: Any = None,
 ) -> EvalResult:
     """Evaluate ``data`` (a path, DataFrame, list of dicts) and/or a ``target``.
 
@@ -178,7 +183,7 @@ def evaluate(
         workers=workers, progress=progress, name=name, store=store, resume=resume, timeout=timeout,
         max_attempts=max_attempts, max_consecutive_failures=max_consecutive_failures, format=format,
         on_plan=on_plan, engine=engine, ray_address=ray_address, max_cost=max_cost, max_errors=max_errors,
-        repeats=repeats, other_spend=other_spend))
+        repeats=repeats, other_spend=other_spend, batch=batch))
 
 
 def run_sync(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -395,6 +400,7 @@ async def evaluate_async(
     max_errors: int | None = None,
     repeats: int = 1,
     other_spend: Any = None,
+    batch: Any = None,
 ) -> EvalResult:
     """Evaluate ``data`` and/or a ``target``: the coroutine behind :func:`evaluate`."""
     started = time.time()
@@ -427,6 +433,8 @@ async def evaluate_async(
     accs = accumulators(p.metrics, ctx.options)       # a malformed defect threshold fails before the run starts
     if on_plan is not None:
         on_plan(p.summary())
+    if batch:
+        other_spend = await by_batch(p, ctx, judge_model, batch, options, other_spend)
     saved = open_run(store, resume, name, p.dataset, p.dataset.source, run_config(p, judge_model, options), judge_model)
     try:
         if saved.resumed and max_cost is not None:
@@ -440,6 +448,8 @@ async def evaluate_async(
 
         run = run_summary(p, runner, saved, judge_model, judge_source, judge_before, options, name,
                           started).as_dict()
+        if batch:
+            run["batch"] = other_spend.usage()      # what the batch answered and cost, at the batch price
         aggregates = runner.aggregates()
         apply_run_aggregations(run, aggregates, runner.sink.iter_rows, options)   # run["jailbreak"] ...
     except BaseException as exc:
@@ -449,6 +459,18 @@ async def evaluate_async(
         saved.store.finish_run(saved.run_id, "completed", aggregates=aggregates, summary=run,
                                usage=run.get("judge_usage"))
     return runner.result(aggregates, run)
+
+
+async def by_batch(p: Plan, ctx: EvalContext, judge_model: Any, batch: Any, options: Any, other_spend: Any) -> Any:
+    """``batch``: the judge's calls answered first through its provider's batch API
+    (:mod:`assay.engine.batch_run`; ``batch`` is True or ``{"poll", "progress", "state_dir"}``); the
+    batch's spend, at the batch price, counted as the run's other spending."""
+    from assay.engine.batch_run import prefill
+
+    if other_spend is not None:
+        raise AssayError("batch mode cannot be combined with another spending (a red-team attacker)")
+    opts = batch if isinstance(batch, Mapping) else {}
+    return await prefill(p, ctx, judge_model, options=options, **opts)
 
 
 def set_repeats(p: Plan, repeats: int, judge_model: Any, options: Mapping[str, Any] | None) -> None:

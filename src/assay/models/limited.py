@@ -122,6 +122,9 @@ class LimitedModel:
         self.note = getattr(model, "note", None)
         self._pending: dict[str, asyncio.Future[Generation]] = {}
         self._pending_vectors: dict[str, tuple[asyncio.Future[np.ndarray], int]] = {}
+        # batch mode (:mod:`assay.models.batch`): given a generated call the cache cannot answer,
+        # ``collect(key, request)`` records it and returns the exception to raise instead of calling
+        self.collect: Callable[[str, Mapping[str, Any]], BaseException] | None = None
 
     def __repr__(self) -> str:
         return f"LimitedModel({self.model!r}, concurrency={self.limiter.concurrency}, cache={self.cache!r})"
@@ -150,9 +153,11 @@ class LimitedModel:
 
         params = {"max_tokens": max_tokens, "temperature": temperature, "response_format": response_format,
                   "logprobs": logprobs, "top_logprobs": top_logprobs, **more}
+        request = {"messages": messages, "params": dict(params)} if self.collect is not None else None
         if repeat:
             params["repeat"] = int(repeat)
-        return await self._answer(messages, params, call, estimate_tokens(messages) + (max_tokens or 256))
+        return await self._answer(messages, params, call, estimate_tokens(messages) + (max_tokens or 256),
+                                  request=request)
 
     @property
     def gives_distributions(self) -> bool:
@@ -248,7 +253,8 @@ class LimitedModel:
         return await self._answer(messages, params, call, len(prompt) // 4 + 1 + int(max_tokens))
 
     async def _answer(self, messages: Messages, params: _Params, make_call: Callable[[], Awaitable[Generation]],  # noqa: C901
-                      tokens: int, *, distribution: bool = False) -> Generation:
+                      tokens: int, *, distribution: bool = False,
+                      request: Mapping[str, Any] | None = None) -> Generation:
         """The one path of every call: count it, answer from the cache or from an identical call in
         flight, else make it under the limiter and store the answer."""
         st = self.stats
@@ -266,6 +272,9 @@ class LimitedModel:
             if hit is not None:
                 st.cache_hits += 1
                 return hit
+            if self.collect is not None and request is not None:
+                st.errors += 1
+                raise self.collect(key, request)
             pending = self._pending.get(key)
             if pending is not None:
                 try:

@@ -83,6 +83,20 @@ def judge_price(model: Any, options: Mapping[str, Any] | None = None) -> tuple[t
     return None, "unknown"
 
 
+BATCH_DISCOUNT = 0.5   # OpenAI's Batch API and Anthropic's Message Batches: half the list price, both ways
+
+
+def batch_price(model: Any, options: Mapping[str, Any] | None = None) -> tuple[tuple[float, float] | None, str]:
+    """``(price or None, where it came from)`` of ``model``'s calls sent through a provider's batch
+    API (``assay eval --batch``): :func:`judge_price` times :data:`BATCH_DISCOUNT` (50% off input and
+    output tokens, as OpenAI and Anthropic publish it). An overriding price (``judge_price``,
+    ``$ASSAY_JUDGE_PRICE``) is read as a list price and discounted the same way."""
+    price, source = judge_price(model, options)
+    if price is None:
+        return None, source
+    return (price[0] * BATCH_DISCOUNT, price[1] * BATCH_DISCOUNT), f"{source}, batch price ({BATCH_DISCOUNT:.0%} of list)"
+
+
 def cost_usd(prompt_tokens: int, completion_tokens: int, price: tuple[float, float] | None) -> float | None:
     if price is None:
         return None
@@ -110,5 +124,5 @@ def judge_usage(model: Any, since: Mapping[str, int] | None = None,
     return d
 
 
-__all__ = ["OPENAI_PRICES", "PRICES_AS_OF", "PRICES_ENV", "PRICE_ENV", "cost_usd", "judge_price", "judge_usage",
+__all__ = ["BATCH_DISCOUNT", "OPENAI_PRICES", "PRICES_AS_OF", "PRICES_ENV", "PRICE_ENV", "batch_price", "cost_usd", "judge_price", "judge_usage",
            "lookup_price", "parse_price"]
