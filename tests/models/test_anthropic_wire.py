@@ -20,6 +20,9 @@ from tests.helpers.provider_servers import (
     openai_reference,
 )
 
+# judge check on groundedness: its 120 calibration cases + 60 for the 30 context-words pairs
+CALLS = 180
+
 KEY = "sk-ant-test-SECRET"
 MSGS = [{"role": "system", "content": "You grade answers."}, {"role": "system", "content": "Reply in JSON."},
         {"role": "user", "content": "Is 2+2=4?"}, {"role": "user", "content": "Answer yes or no."}]
@@ -141,5 +144,5 @@ async def test_the_calibration_rows_score_as_through_the_openai_compatible_backe
     env.judge(calibration_judge)
     got = await calibration_report("anthropic:claude-test")
     assert {k: got[k] for k in REPORT_KEYS} == {k: ref[k] for k in REPORT_KEYS}
-    assert got["errors"] == 0 and got["auc"]["auc"] == 1.0 and len(env.calls) == got["cases"] == 120
-    assert got["usage"]["calls"] == 120 and got["usage"]["cost_usd"] is None      # claude-test is not in the table
+    assert got["errors"] == 0 and got["auc"]["auc"] == 1.0 and got["cases"] == 120 and len(env.calls) == CALLS
+    assert got["usage"]["calls"] == CALLS and got["usage"]["cost_usd"] is None      # claude-test is not in the table

@@ -21,6 +21,9 @@ from tests.helpers.provider_servers import (
     openai_reference,
 )
 
+# judge check on groundedness: its 120 calibration cases + 60 for the 30 context-words pairs
+CALLS = 180
+
 EXAMPLE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 STAMP = "20150830T123600Z"
 SECRET = "bedrock-test-SECRET-key"
@@ -156,5 +159,5 @@ async def test_the_calibration_rows_score_as_through_the_openai_compatible_backe
     env.judge(calibration_judge)
     got = await calibration_report(f"bedrock:{MODEL_ID}")
     assert {k: got[k] for k in REPORT_KEYS} == {k: ref[k] for k in REPORT_KEYS}
-    assert got["errors"] == 0 and len(env.calls) == 120
-    assert got["usage"]["cost_usd"] == pytest.approx(120 * (100 * 0.8 + 10 * 4.0) / 1e6)
+    assert got["errors"] == 0 and len(env.calls) == CALLS
+    assert got["usage"]["cost_usd"] == pytest.approx(CALLS * (100 * 0.8 + 10 * 4.0) / 1e6)

@@ -24,6 +24,9 @@ from tests.helpers.provider_servers import (
     openai_reference,
 )
 
+# judge check on groundedness: its 120 calibration cases + 60 for the 30 context-words pairs
+CALLS = 180
+
 KEY = "AIza-test-SECRET"
 MSGS = [{"role": "system", "content": "You grade answers."}, {"role": "user", "content": "Is 2+2=4? JSON."},
         {"role": "assistant", "content": "{"}, {"role": "user", "content": "Go on."}]
@@ -159,5 +162,5 @@ async def test_the_calibration_rows_score_as_through_the_openai_compatible_backe
     env.judge(calibration_judge)
     got = await calibration_report("gemini:gemini-2.5-flash")
     assert {k: got[k] for k in REPORT_KEYS} == {k: ref[k] for k in REPORT_KEYS}
-    assert got["errors"] == 0 and got["auc"]["auc"] == 1.0 and len(env.calls) == 120
-    assert got["usage"]["cost_usd"] == pytest.approx(120 * (100 * 0.3 + 10 * 2.5) / 1e6)
+    assert got["errors"] == 0 and got["auc"]["auc"] == 1.0 and len(env.calls) == CALLS
+    assert got["usage"]["cost_usd"] == pytest.approx(CALLS * (100 * 0.3 + 10 * 2.5) / 1e6)

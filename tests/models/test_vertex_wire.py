@@ -21,6 +21,9 @@ from tests.helpers.provider_servers import (
     openai_reference,
 )
 
+# judge check on groundedness: its 120 calibration cases + 60 for the 30 context-words pairs
+CALLS = 180
+
 MSGS = [{"role": "user", "content": "Is 2+2=4?"}]
 
 
@@ -91,4 +94,4 @@ async def test_the_calibration_rows_score_as_through_the_openai_compatible_backe
     env.judge(calibration_judge)
     got = await calibration_report("vertex:gemini-2.5-flash")
     assert {k: got[k] for k in REPORT_KEYS} == {k: ref[k] for k in REPORT_KEYS}
-    assert got["errors"] == 0 and len(env.calls) == 120
+    assert got["errors"] == 0 and len(env.calls) == CALLS

@@ -158,6 +158,11 @@ class AnthropicModel(NativeModel):
         self._url = f"{base}/v1/messages"
         self._post = ProviderPost(self.name, base, timeout=self.timeout, scrub=self._key.scrub)
 
+    def request_headers(self) -> dict[str, str]:
+        """The headers every request to this API carries (content type, API version, key): the
+        batch API (:mod:`assay.models.batch`) sends the same."""
+        return dict(self._headers)
+
     def build_body(self, messages: Messages, *, max_tokens: int | None = None,
                    temperature: float | None = 0.0, **_: Any) -> dict[str, Any]:
         """The JSON body :meth:`generate` sends (``response_format`` and ``logprobs`` have no field)."""

@@ -204,7 +204,7 @@ class AnthropicBatch:
     def __init__(self, backend: Any):
         self.backend = backend
         self.base = backend.base_url
-        self.headers = dict(backend._headers)    # noqa: SLF001 - the key and version the backend sends
+        self.headers = backend.request_headers()
 
     def create(self, requests: Mapping[str, Mapping[str, Any]]) -> str:
         reqs = [{"custom_id": k, "params": {f: v for f, v in b.items() if f != "stream"}} for k, b in requests.items()]
