@@ -30,7 +30,7 @@ def is_flaky(i: int) -> bool:
 
 def row(i: int) -> dict[str, Any]:
     return {"inputs.query": f"what is item {i}?", "inputs.response": f"item {i} is a thing",
-            "inputs.contexts": [f"context {i}: item {i} is a thing", "another passage"]}
+            "inputs.context": [{"content": f"context {i}: item {i} is a thing"}, {"content": "another passage"}]}
 
 
 def make_run(store: Store, n: int = 30, name: str = "reviewed") -> str:

@@ -107,11 +107,34 @@ def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -
         out.print(f"  [yellow]{safe(n)}[/yellow]", highlight=False, soft_wrap=True)
 
 
+def _review_data(data: Path | None, store: str | None) -> Any:
+    """``--data review:NAME``: the queue's labelled rows from the store; any other value as given."""
+    if data is None or not str(data).startswith("review:"):
+        return data
+    from assay.store.review import ReviewLog
+
+    st = open_store(store)
+    try:
+        return ReviewLog(st).labelled_rows(str(data)[len("review:"):])
+    finally:
+        st.close()
+
+
+def _metric_names(metrics: str | None, data: Any, every: Any) -> list[str]:
+    """The metrics to check: those named, else a review queue's metric, else ``every()`` without data."""
+    names = [m.strip() for m in (metrics or "").split(",") if m.strip()]
+    if not names:
+        names = [data.metric] if hasattr(data, "metric") else ([] if data is not None else every())
+    if data is not None and not names:
+        raise AssayError("--data needs --metrics: name the judge metric(s) your labelled rows are for")
+    return names
+
+
 @app.command("check")
 def check_cmd(
     judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, anthropic:MODEL, gemini:MODEL, vertex:MODEL, bedrock:MODEL_ID, litellm:MODEL, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
     metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics, or safety (the four harms: violence, hate_unfairness, self_harm, sexual) (default: every metric a shipped calibration set covers)."),
-    data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row."),
+    data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row; or review:NAME, the rows reviewers labelled in a review queue."),
     split: str | None = typer.Option(None, "--split", help="held, fit or all rows of the shipped sets (default: held for the embedded scorers, all for a judge)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight (default: the backend's)."),
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON instead of a table."),
@@ -128,9 +151,8 @@ def check_cmd(
     and the dashboard beside the runs that used this judge)."""
     from assay.engine.judge_check import check_judge, check_record, judge_metrics, resolve_check_judge, save_check
 
-    names = [m.strip() for m in (metrics or "").split(",") if m.strip()] or judge_metrics()
-    if data is not None and not metrics:
-        raise AssayError("--data needs --metrics: name the judge metric(s) your labelled rows are for")
+    data = _review_data(data, store)
+    names = _metric_names(metrics, data, judge_metrics)
     if split not in (None, "held", "fit", "all"):
         raise AssayError(f"--split must be held, fit or all, got {split!r}")
     st = None if no_save else store_or_off(store)     # a bad --store fails before any judge call

@@ -19,8 +19,11 @@ labels so far) and :meth:`ReviewLog.units` the labels as a table of rows by rate
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,8 @@ import orjson
 from sqlalchemy import delete, insert, select
 
 from assay.errors import AssayError
+from assay.records import CANONICAL_FIELDS
+from assay.results import input_field
 from assay.results.repeats import FLAKY
 from assay.scores import Score
 from assay.store import schema as S
@@ -65,6 +70,33 @@ def judge_label(score: Score | None, scale: str) -> str | int | None:
     if isinstance(score.score, (int, float)) and 1 <= score.score <= 5:
         return int(round(score.score))
     return None
+
+
+def consensus(labels: list[str], scale: str) -> int | None:
+    """The reviewers' verdict of a row as a judge-check label: 1 (good) or 0 (bad), None when
+    they are split evenly. On the 1-5 scale a row is good at 4 or 5, bad at 1 or 2, and a 3 (or
+    a tie) gives no label."""
+    if scale == "1-5":
+        labels = ["pass" if int(x) >= 4 else "fail" for x in labels if int(x) != 3]
+    counts = Counter(labels)
+    if not counts or counts["pass"] == counts["fail"]:
+        return None
+    return 1 if counts["pass"] > counts["fail"] else 0
+
+
+@dataclass(frozen=True)
+class ReviewRows:
+    """A queue's labelled rows as ``judge check --data review:NAME`` reads them: each row's record
+    fields, its ``id`` and its ``label`` (the reviewers' consensus); ``fingerprint`` changes
+    whenever a label does."""
+
+    name: str
+    metric: str
+    rows: list[dict[str, Any]]
+    fingerprint: str
+
+    def __str__(self) -> str:
+        return f"review:{self.name}"
 
 
 class ReviewLog:
@@ -242,6 +274,29 @@ class ReviewLog:
                 "labels": by_row.get(idx, []),
             })
         return out
+
+    def labelled_rows(self, name: str) -> ReviewRows:
+        """The queue's rows that reviewers labelled, each with the reviewers' consensus as
+        ``label`` (rows where they are split are left out), for ``judge check``."""
+        q = self.queue(name)
+        by_row: dict[int, list[str]] = {}
+        for lb in self.labels(name):
+            by_row.setdefault(lb["idx"], []).append(lb["value"])
+        got = self.scores(q)
+        rows = []
+        for idx in q["idxs"]:
+            label = consensus(by_row.get(idx, []), q["scale"])
+            if label is None or idx not in got:
+                continue
+            stored = got[idx][0]
+            row = {f: v for f in CANONICAL_FIELDS if (v := input_field(stored.inputs, f)) is not None}
+            row.update(id=stored.row_id or str(idx), label=label)
+            rows.append(row)
+        if not rows:
+            raise AssayError(f"review queue {name}: no row has a label the reviewers agree on yet "
+                             "(label rows on the dashboard's /review page)")
+        digest = hashlib.sha256(orjson.dumps(rows, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
+        return ReviewRows(name, q["metric"], rows, digest)
 
     def units(self, name: str, *, with_judge: bool = False) -> tuple[list[str], list[list[Any]], list[int]]:
         """The labels as a table for :mod:`assay.results.agreement`: (raters, one list of labels
