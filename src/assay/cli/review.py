@@ -76,34 +76,6 @@ def list_cmd(json_out: bool = typer.Option(False, "--json", help="Print the queu
     out.print(table)
 
 
-def agreement_report(log: Any, name: str, *, seed: int = 0) -> dict[str, Any]:
-    """The agreement figures of queue ``name``: between the reviewers, and between the judge and
-    the reviewers (the judge as one more rater, and the judge against each reviewer)."""
-    from assay.results.agreement import agreement
-    from assay.store.review import JUDGE
-
-    q = log.queue(name)
-    ordinal = "alpha_ordinal" if q["scale"] == "1-5" else None
-    raters, units, _ = log.units(name, with_judge=True)
-    reviewers = raters[1:]
-    people = [u[1:] for u in units]
-    report: dict[str, Any] = {"queue": name, "run_id": q["run_id"], "metric": f"{q['metric']}.{q['output']}",
-                              "scale": q["scale"], "reviewers": reviewers,
-                              "labelled_rows": sum(1 for u in people if any(x is not None for x in u))}
-    stats = ["fleiss_kappa", "alpha_nominal"] + ([ordinal] if ordinal else [])
-    between = {}
-    if len(reviewers) == 2:
-        between["cohen_kappa"] = agreement(people, "cohen_kappa", seed=seed).as_dict()
-    if len(reviewers) >= 2:
-        between.update({s: agreement(people, s, seed=seed).as_dict() for s in stats})
-    report["between_reviewers"] = between
-    report["judge_with_reviewers"] = {s: agreement(units, s, seed=seed).as_dict() for s in stats}
-    report["judge_vs_each"] = {r: agreement([[u[0], u[i + 1]] for u in units], "cohen_kappa", seed=seed).as_dict()
-                               for i, r in enumerate(reviewers)}
-    report["judge"] = JUDGE
-    return report
-
-
 def _fig(a: dict[str, Any]) -> str:
     if a.get("value") is None:
         return "— (undefined: every label the same, or no pairs)"
@@ -122,7 +94,7 @@ def agreement_cmd(
 
     st = open_store(store)
     try:
-        rep = agreement_report(ReviewLog(st), name)
+        rep = ReviewLog(st).agreement(name)
     finally:
         st.close()
     if json_out:

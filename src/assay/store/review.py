@@ -33,6 +33,7 @@ from sqlalchemy import delete, insert, select
 from assay.errors import AssayError
 from assay.records import CANONICAL_FIELDS
 from assay.results import input_field
+from assay.results.agreement import agreement
 from assay.results.repeats import FLAKY
 from assay.scores import Score
 from assay.store import schema as S
@@ -315,3 +316,26 @@ class ReviewLog:
                     table[idx][JUDGE] = judge_label(s, q["scale"])
         idxs = sorted(table)
         return raters, [[table[i].get(r) for r in raters] for i in idxs], idxs
+
+    def agreement(self, name: str, *, seed: int = 0) -> dict[str, Any]:
+        """The agreement figures of queue ``name`` (:mod:`assay.results.agreement`, each with its 95%
+        bootstrap interval): between the reviewers (Cohen's kappa when there are two, Fleiss' kappa,
+        Krippendorff's alpha, ordinal too on the 1-5 scale), the judge as one more rater with them,
+        and the judge against each reviewer (Cohen's kappa)."""
+        q = self.queue(name)
+        raters, units, _ = self.units(name, with_judge=True)
+        reviewers = raters[1:]
+        people = [u[1:] for u in units]
+        stats = ["fleiss_kappa", "alpha_nominal"] + (["alpha_ordinal"] if q["scale"] == "1-5" else [])
+        between: dict[str, Any] = {}
+        if len(reviewers) == 2:
+            between["cohen_kappa"] = agreement(people, "cohen_kappa", seed=seed).as_dict()
+        if len(reviewers) >= 2:
+            between.update({s: agreement(people, s, seed=seed).as_dict() for s in stats})
+        return {"queue": name, "run_id": q["run_id"], "metric": f"{q['metric']}.{q['output']}", "scale": q["scale"],
+                "reviewers": reviewers, "judge": JUDGE,
+                "labelled_rows": sum(1 for u in people if any(x is not None for x in u)),
+                "between_reviewers": between,
+                "judge_with_reviewers": {s: agreement(units, s, seed=seed).as_dict() for s in stats},
+                "judge_vs_each": {r: agreement([[u[0], u[i + 1]] for u in units], "cohen_kappa", seed=seed).as_dict()
+                                  for i, r in enumerate(reviewers)}}
