@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 
 from assay.errors import AssayError
 from assay.records import CANONICAL_FIELDS
@@ -115,6 +115,8 @@ class ReviewLog:
         name = str(name or "").strip()
         if not name:
             raise AssayError("the review queue needs a name")
+        if len(name) > 200:
+            raise AssayError(f"review queue name {name[:40]!r}...: at most 200 characters")
         if source not in SOURCES:
             raise AssayError(f"review queue {name}: --from {source!r} is not one of {', '.join(SOURCES)}")
         if scale not in SCALES:
@@ -190,9 +192,8 @@ class ReviewLog:
         """Every queue, newest first, with how many labels it has."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(S.review_queues).order_by(S.review_queues.c.created_at.desc())).mappings().all()
-            counts: dict[str, int] = {}
-            for (qn,) in conn.execute(select(S.review_labels.c.queue)):
-                counts[qn] = counts.get(qn, 0) + 1
+            lt = S.review_labels
+            counts = dict(conn.execute(select(lt.c.queue, func.count()).group_by(lt.c.queue)).all())
         out = []
         for r in rows:
             q = dict(r)
