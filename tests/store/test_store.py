@@ -229,10 +229,11 @@ def test_a_version_1_store_is_migrated_and_keeps_its_runs(tmp_path):
         UPDATE assay_meta SET value = '1' WHERE key = 'schema_version';""" + BEFORE_V6)
     con.close()
     st = Store(str(path))
-    assert st.schema_version() == S.SCHEMA_VERSION == 9
+    assert st.schema_version() == S.SCHEMA_VERSION == 10
     assert {"spans", "traces"} <= set(sa_inspect(st.engine).get_table_names())    # version 7: the monitor's
     assert {ix["name"] for ix in sa_inspect(st.engine).get_indexes("traces")} >= {"ix_traces_start", "ix_traces_open"}
     assert {"monitor_scores", "monitor_alerts"} <= set(sa_inspect(st.engine).get_table_names())   # version 8
+    assert {"review_queues", "review_labels"} <= set(sa_inspect(st.engine).get_table_names())     # version 10
     names = {ix["name"] for ix in sa_inspect(st.engine).get_indexes("scores")}
     assert {"ix_scores_run_output_score_idx", "ix_scores_run_output_result_idx"} <= names
     assert "ix_scores_run_output_score" not in names

@@ -107,11 +107,44 @@ def print_report(reports: dict[str, Any], judge_label: str, split: str | None) -
         out.print(f"  [yellow]{safe(n)}[/yellow]", highlight=False, soft_wrap=True)
 
 
+def _review_data(data: Path | None, store: str | None) -> Any:
+    """``--data review:NAME``: the queue's labelled rows from the store; any other value as given."""
+    if data is None or not str(data).startswith("review:"):
+        return data
+    from assay.store.review import ReviewLog
+
+    st = open_store(store)
+    try:
+        return ReviewLog(st).labelled_rows(str(data)[len("review:"):])
+    finally:
+        st.close()
+
+
+def _check_judge(judge: str | None, concurrency: int | None, resolve_check_judge: Any) -> tuple[Any, str]:
+    """The judge to check: an aligned judge's file (`assay judge align`), or a judge spec."""
+    from assay.engine.align import is_aligned_file, resolve_aligned
+
+    if is_aligned_file(judge):
+        model = resolve_aligned(judge, concurrency=concurrency)
+        return model, str(model.name)
+    return resolve_check_judge(judge, concurrency)
+
+
+def _metric_names(metrics: str | None, data: Any, every: Any) -> list[str]:
+    """The metrics to check: those named, else a review queue's metric, else ``every()`` without data."""
+    names = [m.strip() for m in (metrics or "").split(",") if m.strip()]
+    if not names:
+        names = [data.metric] if hasattr(data, "metric") else ([] if data is not None else every())
+    if data is not None and not names:
+        raise AssayError("--data needs --metrics: name the judge metric(s) your labelled rows are for")
+    return names
+
+
 @app.command("check")
 def check_cmd(
     judge: str | None = typer.Option(None, "--judge", "-j", help="The judge to measure: openai:MODEL, azure:DEPLOYMENT, anthropic:MODEL, gemini:MODEL, vertex:MODEL, bedrock:MODEL_ID, litellm:MODEL, http://HOST:PORT/v1#MODEL, local:/path.gguf, embedded (the small LLM), or none (the embedded scorers). Default: $ASSAY_JUDGE, else none."),
     metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma-separated judge metrics, or safety (the four harms: violence, hate_unfairness, self_harm, sexual) (default: every metric a shipped calibration set covers)."),
-    data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row."),
+    data: Path | None = typer.Option(None, "--data", help="Your own labelled rows instead of the shipped sets: a 'label' column (1/0) and optional 'group', or 'good'/'bad' columns per row; or review:NAME, the rows reviewers labelled in a review queue."),
     split: str | None = typer.Option(None, "--split", help="held, fit or all rows of the shipped sets (default: held for the embedded scorers, all for a judge)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight (default: the backend's)."),
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON instead of a table."),
@@ -128,13 +161,12 @@ def check_cmd(
     and the dashboard beside the runs that used this judge)."""
     from assay.engine.judge_check import check_judge, check_record, judge_metrics, resolve_check_judge, save_check
 
-    names = [m.strip() for m in (metrics or "").split(",") if m.strip()] or judge_metrics()
-    if data is not None and not metrics:
-        raise AssayError("--data needs --metrics: name the judge metric(s) your labelled rows are for")
+    data = _review_data(data, store)
+    names = _metric_names(metrics, data, judge_metrics)
     if split not in (None, "held", "fit", "all"):
         raise AssayError(f"--split must be held, fit or all, got {split!r}")
     st = None if no_save else store_or_off(store)     # a bad --store fails before any judge call
-    model, label = resolve_check_judge(judge, concurrency)
+    model, label = _check_judge(judge, concurrency, resolve_check_judge)
     if data is not None:
         split = None
     elif split is None:
@@ -168,6 +200,55 @@ def check_cmd(
     if all_errored:
         err.print("every judgment errored: the judge could not be measured (the check is not saved)")
         raise typer.Exit(3)
+
+
+@app.command("align")
+def align_cmd(
+    judge: str = typer.Option(..., "--judge", "-j", help="The judge to align (a judge spec, as for judge check)."),
+    data: str = typer.Option(..., "--data", help="review:NAME, the review queue whose labels to align on."),
+    metric: str | None = typer.Option(None, "--metric", "-m", help="The judge metric (default: the queue's)."),
+    budget: int = typer.Option(6000, "--budget", help="Characters of worked examples the prompt may gain."),
+    holdout: float = typer.Option(0.5, "--holdout", help="Share of the labelled rows held out to measure the change."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split into example and held-out rows."),
+    output: Path = typer.Option(Path("aligned.yaml"), "--out", "-o", help="The aligned judge file to write."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", help="Judge calls in flight."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    store: str | None = STORE_OPT,
+) -> None:
+    """Align a judge with the reviewers' labels: kept only if held-out agreement rises."""
+    from assay.engine.align import align, write_aligned
+    from assay.models import resolve
+
+    if not data.startswith("review:"):
+        raise AssayError(f"--data must name a review queue as review:NAME, got {data!r}")
+    rows = _review_data(Path(data), store)
+    name = metric or rows.metric
+    model = resolve(judge, role="judge", concurrency=concurrency)
+
+    async def run() -> Any:
+        try:
+            return await align(model, name, rows.rows, budget=budget, holdout=holdout, seed=seed,
+                               concurrency=concurrency or 8, source=output.name)
+        finally:
+            if hasattr(model, "aclose"):
+                await model.aclose()
+
+    result = asyncio.run(run())
+    if result.kept:
+        write_aligned(output, judge=judge, metric=name, queue=rows.name, budget=budget, result=result)
+    rep = {**result.as_dict(), "file": str(output) if result.kept else None}
+    if json_out:
+        print_json(rep)
+    else:
+        c = result.change
+        ci = "—" if c.get("ci_low") is None else f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+        out.print(f"{len(result.examples)} examples (of {result.disagreements} rows the judge got wrong); on "
+                  f"{result.held_out} held-out rows Cohen's kappa {rep['kappa_before']} -> {rep['kappa_after']}, "
+                  f"change {ci}", highlight=False, soft_wrap=True)
+        out.print(f"kept: wrote {safe(str(output))} (use it as --judge {safe(str(output))})" if result.kept else
+                  "not kept: the interval of the change does not exclude no change", highlight=False, soft_wrap=True)
+    if not result.kept:
+        raise typer.Exit(1)
 
 
 def _figures_cell(metrics: Any) -> str:

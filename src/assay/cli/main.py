@@ -45,8 +45,10 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("judge", "assay.cli.judge", "Measure a judge before trusting it, probe what it can do; list and show the checks kept."),
     ("monitor", "assay.cli.monitor",
      "Watch a live app: receive its OpenTelemetry traces and keep them in the store."),
+    ("review", "assay.cli.review",
+     "Queues of a run's rows for people to label, and the agreement of reviewers and judge."),
 )
-GROUPS = frozenset({"simulate", "bench", "judge", "monitor"})
+GROUPS = frozenset({"simulate", "bench", "judge", "monitor", "review"})
 
 
 def load_command(name: str) -> Any:

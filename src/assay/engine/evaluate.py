@@ -288,7 +288,7 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
 
     ``judge`` may be a spec string (``openai:gpt-4o-mini``, ``azure:DEPLOYMENT``,
     ``http://HOST:PORT/v1#MODEL``, ``local:/path/model.gguf``, ``embedded`` for the small
-    embedded LLM, a smoke test), a ChatModel, or None. With None, a run that has model-judged
+    embedded LLM, a smoke test, an aligned judge's ``.yaml`` file), a ChatModel, or None. With None, a run that has model-judged
     metrics uses ``$ASSAY_JUDGE`` when it names a spec; otherwise there is no judge model: the
     judge metrics with a measured embedded scorer use it and the others are skipped
     (:mod:`assay.judges.scorers`), and safety metrics use the embedded safety classifier.
@@ -307,6 +307,10 @@ def resolve_judge(judge: Any, chosen: list[Metric], concurrency: int | None = No
         kw["timeout"] = timeout
     if max_attempts is not None:
         kw["max_attempts"] = max_attempts
+    from assay.engine.align import is_aligned_file, resolve_aligned
+
+    if is_aligned_file(judge):  # an aligned judge (assay judge align): its base judge with examples
+        return resolve_aligned(judge, **kw), "given"
     if judge is not None:  # a LimitedModel comes back as it is
         return resolve(judge, role="judge", **kw), "given"
     spec = os.environ.get(JUDGE_ENV, "").strip()

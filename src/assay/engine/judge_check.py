@@ -15,6 +15,8 @@ used to fit the embedded scorers' calibrations, even groups were not: ``split`` 
 (``good``/``bad`` columns, with the field they stand for given by the set of the metric), or
 one row per answer with a ``label`` column (1/0, true/false, good/bad, yes/no, pass/fail) and
 an optional ``group`` column pairing rows about the same question. Controls need groups.
+Or the rows reviewers labelled on the dashboard (``--data review:NAME``: a
+:class:`~assay.store.review.ReviewRows`, each row labelled with the reviewers' consensus).
 """
 
 from __future__ import annotations
@@ -227,6 +229,11 @@ def load_cases(cset: CalibrationSet, data: Any = None) -> tuple[list[Case], str]
         source = f"assay/judges/calibration/{cset.file}"
         split_of = (lambda i: "fit" if i % 2 == 0 else "held") if cset.fitted else (lambda i: "held")
         return cases_from_records(rows, cset, source, split_of=split_of), source
+    from assay.store.review import ReviewRows
+
+    if isinstance(data, ReviewRows):
+        ds = open_dataset(data.rows)
+        return cases_from_records(_numbered(ds), cset, str(data)), str(data)
     ds = open_dataset(str(data) if isinstance(data, Path) else data)
     cases = cases_from_records(_numbered(ds), cset, ds.source)
     if not cases:
@@ -475,7 +482,10 @@ def calibration_version(metric: str, data: str | Path | None = None) -> str:
     import hashlib
 
     from assay.store.fingerprint import data_fingerprint
+    from assay.store.review import ReviewRows
 
+    if isinstance(data, ReviewRows):
+        return f"{data}@{data.fingerprint[:12]}"
     if data is not None:
         fp = data_fingerprint(data)
         return f"{Path(str(data)).name}@{fp[:12] if fp else 'unread'}"

@@ -57,6 +57,13 @@ so they read the same on both and ``LIKE`` searches work on both.
 - ``monitor_scores.export`` / ``export_at`` / ``span_ids`` (since version 9): ``pending``, ``sent``
   or ``failed``: whether the score's ``gen_ai.evaluation.result`` events reached the user's endpoint
   (failed ones are re-sent), since when, and the span each record scored (the events' context).
+- ``review_queues`` (since version 10): a named queue of rows sampled from a run for human
+  review: the run, the metric (and its output), how the rows were picked (``random``,
+  ``disagreements`` with another output, ``flaky``), the seed, the label scale (``pass_fail`` or
+  ``1-5``) and the row positions (JSON list).
+- ``review_labels`` (since version 10): one label per (queue, row, reviewer): the value, a note
+  and when it was given (a reviewer's new label of a row replaces the former). Written by
+  :mod:`assay.store.review`.
 - ``assay_meta``: ``schema_version``.
 
 Migrations: ``MIGRATIONS[v]`` brings a store at version ``v - 1`` to ``v``. A store
@@ -88,7 +95,7 @@ from sqlalchemy import (
     update,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = MetaData()
 
@@ -343,6 +350,34 @@ monitor_servers = Table(
 )
 
 
+# Since version 10: human review (see :mod:`assay.store.review`).
+review_queues = Table(
+    "review_queues", metadata,
+    Column("name", String(200), primary_key=True),
+    Column("run_id", String(32), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("metric", String(100), nullable=False),
+    Column("output", String(100), nullable=False),
+    Column("source", String(16), nullable=False),        # random | disagreements | flaky
+    Column("against", String(100)),                      # disagreements: the other output
+    Column("seed", Integer, nullable=False),
+    Column("scale", String(16), nullable=False),         # pass_fail | 1-5
+    Column("idxs", Text, nullable=False),                # JSON list of row positions, in review order
+    Column("created_at", Float, nullable=False),
+)
+
+review_labels = Table(
+    "review_labels", metadata,
+    Column("queue", String(200), ForeignKey("review_queues.name", ondelete="CASCADE"), nullable=False),
+    Column("idx", Integer, nullable=False),
+    Column("reviewer", String(100), nullable=False),
+    Column("row_id", Text),
+    Column("value", String(16), nullable=False),         # pass | fail | 1..5
+    Column("note", Text),
+    Column("at", Float, nullable=False),
+    PrimaryKeyConstraint("queue", "idx", "reviewer"),
+)
+
+
 def _v2(conn: Connection) -> None:
     """Version 2: the score and result indexes also carry the row position, so a sorted or
     filtered page, and an output's scores, are read from the index alone."""
@@ -439,6 +474,12 @@ def _v9(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE monitor_scores ADD COLUMN {name} {sql_type}")
 
 
+def _v10(conn: Connection) -> None:
+    """Version 10: human review queues and their labels."""
+    review_queues.create(conn, checkfirst=True)
+    review_labels.create(conn, checkfirst=True)
+
+
 def create_text_index(conn: Connection) -> None:
     """The full-text index of rows: FTS5 on SQLite, ``tsvector`` + GIN on PostgreSQL; nothing
     on another database or a SQLite built without FTS5 (searches then scan, as before)."""
@@ -466,4 +507,5 @@ def new_ref() -> str:
 
 
 # version -> function that upgrades a store from version - 1. The current version is created whole.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8, 9: _v9,
+                                                    10: _v10}

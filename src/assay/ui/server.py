@@ -1,4 +1,5 @@
-"""The dashboard: a FastAPI app over the store. Read-only; every page is server-rendered.
+"""The dashboard: a FastAPI app over the store. Read-only but for the review labels; every page is
+server-rendered.
 
 Pages: ``/`` runs (filters: name, status, dates), ``/runs/{id}`` a run (metric cards with
 histograms, the rows table with sorting, filters, search and pages), ``/runs/{id}/rows/{idx}``
@@ -7,7 +8,8 @@ runs, ``/bench`` the stored serving-performance runs, ``/bench/{ref}`` one of th
 and charts), ``/bench/compare?a=A&b=B`` two of them point by point, ``/bench/track?track=T``
 the scheduled repeats of one, ``/judge-checks`` the stored judge checks (``assay judge check``)
 and ``/judge-checks/{ref}`` one of them, ``/runs/{id}/conversations`` a run's conversations
-(:mod:`assay.ui.conversation_pages`); a run's page shows the latest check of its judge. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
+(:mod:`assay.ui.conversation_pages`); ``/review`` the review queues, where people label rows
+(:mod:`assay.ui.review_pages`: the one page with a script and a POST form); a run's page shows the latest check of its judge. The same data as JSON under ``/api/``. Sorting, filtering, searching, paging and the
 histograms are computed by the database (:mod:`assay.store.queries`).
 
 Access: with no token the app answers only requests addressed to a loopback host name
@@ -540,6 +542,8 @@ def create_app(store: Store, *, token: str | None = None, allowed_hosts: Iterabl
     add_redteam_routes(app, store, page=page, get_run=get_run, not_found=NotFound)   # /redteam, /redteam/RUN
     from assay.ui.conversation_pages import add_conversation_routes
     add_conversation_routes(app, store, page=page, get_run=get_run, not_found=NotFound)   # /runs/RUN/conversations
+    from assay.ui.review_pages import add_review_routes
+    add_review_routes(app, store, page=page, csp=CSP, not_found=NotFound)   # /review, /review/NAME
     return app
 
 
