@@ -60,7 +60,8 @@ class Record(_Model):
     """One row of an evaluation set; every field is optional except what a metric needs.
 
     ``conversation_id`` and ``turn`` are set when the row is one assistant turn of a
-    multi-turn conversation (evaluated per turn, aggregated per conversation).
+    multi-turn conversation (evaluated per turn, aggregated per conversation); ``turns`` is
+    then the conversation's number of turns (the last one is ``turn == turns - 1``).
     ``extra`` keeps the source columns that have no canonical name, so nothing the
     user supplied is lost from the result.
 
@@ -90,6 +91,7 @@ class Record(_Model):
     usage: Usage | None = None
     conversation_id: str | None = None
     turn: int | None = None
+    turns: int | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def has(self, field: str) -> bool:

@@ -91,9 +91,9 @@ def test_the_judge_reads_the_whole_transcript(server, tmp_path, capsys):
             {"role": "assistant", "content": "Noted: your order number is 4417."},
             {"role": "user", "content": "What is my order number?"},
             {"role": "assistant", "content": "Your order number is 4471."}]
-    conv.write_text(json.dumps({"conversation": {"messages": msgs}, "conversation_turns": 2}) + "\n"
-                    + json.dumps({"conversation": {"messages": [*msgs[:-1], {**msgs[-1], "content":
-                                  "Your order number is 4417."}]}, "conversation_turns": 2}) + "\n")
+    conv.write_text(json.dumps({"conversation": {"messages": msgs}}) + "\n"     # any Azure conversation:
+                    + json.dumps({"conversation": {"messages": [*msgs[:-1], {**msgs[-1], "content":   # the reader
+                                  "Your order number is 4417."}]}}) + "\n")                        # counts its turns
     out = tmp_path / "run"
     run(["eval", str(conv), "--metrics", "knowledge_retention", "--judge", f"{server.base_url}#fake-judge",
          "--out", str(out), "--quiet"])
@@ -102,10 +102,11 @@ def test_the_judge_reads_the_whole_transcript(server, tmp_path, capsys):
     assert scores == [None, 2, None, 5]
 
 
-def test_a_conversation_without_its_turn_count_is_not_applicable_with_the_reason(server, tmp_path, capsys):
+def test_a_turn_given_alone_without_its_turn_count_is_not_applicable_with_the_reason(server, tmp_path, capsys):
+    """Rows given one turn a line (conversation_id and turn columns) cannot tell the last turn without
+    a conversation_turns column; a conversation given whole can (the reader counts its turns)."""
     conv = tmp_path / "c.jsonl"
-    conv.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"},
-                                             {"role": "assistant", "content": "Hello"}]}) + "\n")
+    conv.write_text(json.dumps({"conversation_id": "c1", "turn": 0, "query": "Hi", "response": "Hello"}) + "\n")
     out = tmp_path / "run"
     run(["eval", str(conv), "--metrics", "knowledge_retention", "--judge", f"{server.base_url}#fake-judge",
          "--out", str(out), "--quiet"])

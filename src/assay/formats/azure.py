@@ -159,4 +159,6 @@ def to_fields(row: dict[str, Any], base: dict[str, Any], index: int) -> list[dic
     if not records:
         raise FieldError(path, "the conversation has no user or assistant message")
     records[-1].update(last_only)
+    for rec in records:
+        rec["turns"] = len(records)
     return records

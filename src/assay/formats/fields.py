@@ -570,7 +570,7 @@ _EXPECT = {
     "steps": "a list of chat messages",
     "tool_calls": "a list of tool calls", "tool_definitions": "a list of tool definitions",
     "expected_tool_calls": "a list of expected tool calls",
-    "usage": "an object with token counts", "conversation_id": "an id (text)", "turn": "a whole number",
+    "usage": "an object with token counts", "conversation_id": "an id (text)", "turn": "a whole number", "turns": "a whole number",
 }
 
 

@@ -86,6 +86,7 @@ CANONICAL = {
     "usage": usage,
     "conversation_id": ident,
     "turn": integer,
+    "turns": integer,
 }
 assert set(CANONICAL) == set(CANONICAL_FIELDS), "a Record field has no reader"
 

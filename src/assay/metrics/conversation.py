@@ -17,7 +17,8 @@ steps included), its ``query`` and its ``response``. A conversation row (Azure's
 ``{"conversation": {"messages": [...]}}``) is read as one record per assistant turn, and the
 last turn's record holds the whole transcript: a conversation-level metric scores that turn
 once and is not applicable on the others. The last turn is the one whose ``turn`` is the
-row's ``conversation_turns`` column less one (``assay simulate users`` writes the column); a
+record's ``turns`` less one (the reader counts a conversation's turns; rows given one turn a line
+with ``conversation_id`` and ``turn`` columns need a ``conversation_turns`` column instead); a
 row that is not a turn of a conversation (a flat row with ``history``) is scored as it is. The
 per-turn metrics and these sit side by side in a run: a conversation's turn-level figure is the
 mean of its turns, its conversation-level figure the one judgment of its transcript.
@@ -36,10 +37,10 @@ from assay.records import Message
 __all__ = ["CONVERSATION_METRICS", "JUDGES", "TURNS_COLUMN", "goal_parts", "is_last_turn", "transcript_messages"]
 
 TURNS_COLUMN = "conversation_turns"
-ROW_FIELDS = ("query", "history", "conversation_id", "turn", "extra")
+ROW_FIELDS = ("query", "history", "conversation_id", "turn", "turns", "extra")
 NOT_LAST = "a conversation-level metric: scored once per conversation, on its last turn"
-NO_TURNS = ("a conversation-level metric scores a conversation once, on its last turn: this row needs a "
-            f"{TURNS_COLUMN} column (the conversation's number of turns; assay simulate users writes it)")
+NO_TURNS = ("a conversation-level metric scores a conversation once, on its last turn: a row given as one turn "
+            f"needs a {TURNS_COLUMN} column (the conversation's number of turns)")
 NO_GOAL = "no goal attached to the conversation (a goal column: text, or an object with goal and done)"
 
 JUDGES: dict[str, Judge] = {}
@@ -56,7 +57,9 @@ def is_last_turn(values: Mapping[str, Any]) -> str | None:
     else why it is not scored."""
     if values.get("conversation_id") is None or values.get("turn") is None:
         return None
-    turns = (values.get("extra") or {}).get(TURNS_COLUMN)
+    turns = values.get("turns")
+    if turns is None:
+        turns = (values.get("extra") or {}).get(TURNS_COLUMN)
     if not isinstance(turns, int) or isinstance(turns, bool) or turns < 1:
         return NO_TURNS
     if values["turn"] != turns - 1:
