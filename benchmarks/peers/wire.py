@@ -40,6 +40,7 @@ class Exchange:
     index: int                      # its place on its connection, from 0
     start: float
     request_id: str | None = None
+    path: str = ""
     first_content: float | None = None
     last_byte: float | None = None
 
@@ -156,7 +157,9 @@ def _split(key: tuple, up: _Stream, down: _Stream) -> list[Exchange]:
     out = []
     for k, (offset, t0) in enumerate(starts):
         head_end = req_bytes.find(b"\r\n\r\n", offset)
-        ex = Exchange(conn=key, index=k, start=t0, request_id=_header(req_bytes[offset:head_end], b"x-request-id"))
+        head = req_bytes[offset:head_end]
+        path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode("latin-1")
+        ex = Exchange(conn=key, index=k, start=t0, request_id=_header(head, b"x-request-id"), path=path)
         t1 = starts[k + 1][1] if k + 1 < len(starts) else float("inf")
         # the response bytes: those the server sent after this request began and before the next
         lo = next((a for a, _, t in resp_spans if t >= t0), len(resp))

@@ -92,6 +92,7 @@ def test_requests_split_and_timed(tmp_path, nano):
     got = wire.exchanges(_capture(tmp_path, nano), PORT)
     assert [e.request_id for e in got] == ["r1", "r3", "r2"]
     assert [e.index for e in got] == [0, 0, 1]
+    assert {e.path for e in got} == {"/v1/chat/completions"}
     assert got[0].conn == got[2].conn != got[1].conn
     ttft = {e.request_id: e.wire_ttft for e in got}
     assert ttft["r1"] == pytest.approx(0.105, abs=2e-6)
