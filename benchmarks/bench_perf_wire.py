@@ -54,8 +54,8 @@ sys.path.insert(0, str(HERE / "peers"))
 sys.path.insert(0, str(HERE.parent / "src"))
 
 import wire  # noqa: E402  (benchmarks/peers/wire.py)
-from bench_perf_accuracy import (  # noqa: E402
-    IN, OUT, SNAPSHOT, TOKENIZER, VENVS, Endpoint, peer_bin, peer_env, run_child, setup as make_tokenizer)
+from bench_perf_accuracy import IN, OUT, SNAPSHOT, TOKENIZER, VENVS, Endpoint, peer_bin, run_child  # noqa: E402
+from bench_perf_accuracy import setup as make_tokenizer  # noqa: E402
 from bench_perf_replay import make_trace  # noqa: E402
 
 from assay.bench.perf.run import PerfConfig, run_perf  # noqa: E402
