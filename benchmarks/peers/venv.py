@@ -1,4 +1,4 @@
-"""Make the virtual environment of a peer tool (Phoenix, garak, PyRIT) for the side-by-side benchmarks.
+"""Make the virtual environment of a peer tool (Phoenix, garak, PyRIT, aiperf, guidellm) for the side-by-side benchmarks.
 
 Each peer gets its own venv under ``benchmarks/.venvs/<peer>/`` (git-ignored), made with the
 interpreter that runs this script and filled from PyPI with the pinned requirement below, so a
@@ -24,6 +24,8 @@ PEERS: dict[str, tuple[tuple[str, ...], str]] = {
     "phoenix": (("arize-phoenix==20.26.1",), "phoenix"),
     "garak": (("garak==0.17.1",), "garak"),
     "pyrit": (("pyrit==1.1.0",), "pyrit"),
+    "aiperf": (("aiperf==0.13.0", "tokenizers"), "aiperf"),
+    "guidellm": (("guidellm==0.8.1", "tokenizers"), "guidellm"),
 }
 
 
