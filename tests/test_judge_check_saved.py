@@ -70,13 +70,14 @@ def test_a_check_is_kept_listed_shown_and_put_beside_the_runs_that_used_its_judg
     assert g["auc"]["auc"] == 1.0 and g["auc"]["ci95_low"] is not None and g["swap"]["auc"] == 0.5
     assert g["length_matched"]["groups"] == 40 and g["agreement"] is not None and g["errors"] == 0
     assert g["verdict"] == "fails a control" and g["cases"] == 120
-    assert d["usage"]["calls"] == 120 and d["usage"]["cost_usd"] == pytest.approx(0.0144)   # 12,000 in, 1,200 out
+    # 120 cases + 60 calls for the 30 context-words pairs: 18,000 tokens in, 1,800 out at $1 / $2 per 1M
+    assert d["usage"]["calls"] == 180 and d["usage"]["cost_usd"] == pytest.approx(0.0216)
     assert re.fullmatch(r"groundedness\.jsonl@[0-9a-f]{12}", d["calibration"]["groundedness"])
     assert d["created_at"] > 0 and d["assay_version"]
 
     table = assay("judge", "show", ref[:6], "--store", db, cwd=tmp_path)
     assert table.returncode == 0 and f"judge check {ref}" in table.stdout
-    assert "fails a control" in table.stdout and "120 calls, $0.0144" in table.stdout
+    assert "fails a control" in table.stdout and "180 calls, $0.0216" in table.stdout
     listed = assay("judge", "list", "--store", db, cwd=tmp_path)
     assert listed.returncode == 0 and ref in listed.stdout and "1.000 [1.00–1.00] fails a control" in listed.stdout
     mine = json.loads(assay("judge", "list", "--judge", judge, "--json", "--store", db, cwd=tmp_path).stdout)
@@ -107,7 +108,7 @@ def test_a_check_is_kept_listed_shown_and_put_beside_the_runs_that_used_its_judg
     page = client.get(f"/runs/{run_id}").text
     section = page.split('id="judge-check"')[1].split("<h2>Metrics</h2>")[0]
     assert f'href="/judge-checks/{ref}"' in section and "fails a control" in section
-    assert "0.500 <span" in section and "(40 pairs)" in section and "120 calls · $0.0144" in section
+    assert "0.500 <span" in section and "(40 pairs)" in section and "180 calls · $0.0216" in section
     assert f"/judge-checks?judge={quote(judge)}" in section              # every check of this judge
     assert f'href="/judge-checks/{ref}"' in client.get(f"/judge-checks?judge={quote(judge)}").text
     runs = client.get("/").text
@@ -116,7 +117,7 @@ def test_a_check_is_kept_listed_shown_and_put_beside_the_runs_that_used_its_judg
     assert f'href="/judge-checks/{ref}"' in listing and "shipped sets, all" in listing
     one = client.get(f"/judge-checks/{ref}")
     assert one.status_code == 200 and d["calibration"]["groundedness"] in one.text
-    assert client.get(f"/api/judge-checks/{ref}").json()["details"]["usage"]["calls"] == 120
+    assert client.get(f"/api/judge-checks/{ref}").json()["details"]["usage"]["calls"] == 180
     assert client.get("/judge-checks/0000nope").status_code == 404
     assert client.get("/api/judge-checks/0000nope").status_code == 404
 
@@ -130,7 +131,7 @@ def test_a_check_is_kept_listed_shown_and_put_beside_the_runs_that_used_its_judg
     # judge checks cost money too: `assay bench cost --runs` counts them
     costs = json.loads(assay("bench", "cost", "--runs", "--json", "--store", db, cwd=tmp_path).stdout)["runs"]
     kept = {c["id"]: c for c in costs if c["kind"] == "judge check"}
-    assert set(kept) == {ref, ref2} and kept[ref]["input_tokens"] == 12_000
+    assert set(kept) == {ref, ref2} and kept[ref]["input_tokens"] == 18_000
     st.close()
 
 

@@ -153,8 +153,12 @@ class PerfSettings(SummaryModel):
     concurrency: list[int] | None = None
     rates: list[Num] | None = None
     sweep: dict[str, Any] | None = None
+    max_error_rate: Num | None = None           # --max-error-rate: a point failing more stops the run
     max_time: Num | None = None
+    prefix_groups: int | None = None            # --prefix-groups (with --shared-prefix)
+    lora: dict[str, Any] | None = None          # --lora / --lora-mix
     workload: str | None = None                 # the fingerprint of a non-synthetic workload (compare.workload_name)
+    sessions: dict[str, Any] | None = None      # --sessions / --turns / --think-time
     replay: dict[str, Any] | None = None        # --replay: the trace, its layout and digest, the speed
 
     def get(self, name: str) -> Any:
@@ -211,6 +215,8 @@ class PerfSummary(Summary):
     repeat: Repeat | None = None
     cost: PerfCost | None = None
     stopped: dict[str, Any] | None = None       # the run ended early: reason, message (the time limit)
+    stop_rule: dict[str, Any] | None = None     # --stop-at-saturation: the rule and the evidence
+    telemetry: dict[str, Any] | None = None     # --server-metrics: the scraped counters per point
     points: list[PerfPoint] = []
 
 
