@@ -32,10 +32,10 @@ import orjson
 
 from assay.errors import AssayError
 from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
+from assay.models.http import Secret
 from assay.models.provider_http import (
     NativeModel,
     ProviderPost,
-    Secret,
     bad_stream,
     finish_reason,
     json_event,

@@ -34,7 +34,8 @@ import orjson
 
 from assay.errors import AssayError
 from assay.models.base import Generation, Messages, ModelCallError, TokenUsage
-from assay.models.provider_http import NativeModel, ProviderPost, Secret, finish_reason, merge_turns, split_system
+from assay.models.http import Secret
+from assay.models.provider_http import NativeModel, ProviderPost, finish_reason, merge_turns, split_system
 from assay.models.sigv4 import Credentials, sign
 
 SERVICE = "bedrock"

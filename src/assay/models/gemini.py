@@ -36,10 +36,10 @@ import orjson
 
 from assay.errors import AssayError
 from assay.models.base import Generation, Messages, ModelCallError, TokenUsage, distribution_generation
+from assay.models.http import Secret
 from assay.models.provider_http import (
     NativeModel,
     ProviderPost,
-    Secret,
     bad_stream,
     finish_reason,
     json_event,

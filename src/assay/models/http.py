@@ -51,6 +51,21 @@ MAX_INTERIM = 8
 MAX_CHUNK_LINE = 4096
 
 
+class Secret:
+    """A credential that prints as ``***`` and is taken out of any text :meth:`scrub` is given."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | None):
+        self.value = value or None
+
+    def __repr__(self) -> str:
+        return "***" if self.value else "None"
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self.value, "***") if self.value and text else text
+
+
 class HTTPResponse(NamedTuple):
     status: int
     headers: dict[str, str]   # lower-case names

@@ -64,7 +64,7 @@ from assay.models.base import (
     check_texts,
     loglik_generation,
 )
-from assay.models.http import MAX_BODY, AnswerTooLarge, LeanHTTP
+from assay.models.http import MAX_BODY, AnswerTooLarge, LeanHTTP, Secret
 from assay.models.openai_wire import (
     NoPromptLogprobs,
     chat_body,
@@ -97,21 +97,6 @@ EMBED_BATCH_SIZE = 64
 # The most an embeddings answer may hold per text (the lean transport's cap is at least its
 # MAX_BODY, 16 MiB): a 8,192-dimension vector printed as JSON floats is about 180 KB.
 EMBED_ANSWER_PER_TEXT = 256 << 10
-
-
-class _Secret:
-    """Holds a credential; prints as ``***``."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str | None):
-        self.value = value or None
-
-    def __repr__(self) -> str:
-        return "***" if self.value else "None"
-
-    def scrub(self, text: str) -> str:
-        return text.replace(self.value, "***") if self.value and text else text
 
 
 class _Headers(dict):
@@ -177,7 +162,7 @@ class OpenAICompat:
         if not re.match(r"^https?://", base, re.I):
             raise AssayError(f"base URL must start with http:// or https://, got {base!r}")
         self.base_url = base
-        self._key = _Secret(api_key)
+        self._key = Secret(api_key)
         self.reasoning = is_reasoning_model(model) if reasoning is None else bool(reasoning)
         self.timeout = float(timeout)
         self.extra_body = dict(extra_body or {})

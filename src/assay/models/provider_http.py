@@ -48,21 +48,6 @@ else:  # pragma: no cover
 _OVERLOADED = ("overloaded", "overload")
 
 
-class Secret:
-    """A credential that prints as ``***`` and is taken out of any text :meth:`scrub` is given."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str | None):
-        self.value = value or None
-
-    def __repr__(self) -> str:
-        return "***" if self.value else "None"
-
-    def scrub(self, text: str) -> str:
-        return text.replace(self.value, "***") if self.value and text else text
-
-
 def google_retry_delay(payload: Any) -> float | None:
     """Seconds from a Google error body's ``RetryInfo`` detail (``"retryDelay": "37s"``), if any."""
     err = payload.get("error") if isinstance(payload, Mapping) else None

@@ -24,7 +24,7 @@ from typing import Any
 from assay.errors import AssayError
 from assay.models.base import ModelCallError
 from assay.models.gemini import GeminiModel
-from assay.models.provider_http import Secret
+from assay.models.http import Secret
 
 DEFAULT_LOCATION = "us-central1"
 TOKEN_ENVS = ("VERTEX_ACCESS_TOKEN", "GOOGLE_OAUTH_ACCESS_TOKEN")
