@@ -124,12 +124,14 @@ class _Handler(BaseHTTPRequestHandler):
         with self.owner.lock:
             self.owner.counters["waiting"] -= 1
             self.owner.counters["running"] += 1
+            # counted before the answer is sent, as a server counts what it generates: a scrape taken
+            # once the client has read the whole answer always sees it
+            self.owner.counters["generation"] += n
         try:
             self._answer(i, stream, n, usage, how, word)
         finally:
             with self.owner.lock:
                 self.owner.counters["running"] -= 1
-                self.owner.counters["generation"] += n
             if self.owner.slots is not None:
                 self.owner.slots.release()
 
