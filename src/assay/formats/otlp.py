@@ -313,17 +313,24 @@ def spans_of(request: Any, source: str = "<request>", line: int | None = None) -
 
 def decode_protobuf(data: bytes, source: str = "<request>") -> Any:
     """One ``ExportTraceServiceRequest`` from its protobuf bytes (``opentelemetry-proto``)."""
+    return _parse_export(data, "trace.v1.trace_service_pb2", "ExportTraceServiceRequest", source)
+
+
+def _parse_export(data: bytes, module: str, name: str, source: str) -> Any:
+    """The OTLP collector message ``name`` (in ``opentelemetry.proto.collector.<module>``) from its bytes."""
+    import importlib
+
     try:
         from google.protobuf.message import DecodeError
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+        cls = getattr(importlib.import_module(f"opentelemetry.proto.collector.{module}"), name)
     except ImportError:
         raise InputError("reading OTLP protobuf needs opentelemetry-proto: pip install 'assay[monitor]'",
                          source=source) from None
-    msg = ExportTraceServiceRequest()
+    msg = cls()
     try:
         msg.ParseFromString(data)
     except DecodeError as e:
-        raise InputError(f"not an OTLP protobuf ExportTraceServiceRequest ({e})", source=source) from None
+        raise InputError(f"not an OTLP protobuf {name} ({e})", source=source) from None
     return msg
 
 
@@ -397,18 +404,7 @@ def log_events_of(request: Any, source: str = "<request>") -> tuple[list[tuple[s
 
 def decode_logs_protobuf(data: bytes, source: str = "<request>") -> Any:
     """One ``ExportLogsServiceRequest`` from its protobuf bytes (``opentelemetry-proto``)."""
-    try:
-        from google.protobuf.message import DecodeError
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-    except ImportError:
-        raise InputError("reading OTLP protobuf needs opentelemetry-proto: pip install 'assay[monitor]'",
-                         source=source) from None
-    msg = ExportLogsServiceRequest()
-    try:
-        msg.ParseFromString(data)
-    except DecodeError as e:
-        raise InputError(f"not an OTLP protobuf ExportLogsServiceRequest ({e})", source=source) from None
-    return msg
+    return _parse_export(data, "logs.v1.logs_service_pb2", "ExportLogsServiceRequest", source)
 
 
 def group_traces(spans: Iterable[Span]) -> list[Trace]:
