@@ -102,17 +102,17 @@ def test_the_judge_reads_the_whole_transcript(server, tmp_path, capsys):
     assert scores == [None, 2, None, 5]
 
 
-def test_a_turn_given_alone_without_its_turn_count_is_not_applicable_with_the_reason(server, tmp_path, capsys):
-    """Rows given one turn a line (conversation_id and turn columns) cannot tell the last turn without
-    a conversation_turns column; a conversation given whole can (the reader counts its turns)."""
+def test_a_turn_given_alone_is_a_conversation_of_one_turn(server, tmp_path, capsys):
+    """Rows given one turn a line (conversation_id and turn columns) are grouped into conversations
+    (tests/metrics/test_conversation_turn_rows.py): a conversation of one row is judged on that row."""
     conv = tmp_path / "c.jsonl"
     conv.write_text(json.dumps({"conversation_id": "c1", "turn": 0, "query": "Hi", "response": "Hello"}) + "\n")
     out = tmp_path / "run"
     run(["eval", str(conv), "--metrics", "knowledge_retention", "--judge", f"{server.base_url}#fake-judge",
          "--out", str(out), "--quiet"])
     row = json.loads((out / "rows.jsonl").read_text())
-    assert row["outputs.knowledge_retention.knowledge_retention_result"] == "not_applicable"
-    assert "conversation_turns column" in row["outputs.knowledge_retention.knowledge_retention_reason"]
+    assert (row["inputs.turn"], row["inputs.turns"]) == (0, 1)
+    assert row["outputs.knowledge_retention.knowledge_retention_reason"] == "the user stated no facts"
 
 
 def test_judge_check_measures_every_conversation_judge_on_its_calibration_set(server, capsys):

@@ -26,6 +26,7 @@ from assay.formats.readers import (
     stream_source,
     top_level_rows,
 )
+from assay.formats.turn_rows import TurnIndex, TurnRows, index_turns, is_turn_row
 from assay.records import Record
 
 ON_BAD_ROW = ("fail", "skip")
@@ -73,6 +74,7 @@ class Dataset:
         self.input = data
         self.stream: Spool | None = None
         self._sources = self._resolve(data, format)
+        self._turn_indexes: dict[int, TurnIndex] = {}   # per source with turn rows: where conversations end
 
     # ------------------------------------------------------------------ sources
 
@@ -139,6 +141,7 @@ class Dataset:
         validate = Record.__pydantic_validator__.validate_python
         mapping = self.mapping
         seen = self.columns_seen
+        turns = self._turn_rows(src, norm)
         n = 0
         for pos, row in src.rows():
             n += 1
@@ -166,14 +169,28 @@ class Dataset:
                 field, message = translate(e, norm.origin)
                 self._bad(src, pos, field, message)
                 continue
-            if fields.__class__ is dict:
+            if fields.__class__ is not dict:
+                yield from records
+            elif is_turn_row(record):   # one turn of a conversation given a turn a line
+                yield from turns.take(pos, record)
+            else:
                 if record.id is None:
                     record.id = str(index)  # stable across re-runs of the same file
                 yield record
-            else:
-                yield from records
+        yield from turns.finish()
         if n == 0:
             raise src.empty_error()
+
+    def _turn_rows(self, src: Source, norm: Normalizer) -> TurnRows:
+        """The grouping of ``src``'s turn rows into conversations (:mod:`.turn_rows`); the pass
+        that finds where each conversation ends is made at the first turn row, once per dataset."""
+        def index() -> TurnIndex:
+            got = self._turn_indexes.get(id(src))
+            if got is None:
+                got = self._turn_indexes[id(src)] = index_turns(src, self.mapping, norm.table)
+            return got
+
+        return TurnRows(src, lambda pos, field, message: self._bad(src, pos, field, message), index)
 
     @property
     def summaries(self) -> list[Any]:

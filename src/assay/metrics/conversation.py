@@ -18,8 +18,9 @@ steps included), its ``query`` and its ``response``. A conversation row (Azure's
 last turn's record holds the whole transcript: a conversation-level metric scores that turn
 once and is not applicable on the others. The last turn is the one whose ``turn`` is the
 record's ``turns`` less one (the reader counts a conversation's turns; rows given one turn a line
-with ``conversation_id`` and ``turn`` columns need a ``conversation_turns`` column instead); a
-row that is not a turn of a conversation (a flat row with ``history``) is scored as it is. The
+with ``conversation_id`` and ``turn`` columns are grouped into conversations the same way:
+:mod:`assay.formats.turn_rows`); a row that is not a turn of a conversation (a flat row with
+``history``) is scored as it is. The
 per-turn metrics and these sit side by side in a run: a conversation's turn-level figure is the
 mean of its turns, its conversation-level figure the one judgment of its transcript.
 """
