@@ -11,8 +11,9 @@ shape from its keys: an Azure AI Evaluation conversation (:mod:`.azure`), an MLf
 trace v2/v3 JSON (:mod:`.mlflow_trace`) or an agent row (:mod:`.agent`: message lists,
 Responses API items), each a shape adapter; any other row is read
 column by column, in the canonical names, the Azure AI Evaluation data format's names
-or the Databricks Agent Evaluation input schema's (:mod:`.databricks`). Field
-converters and field errors are in :mod:`.fields`.
+or the Databricks Agent Evaluation input schema's (:mod:`.databricks`). Flat rows that are
+turns of a conversation given one turn a line (``conversation_id`` and ``turn``) are grouped into
+their conversations (:mod:`.turn_rows`). Field converters and field errors are in :mod:`.fields`.
 """
 
 from assay.formats.dataset import Dataset, open_dataset

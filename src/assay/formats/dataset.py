@@ -57,6 +57,10 @@ class Dataset:
 
     A mapping to a column that no row read has is reported by :meth:`check_mapping`.
 
+    Rows given one turn a line (``conversation_id`` and ``turn``) come out grouped into their
+    conversations, each as soon as its last row is read (:mod:`.turn_rows`: the source is gone
+    through once more, at the first such row, to find where each conversation ends).
+
     With ``on_bad_row="fail"`` the first bad row raises its :class:`InputError`; with
     ``"skip"`` it is recorded and reading goes on. A source with no rows at all raises in
     both modes.
