@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.formats.fields import FieldError
-from assay.formats.normalize import SHAPES, ColumnMapping
+from assay.formats.normalize import ColumnMapping
 from assay.formats.readers import Source
 from assay.records import Message, Record
 
@@ -70,24 +70,30 @@ class TurnIndex:
     base: int = 0
 
 
-def _field_value(row: Mapping[str, Any], table: Mapping[str, tuple[Any, ...]], name: str) -> Any:
-    """The value the normaliser reads for canonical field ``name`` from ``row`` (None when no
+def _id_and_turn(row: Mapping[str, Any], table: Mapping[str, tuple[Any, ...]]) -> tuple[Any, Any]:
+    """The conversation id and the turn the normaliser reads from ``row`` (None for either when no
     column gives it or its value cannot be read: the reading proper reports that)."""
-    best, prio = None, -1
+    got: dict[str, tuple[int, Any]] = {}
     for key, value in row.items():
         h = table.get(key)
-        if h is None or h[0] != name or value is None or h[1] <= prio:
+        if h is None or value is None or (h[0] != "conversation_id" and h[0] != "turn"):
+            continue
+        if h[0] in got and got[h[0]][0] >= h[1]:
             continue
         try:
-            best, prio = h[2](value, key), h[1]
+            got[h[0]] = (h[1], h[2](value, key))
         except FieldError:
-            return None
-    return best
+            got[h[0]] = (h[1], None)
+    return got.get("conversation_id", (0, None))[1], got.get("turn", (0, None))[1]
 
 
 def index_turns(src: Source, mapping: ColumnMapping | None, table: Mapping[str, tuple[Any, ...]]) -> TurnIndex:
     """Go once through ``src`` (a copy of it, so a reading in progress is left as it is) and note
-    where each conversation given a turn a line ends."""
+    where each conversation given a turn a line ends.
+
+    A whole-row shape (an Azure conversation with a ``turn`` column, say) is not told apart here:
+    its position, noted for nothing, costs nothing, and were it noted as a conversation's last
+    row, that conversation would be given out at the end of the source instead."""
     index = TurnIndex()
     zero = one = False
     for pos, row in copy.copy(src).rows():
@@ -95,10 +101,7 @@ def index_turns(src: Source, mapping: ColumnMapping | None, table: Mapping[str, 
             continue
         if mapping is not None:
             row = mapping.apply(row)
-        if any(shape.matches(row) for shape in SHAPES):
-            continue
-        cid = _field_value(row, table, "conversation_id")
-        turn = _field_value(row, table, "turn")
+        cid, turn = _id_and_turn(row, table)
         if cid is None or turn is None:
             continue
         index.last[cid] = pos
