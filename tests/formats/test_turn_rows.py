@@ -183,3 +183,18 @@ def test_whole_conversations_and_turn_rows_in_one_file(tmp_path):
                                                   {"role": "assistant", "content": "hello"}]}
     recs = list(open_dataset(jsonl(tmp_path / "t.jsonl", [whole, turn("t", 1), turn("t", 0)])))
     assert [(r.id, r.turn, r.turns) for r in recs] == [("w#0", 0, 1), ("t#0", 0, 2), ("t#1", 1, 2)]
+
+
+def test_a_dataframe_of_turn_rows():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame([turn("c", 1), turn("c", 0), turn("d", 0)])
+    recs = list(open_dataset(df))
+    assert [(r.id, r.turn, r.turns) for r in recs] == [("c#0", 0, 2), ("c#1", 1, 2), ("d#0", 0, 1)]
+    assert transcript(recs[1]) == [("user", "c asks 0"), ("assistant", "c answers 0")]
+
+
+def test_a_conversation_split_across_two_files_of_a_folder_is_caught(tmp_path):
+    jsonl(tmp_path / "a.jsonl", [turn("c", 0), turn("c", 1)])
+    jsonl(tmp_path / "b.jsonl", [turn("c", 2)])
+    e = error(tmp_path)
+    assert (e.source, e.line) == (str(tmp_path / "b.jsonl"), 1) and "conversation 'c' has no turn 0" in e.detail

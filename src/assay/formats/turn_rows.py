@@ -30,7 +30,8 @@ is then given out as soon as its last row is read; only the records of conversat
 not yet ended are held. Rows of one conversation need not be next to each other: a file whose
 conversations are contiguous holds one conversation at a time, a file whose conversations are
 interleaved (turns in time order across many sessions) holds the turns of every conversation
-still open. Records come out in the order their conversations end. The index is kept with
+still open. Records come out in the order their conversations end; each source (each file of a folder) is
+grouped on its own. The index is kept with
 the :class:`~assay.formats.dataset.Dataset`, so reading the data again (a run reads it twice)
 does not make the extra pass again.
 """
