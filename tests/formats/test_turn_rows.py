@@ -198,3 +198,14 @@ def test_a_conversation_split_across_two_files_of_a_folder_is_caught(tmp_path):
     jsonl(tmp_path / "b.jsonl", [turn("c", 2)])
     e = error(tmp_path)
     assert (e.source, e.line) == (str(tmp_path / "b.jsonl"), 1) and "conversation 'c' has no turn 0" in e.detail
+
+
+def test_a_conversation_reported_at_the_end_of_a_json_array_names_its_line(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps([turn("c", 0), turn("c", 1, a=True)], indent=1), encoding="utf-8")
+    ds = open_dataset(p, on_bad_row="skip")
+    assert list(ds) == []
+    lines = p.read_text().splitlines()
+    second = lines.index(" {", 2) + 1
+    assert [(b.line, b.field) for b in ds.bad_rows] == [(second, "response"), (2, None)]
+    assert ds.bad_rows[1].detail == "conversation 'c' has 2 rows, 1 of which could not be read: it is not judged without it"

@@ -64,10 +64,11 @@ def is_turn_row(record: Record) -> bool:
 
 @dataclass
 class TurnIndex:
-    """What the pass over the whole source found: the position of each conversation's last row
-    (``last``) and whether the file numbers its turns from 0 or from 1 (``base``)."""
+    """What the pass over the whole source found: per conversation the position of its last row
+    and its number of rows (``last``), and whether the file numbers its turns from 0 or from 1
+    (``base``)."""
 
-    last: dict[str, int] = field(default_factory=dict)
+    last: dict[str, tuple[int, int]] = field(default_factory=dict)
     base: int = 0
 
 
@@ -105,7 +106,7 @@ def index_turns(src: Source, mapping: ColumnMapping | None, table: Mapping[str, 
         cid, turn = _id_and_turn(row, table)
         if cid is None or turn is None:
             continue
-        index.last[cid] = pos
+        index.last[cid] = (pos, index.last.get(cid, (0, 0))[1] + 1)
         zero, one = zero or turn == 0, one or turn == 1
     index.base = 1 if one and not zero else 0
     return index
@@ -162,7 +163,7 @@ class TurnRows:
         assert cid is not None
         rows = self.open.setdefault(cid, [])
         rows.append((pos, record))
-        if self.index.last.get(cid) == pos:
+        if self.index.last.get(cid, (None,))[0] == pos:
             del self.open[cid]
             yield from self._conversation(cid, rows)
 
@@ -203,6 +204,12 @@ class TurnRows:
                 return pos, "turn", (f"conversation {cid!r} has no turn {expected} (its rows give turns {given}; "
                                      f"the turns of a conversation are numbered from {base} without gaps)")
             expected += 1
+        given = self.index.last.get(cid, (0, 0))[1]
+        if given > len(rows):
+            lost = given - len(rows)
+            return rows[0][0], None, (f"conversation {cid!r} has {given} rows, {lost} of which could not be read: "
+                                      "it is not judged without "
+                                      f"{'it' if lost == 1 else 'them'}")
         for pos, rec in rows:
             n = _declared_turns(rec)
             if n is not None and n != len(rows):
