@@ -23,17 +23,17 @@ conversation's rows back together, so its records are those a whole conversation
   turn that has none (``goal_met`` and the dashboard read it on the last turn).
 
 **Reading, and memory.** Where a conversation ends is known only when the file has been seen,
-so the first turn row makes the reader go once through the source on its own (the rows
-parsed, only ids and indexes kept: :class:`TurnIndex` holds the position of each
-conversation's last row, a few dozen bytes per conversation) before it goes on. A conversation
-is then given out as soon as its last row is read; only the records of conversations begun and
-not yet ended are held. Rows of one conversation need not be next to each other: a file whose
-conversations are contiguous holds one conversation at a time, a file whose conversations are
-interleaved (turns in time order across many sessions) holds the turns of every conversation
-still open. Records come out in the order their conversations end; each source (each file of a folder) is
-grouped on its own. The index is kept with
-the :class:`~assay.formats.dataset.Dataset`, so reading the data again (a run reads it twice)
-does not make the extra pass again.
+so the first turn row makes the reader go once through the source on its own (the rows parsed,
+only ids and indexes kept: :class:`TurnIndex` holds the position of each conversation's last row
+and its number of rows, a few dozen bytes per conversation) before it goes on. A conversation is
+then given out as soon as its last row is read (one with a row that could not be read is
+reported, never judged shorter); only the records of conversations begun and not yet ended are
+held. Rows of one conversation need not be next to each other: a file whose conversations are
+contiguous holds one conversation at a time, a file whose conversations are interleaved (turns in
+time order across many sessions) holds the turns of every conversation still open. Records come
+out in the order their conversations end; each source (each file of a folder) is grouped on its
+own. The index is kept with the :class:`~assay.formats.dataset.Dataset`, so reading the data
+again (a run reads it twice) does not make the extra pass again.
 """
 
 from __future__ import annotations
