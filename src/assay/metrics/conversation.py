@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from assay.formats.turn_rows import TURNS_COLUMN
 from assay.judges import Judge, run_judge
 from assay.metrics.base import EvalContext, Score, group
 from assay.metrics.judged import register_judge
@@ -37,7 +38,6 @@ from assay.records import Message
 
 __all__ = ["CONVERSATION_METRICS", "JUDGES", "TURNS_COLUMN", "goal_parts", "is_last_turn", "transcript_messages"]
 
-TURNS_COLUMN = "conversation_turns"
 ROW_FIELDS = ("query", "history", "conversation_id", "turn", "turns", "extra")
 NOT_LAST = "a conversation-level metric: scored once per conversation, on its last turn"
 NO_TURNS = ("a conversation-level metric scores a conversation once, on its last turn: a row given as one turn "
