@@ -71,7 +71,8 @@ def v1(query: str, answer: str, context: str) -> float:
 def typed(query: str, answer: str, context: str) -> float:
     from assay.judges.typed import typed_support
 
-    return typed_support(query, answer, [context])[0]
+    share = typed_support(query, answer, [context]).share
+    return 1.0 if share is None else share
 
 
 def fit_cut(score: Callable[[str, str, str], float], sets: Sequence[list[dict[str, Any]]]) -> float:

@@ -86,7 +86,7 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("groundedness", "groundedness.jsonl", "response", "contexts",
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
                    "answers the context supports against answers with an unsupported claim, same context",
-                   "context swap", controls=("context_words",)),
+                   "context swap", controls=("context_words", "context_words_held")),
     CalibrationSet("relevance", "relevance.jsonl", "response", "query", ("relevance", "relevance_to_query"),
                    "answers to the question against on-topic answers that do not answer it", "question swap"),
     CalibrationSet("similarity", "similarity.jsonl", "response", "ground_truth", ("similarity", "correctness"),
@@ -115,13 +115,18 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
 #: Pairs a check scores beside a set, each a figure of its own (``controls`` in the report): cases
 #: the set's pairs do not test. ``context_words``: the wrong answer is made of the context's own
 #: words (another fact of the same context, or two of its facts recombined) and does not answer
-#: the question, so only a scorer that reads the question can tell it from the right one. Nothing
-#: was fitted on them (every pair is held out).
+#: the question, so only a scorer that reads the question can tell it from the right one. No
+#: calibration was fitted on them; the support scorer v2 was designed on ``context_words`` (w01–w30)
+#: and measured on ``context_words_held`` (w31–w60, written before it).
 CONTROL_SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("context_words", "groundedness_context_words.jsonl", "response", None,
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
                    "right answers against wrong ones made of the context's own words (another fact of the "
                    "same context)", fitted=False, version="1"),
+    CalibrationSet("context_words_held", "groundedness_context_words_held.jsonl", "response", None,
+                   ("groundedness", "databricks_groundedness", "groundedness_pro"),
+                   "the same kind of pairs, written after the support scorer v2 was designed on the first 30",
+                   fitted=False, version="1"),
 )}
 
 

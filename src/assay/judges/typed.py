@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from assay.judges.support import Term, split_sentences, terms
+from assay.judges.support import Support, Term, split_sentences, support, terms
 
-__all__ = ["QuestionCheck", "check_answer", "question_type"]
+__all__ = ["QuestionCheck", "TypedSupport", "check_answer", "question_type", "typed_support"]
 
 MONTHS = frozenset("january february march april may june july august september october november december "
                    "jan feb mar apr jun jul aug sep sept oct nov dec".split())
@@ -153,6 +153,7 @@ class _Seq:
 
     toks: list[Term]
     prev_word: list[str]
+    positions: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _seq(text: str) -> _Seq:
@@ -236,6 +237,14 @@ def _same(a: str, b: str) -> bool:
 RIGHT_FACTOR = 3    # a question word after the candidate counts as this many times farther
 
 
+def _positions(ctx: _Seq, key: str) -> list[int]:
+    """Where the context holds ``key`` (as :func:`_same` matches it); cached on the sequence."""
+    cache = ctx.positions
+    if key not in cache:
+        cache[key] = [j for j, t in enumerate(ctx.toks) if _same(t.key, key)]
+    return cache[key]
+
+
 def _closeness(ctx: _Seq, sent_of: list[int], i: int, qkeys: set[str]) -> float:
     """How near position ``i`` of the context the question's terms are: the sum over the question's
     terms of 1 / (1 + the distance to their nearest occurrence), where a term after ``i`` counts
@@ -244,8 +253,8 @@ def _closeness(ctx: _Seq, sent_of: list[int], i: int, qkeys: set[str]) -> float:
     total = 0.0
     for q in qkeys:
         best = None
-        for j, t in enumerate(ctx.toks):
-            if j == i or not _same(t.key, q):
+        for j in _positions(ctx, q):
+            if j == i:
                 continue
             d = (i - j) if j < i else RIGHT_FACTOR * (j - i)
             d += 20 if sent_of[j] != sent_of[i] else 0
@@ -315,14 +324,20 @@ MISMATCH_FACTOR = 0.5      # the answer gives nothing of what the question asks:
 DISPLACED_FACTOR = 0.99    # another candidate sits nearer the question's words: ranked lower only
 
 
-def typed_support(question: str, answer: str, contexts: Sequence[str]) -> tuple[float, QuestionCheck, object]:
-    """The typed support score of ``answer``: the support share (no content word: 1.0) times
-    MISMATCH_FACTOR on a mismatch and DISPLACED_FACTOR when displaced; with the check and v1's
-    :class:`~assay.judges.support.Support`."""
-    from assay.judges.support import support
+@dataclass
+class TypedSupport:
+    """What :func:`typed_support` found: ``share`` (None when the response has no content word),
+    the question ``check`` and v1's :class:`~assay.judges.support.Support`."""
 
+    share: float | None
+    check: QuestionCheck
+    support: Support
+
+
+def typed_support(question: str, answer: str, contexts: Sequence[str]) -> TypedSupport:
+    """The typed support of ``answer``: the support share times MISMATCH_FACTOR on a mismatch and
+    DISPLACED_FACTOR when displaced (the support scorer v2)."""
     found = support(answer, contexts)
-    share = 1.0 if found.share is None else found.share
     check = check_answer(question, answer, contexts)
     factor = {"mismatch": MISMATCH_FACTOR, "displaced": DISPLACED_FACTOR}.get(check.verdict, 1.0)
-    return share * factor, check, found
+    return TypedSupport(None if found.share is None else found.share * factor, check, found)
