@@ -18,7 +18,8 @@ supported; an answer that gives another fact of the context than the one asked (
 names the singer and her nationality, the question asks the nationality, the answer gives the
 name) is scored fully supported: on 30 such pairs written for it
 (``calibration/groundedness_context_words.jsonl``, the ``context_words`` control of ``assay judge
-check``) its AUC is 0.50, chance; a correct paraphrase in other words is scored as unsupported;
+check``) its AUC is 0.50, chance (the support scorer v2 reads the question's type on top of this
+share: :mod:`assay.judges.typed`); a correct paraphrase in other words is scored as unsupported;
 negation is ignored.
 Its measured figures (HaluEval QA, with the context-swap and length-matched controls) are in
 ``benchmarks/RESULTS.md`` and in every score's properties.
