@@ -9,9 +9,10 @@ scorer's design and its cut were chosen on them); questions 101–250 are **held
 are given for both and for all 250. The shipped calibration set
 (``assay/judges/calibration/groundedness.jsonl``: 40 pairs written for assay, every pair within
 two words; odd groups fit, even held out) is measured the same way, and so are the control sets of
-wrong answers made of the context's own words (``groundedness_context_words.jsonl``, 30 pairs the
-support scorer v2 was designed on, and ``groundedness_context_words_held.jsonl``, 30 pairs written
-after it: its held-out figure; ``bench_typed_support.py`` compares v2 with v1 on all three).
+wrong answers made of the context's own words (``groundedness_context_words_held.jsonl``, 30 pairs
+written after the support scorer v2 was designed, its held-out figure and the ``context_words``
+control of ``assay judge check``; ``groundedness_context_words.jsonl``, the 30 pairs it was designed
+on; ``bench_typed_support.py`` compares v2 with v1 on all three).
 
 For each scorer and metric: ROC AUC of good vs bad with a 95% bootstrap interval (resampling
 questions), agreement at the metric's threshold, the context-swap AUC, the length-matched AUC
@@ -48,7 +49,7 @@ FIT_QUESTIONS = 100
 CARD = ROOT / "src" / "assay" / "judges" / "calibration" / "scorers.json"
 SUPPORT_METRICS = ("groundedness", "databricks_groundedness")
 #: what the support scorer v2 did with each control set (benchmarks/typed_support_rule.md)
-CONTROL_FIT = {"context_words": "v2 was designed on them: fit rows", "context_words_held": "held out, none fitted"}
+CONTROL_FIT = {"context_words": "held out, none fitted", "context_words_fit": "v2 was designed on them: fit rows"}
 
 
 def halueval_rows(path: Path) -> list[dict[str, Any]]:
@@ -207,8 +208,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
             if m in cset.metrics:
                 report["controls"] += [{**f, "control": name, "scorer": f"embedded support scorer ({name})"}
                                        for f in await measure_one("embedded support scorer", None, m, cases, ["all"], 1)]
-    print_table("The support scorer on the control sets (context_words: v2's design rows; context_words_held: "
-                "held out): wrong answers made of the "
+    print_table("The support scorer on the control sets (context_words: held out; context_words_fit: v2's "
+                "design rows): wrong answers made of the "
                 "context's own words", report["controls"])
 
     if args.llm:

@@ -1,7 +1,7 @@
 """The context-words controls of ``assay judge check`` (issue 32, item 6): wrong answers made of the
 context's own words. The embedded support scorer v1 was at chance on them; v2 reads the question's
-type and separates them (held-out figures in its card); a judge that reads the question separates
-them; the pairs are what they claim to be."""
+type and separates the held-out pairs the check scores (its card says so); a judge that reads the
+question separates them; the pairs are what they claim to be."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ def _pairs(name: str) -> list[dict[str, Any]]:
 PAIRS = _pairs("context_words")
 
 
-@pytest.mark.parametrize("name", ["context_words", "context_words_held"])
+@pytest.mark.parametrize("name", ["context_words", "context_words_fit"])
 def test_the_pairs_are_wrong_answers_in_the_contexts_own_words(name: str) -> None:
     pairs = _pairs(name)
-    assert len(pairs) == 30 and SETS["groundedness"].controls == ("context_words", "context_words_held")
+    assert len(pairs) == 30 and SETS["groundedness"].controls == ("context_words",)
     for p in pairs:
         assert abs(words(p["good"]) - words(p["bad"])) <= MAX_WORD_GAP, p["group"]
         assert p["good"] != p["bad"]
@@ -38,20 +38,21 @@ def test_the_pairs_are_wrong_answers_in_the_contexts_own_words(name: str) -> Non
         assert not missing, (p["group"], missing)      # every content word of the wrong answer is the context's
 
 
-def test_the_support_scorer_v2_separates_them_and_its_card_says_so(monkeypatch: Any) -> None:
+def test_the_check_shows_the_support_scorer_v2_on_held_out_pairs_as_its_card_does(monkeypatch: Any) -> None:
     monkeypatch.setenv("ASSAY_CACHE", "off")
+    fit = {p["group"] for p in _pairs("context_words_fit")}
+    assert fit and not fit & {p["group"] for p in PAIRS}       # the check's pairs are not the design pairs
     report = asyncio.run(check_judge(None, ["groundedness"]))["groundedness"]
+    cw = report["controls"]["context_words"]
+    assert cw["pairs"] == 30 and cw["errors"] == 0
+    assert cw["auc"]["auc"] > 0.75 and cw["agreement"] > 0.6          # v1: 0.50 and 0.50
+    assert report["auc"]["auc"] > 0.8                                 # the main set still separates
     card = SCORERS["groundedness"].fidelity("groundedness")
-    for name in ("context_words", "context_words_held"):
-        cw = report["controls"][name]
-        assert cw["pairs"] == 30 and cw["errors"] == 0
-        assert cw["auc"]["auc"] > 0.75 and cw["agreement"] > 0.6     # v1: 0.50 and 0.50
-        assert card[name]["auc"] == pytest.approx(round(cw["auc"]["auc"], 3))
-        assert card[name]["agreement"] == pytest.approx(round(cw["agreement"], 3))
-    assert report["auc"]["auc"] > 0.8                       # the main set still separates
-    held = card["context_words_held"]
-    assert (f"wrong answers in the context's own words: AUC {held['auc']:.2f}, agreement {held['agreement']:.2f} "
-            "(held out)") in fidelity_line(card)
+    assert card["context_words"]["auc"] == pytest.approx(round(cw["auc"]["auc"], 3))
+    assert card["context_words"]["agreement"] == pytest.approx(round(cw["agreement"], 3))
+    assert "held out" in card["context_words"]["data"] and card["context_words_fit"]["auc"] > 0.75
+    assert (f"wrong answers in the context's own words: AUC {card['context_words']['auc']:.2f}, "
+            f"agreement {card['context_words']['agreement']:.2f}") in fidelity_line(card)
 
 
 def _norm(text: str) -> str:

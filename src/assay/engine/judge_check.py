@@ -86,7 +86,7 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
     CalibrationSet("groundedness", "groundedness.jsonl", "response", "contexts",
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
                    "answers the context supports against answers with an unsupported claim, same context",
-                   "context swap", controls=("context_words", "context_words_held")),
+                   "context swap", controls=("context_words",)),
     CalibrationSet("relevance", "relevance.jsonl", "response", "query", ("relevance", "relevance_to_query"),
                    "answers to the question against on-topic answers that do not answer it", "question swap"),
     CalibrationSet("similarity", "similarity.jsonl", "response", "ground_truth", ("similarity", "correctness"),
@@ -116,16 +116,16 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
 #: the set's pairs do not test. ``context_words``: the wrong answer is made of the context's own
 #: words (another fact of the same context, or two of its facts recombined) and does not answer
 #: the question, so only a scorer that reads the question can tell it from the right one. No
-#: calibration was fitted on them; the support scorer v2 was designed on ``context_words`` (w01–w30)
-#: and measured on ``context_words_held`` (w31–w60, written before it).
+#: calibration was fitted on them; they were written after the support scorer v2's question check
+#: was designed on ``context_words_fit`` (its design pairs, measured by the benchmark, not by a check).
 CONTROL_SETS: dict[str, CalibrationSet] = {s.name: s for s in (
-    CalibrationSet("context_words", "groundedness_context_words.jsonl", "response", None,
+    CalibrationSet("context_words", "groundedness_context_words_held.jsonl", "response", None,
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
                    "right answers against wrong ones made of the context's own words (another fact of the "
                    "same context)", fitted=False, version="1"),
-    CalibrationSet("context_words_held", "groundedness_context_words_held.jsonl", "response", None,
+    CalibrationSet("context_words_fit", "groundedness_context_words.jsonl", "response", None,
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
-                   "the same kind of pairs, written after the support scorer v2 was designed on the first 30",
+                   "the same kind of pairs: the 30 the support scorer v2's question check was designed on",
                    fitted=False, version="1"),
 )}
 

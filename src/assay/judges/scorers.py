@@ -108,7 +108,7 @@ def fidelity_line(fig: Mapping[str, Any]) -> str:
     """One line of a scorer's measured figures: ``AUC 0.95 [0.93–0.97], context swap 0.97,
     length-matched 0.94 (HaluEval QA, held-out)``, and where measured the AUC on wrong answers
     made of the context's own words (``; wrong answers in the context's own words: AUC 0.82,
-    agreement 0.65 (held out)``; ``(chance)`` when near 0.5)."""
+    agreement 0.65``; ``(chance)`` when near 0.5)."""
     if not fig:
         return "not measured"
     parts = []
@@ -121,13 +121,11 @@ def fidelity_line(fig: Mapping[str, Any]) -> str:
         if fig.get(key) is not None:
             parts.append(f"{label} {fig[key]:.2f}")
     where = f" ({fig['data']})" if fig.get("data") else ""
-    # a case the figures above do not test (engine/judge_check.py CONTROL_SETS): the held-out pairs
-    # where measured, else the first set
-    cw = fig.get("context_words_held") or fig.get("context_words") or {}
-    if cw.get("auc") is not None:
+    cw = fig.get("context_words") or {}
+    if cw.get("auc") is not None:   # a case the figures above do not test (engine/judge_check.py CONTROL_SETS)
         where += (f"; wrong answers in the context's own words: AUC {cw['auc']:.2f}"
                   + (" (chance)" if abs(cw["auc"] - 0.5) < 0.05 else "")
-                  + (f", agreement {cw['agreement']:.2f} (held out)" if fig.get("context_words_held") else ""))
+                  + (f", agreement {cw['agreement']:.2f}" if cw.get("agreement") is not None else ""))
     return ", ".join(parts) + where
 
 
