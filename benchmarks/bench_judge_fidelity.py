@@ -8,9 +8,11 @@ answer *bad*, and the right answer paired with the next question's knowledge is 
 scorer's design and its cut were chosen on them); questions 101–250 are **held out**; figures
 are given for both and for all 250. The shipped calibration set
 (``assay/judges/calibration/groundedness.jsonl``: 40 pairs written for assay, every pair within
-two words; odd groups fit, even held out) is measured the same way, and so is the control set of wrong answers made of the context's own
-words (``groundedness_context_words.jsonl``, 30 pairs, none fitted: the support scorer cannot
-tell them from right answers, and the card says so).
+two words; odd groups fit, even held out) is measured the same way, and so are the control sets of
+wrong answers made of the context's own words (``groundedness_context_words_held.jsonl``, 30 pairs
+written after the support scorer v2 was designed, its held-out figure and the ``context_words``
+control of ``assay judge check``; ``groundedness_context_words.jsonl``, the 30 pairs it was designed
+on; ``bench_typed_support.py`` compares v2 with v1 on all three).
 
 For each scorer and metric: ROC AUC of good vs bad with a 95% bootstrap interval (resampling
 questions), agreement at the metric's threshold, the context-swap AUC, the length-matched AUC
@@ -46,6 +48,8 @@ CANDIDATES = [ROOT.parent / "shared" / "data" / "halueval-qa" / "dev.jsonl",
 FIT_QUESTIONS = 100
 CARD = ROOT / "src" / "assay" / "judges" / "calibration" / "scorers.json"
 SUPPORT_METRICS = ("groundedness", "databricks_groundedness")
+#: what the support scorer v2 did with each control set (benchmarks/typed_support_rule.md)
+CONTROL_FIT = {"context_words": "held out, none fitted", "context_words_fit": "v2 was designed on them: fit rows"}
 
 
 def halueval_rows(path: Path) -> list[dict[str, Any]]:
@@ -137,12 +141,14 @@ async def fit_cosines(key: str, cases: list[Any]) -> dict[str, Any]:
 
 def fit_support_cut(*case_sets: list[Any]) -> dict[str, Any]:
     """The support scorer's cut: of 0.50, 0.55 ... 1.00, the one with the best mean agreement
-    (good at or above the cut, bad below) over the fit split of each set; put in its card."""
+    (good at or above the cut, bad below) of its score (v2: the typed support) over the fit split
+    of each set; put in its card."""
     from assay.judges.scorers import card
-    from assay.judges.support import support
+    from assay.judges.typed import typed_support
 
     def share(c: Any) -> float:
-        got = support(c.record.response or "", [d.content or "" for d in c.record.contexts or []]).share
+        r = c.record
+        got = typed_support(r.query or "", r.response or "", [d.content or "" for d in r.contexts or []]).share
         return 1.0 if got is None else got
 
     scored = [[(share(c), c.kind == "good") for c in cases if c.split == "fit" and c.kind in ("good", "bad")]
@@ -200,9 +206,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
         cases = load_cases(cset)[0]
         for m in SUPPORT_METRICS:
             if m in cset.metrics:
-                report["controls"] += [{**f, "control": name}
+                report["controls"] += [{**f, "control": name, "scorer": f"embedded support scorer ({name})"}
                                        for f in await measure_one("embedded support scorer", None, m, cases, ["all"], 1)]
-    print_table("The support scorer on the control sets (every pair held out): wrong answers made of the "
+    print_table("The support scorer on the control sets (context_words: held out; context_words_fit: v2's "
+                "design rows): wrong answers made of the "
                 "context's own words", report["controls"])
 
     if args.llm:
@@ -232,7 +239,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
         cards = json.loads(CARD.read_text(encoding="utf-8"))
         for key, cal in report["calibrations"].items():
             cards[key]["calibration"].update(cal)
-        for key in cards:
+        for key in report["calibrations"]:       # only the cards measured here (not the safety classifier's)
             cards[key]["measured"] = {}
         for f in report["halueval"]:
             if f["split"] == "held":
@@ -252,8 +259,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:  # noqa: C901
         for f in report["controls"]:
             cset = CONTROL_SETS[f["control"]]
             cards["support"]["measured"][f["metric"]][f["control"]] = {
-                "data": f"calibration/{cset.file}, {f['auc']['groups']} pairs (none fitted)",
-                "about": "right answers against wrong ones made of the context's own words",
+                "data": f"calibration/{cset.file}, {f['auc']['groups']} pairs ({CONTROL_FIT[f['control']]})",
+                "about": cset.about,
                 "auc": round(f["auc"]["auc"], 3),
                 "auc_ci95": [round(f["auc"]["ci95_low"], 3), round(f["auc"]["ci95_high"], 3)],
                 "agreement": round(f["agreement"], 3)}

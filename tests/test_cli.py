@@ -114,7 +114,7 @@ def test_without_a_judge_only_measured_scorers_score_and_the_rest_is_skipped_onc
     p = subprocess.run([sys.executable, "-m", "assay.cli", "eval", f, "--metrics", "groundedness,fluency,coherence",
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env_free, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "embedded support scorer v1" in p.stdout and "measured AUC 0.9" in p.stdout
+    assert "embedded support scorer v2" in p.stdout and "measured AUC 0.9" in p.stdout
     needs = "needs a judge: --judge openai:MODEL | http://HOST/v1#MODEL | local:/path.gguf"
     assert p.stdout.count("needs a judge: --judge") == 1 and "fluency, coherence" in p.stdout
     assert "smoke-test" not in p.stdout and "gemma" not in p.stdout

@@ -169,7 +169,7 @@ def test_show_says_who_scored_each_column_and_how_to_check_an_unchecked_judge(fa
     assert ev.returncode == 0, ev.stderr
     show = assay("show", "nojudge", "--store", db, cwd=tmp_path)
     assert show.returncode == 0, show.stderr
-    assert "groundedness: embedded support scorer v1 (no judge model); measured AUC 0.95 [0.93–0.97]" in show.stdout
+    assert "groundedness: embedded support scorer v2 (no judge model); measured AUC 0.95 [0.93–0.97]" in show.stdout
     assert f"skipped on every row, {NEEDS}: fluency" in show.stdout
     assert "has not been checked" not in show.stdout      # the embedded scorers' figures ship with them
     # once the embedded scorers are checked in this store, that check is shown too

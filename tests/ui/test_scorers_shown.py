@@ -21,7 +21,7 @@ def test_run_page_lists_the_scorers_with_their_figures_and_the_skipped_metrics(t
     res = assay.evaluate(ROWS, metrics=["groundedness", "fluency"], store=st, workers=1)
     html = TestClient(create_app(st), base_url="http://127.0.0.1").get(f"/runs/{res.run['run_id']}").text
     facts = html.split("scored by")[1]
-    assert "groundedness</span>: embedded support scorer v1, AUC 0.95" in facts
+    assert "groundedness</span>: embedded support scorer v2, AUC 0.95" in facts
     assert "measured AUC 0.95 [0.93–0.97], context swap control 0.97" in facts
     assert "fluency</span>: needs a judge" in facts and "skipped on every row: needs a judge: --judge" in facts
     st.close()

@@ -115,13 +115,18 @@ SETS: dict[str, CalibrationSet] = {s.name: s for s in (
 #: Pairs a check scores beside a set, each a figure of its own (``controls`` in the report): cases
 #: the set's pairs do not test. ``context_words``: the wrong answer is made of the context's own
 #: words (another fact of the same context, or two of its facts recombined) and does not answer
-#: the question, so only a scorer that reads the question can tell it from the right one. Nothing
-#: was fitted on them (every pair is held out).
+#: the question, so only a scorer that reads the question can tell it from the right one. No
+#: calibration was fitted on them; they were written after the support scorer v2's question check
+#: was designed on ``context_words_fit`` (its design pairs, measured by the benchmark, not by a check).
 CONTROL_SETS: dict[str, CalibrationSet] = {s.name: s for s in (
-    CalibrationSet("context_words", "groundedness_context_words.jsonl", "response", None,
+    CalibrationSet("context_words", "groundedness_context_words_held.jsonl", "response", None,
                    ("groundedness", "databricks_groundedness", "groundedness_pro"),
                    "right answers against wrong ones made of the context's own words (another fact of the "
                    "same context)", fitted=False, version="1"),
+    CalibrationSet("context_words_fit", "groundedness_context_words.jsonl", "response", None,
+                   ("groundedness", "databricks_groundedness", "groundedness_pro"),
+                   "the same kind of pairs: the 30 the support scorer v2's question check was designed on",
+                   fitted=False, version="1"),
 )}
 
 

@@ -5,10 +5,12 @@ good answers from bad ones for it (``benchmarks/bench_judge_fidelity.py``, figur
 ``benchmarks/RESULTS.md``); every other judge metric is skipped on every row with
 :data:`NEEDS_JUDGE` as its reason. The scorers:
 
-* **support** (:mod:`assay.judges.support`) for ``groundedness`` (1–5) and
-  ``databricks_groundedness`` (yes/no): the share of the response's content words and numbers
-  found in the context, mapped to the metric's scale so that the calibrated cut lands on the
-  metric's threshold; the sentences under the cut are listed in
+* **support** (:mod:`assay.judges.support`; since v2 read with the question by
+  :mod:`assay.judges.typed`) for ``groundedness`` (1–5) and ``databricks_groundedness`` (yes/no):
+  the share of the response's content words and numbers found in the context, halved when the
+  answer gives nothing of what the question asks (a "when" answered without a date), mapped to
+  the metric's scale so that the calibrated cut lands on the metric's threshold; the sentences
+  under the cut are listed in
   ``properties.unsupported_sentences``. (``groundedness_pro``, a verdict per sentence, was
   measured and is not shipped: it fell under the bar on the written set.)
 * **relevance** (:mod:`assay.judges.embedded_relevance`) for ``relevance`` (1–5) and
@@ -34,7 +36,7 @@ from importlib import resources
 from typing import Any
 
 from assay.judges.judge import Judge
-from assay.judges.support import support
+from assay.judges.typed import typed_support
 from assay.scores import Score
 
 __all__ = ["NEEDS_JUDGE", "EmbeddedScorer", "SCORERS", "card", "embedded_scorer", "fidelity_line",
@@ -105,8 +107,8 @@ class EmbeddedScorer:
 def fidelity_line(fig: Mapping[str, Any]) -> str:
     """One line of a scorer's measured figures: ``AUC 0.95 [0.93–0.97], context swap 0.97,
     length-matched 0.94 (HaluEval QA, held-out)``, and where measured the AUC on wrong answers
-    made of the context's own words (``; wrong answers in the context's own words: AUC 0.50
-    (chance)``)."""
+    made of the context's own words (``; wrong answers in the context's own words: AUC 0.82,
+    agreement 0.65``; ``(chance)`` when near 0.5)."""
     if not fig:
         return "not measured"
     parts = []
@@ -122,7 +124,8 @@ def fidelity_line(fig: Mapping[str, Any]) -> str:
     cw = fig.get("context_words") or {}
     if cw.get("auc") is not None:   # a case the figures above do not test (engine/judge_check.py CONTROL_SETS)
         where += (f"; wrong answers in the context's own words: AUC {cw['auc']:.2f}"
-                  + (" (chance)" if abs(cw["auc"] - 0.5) < 0.05 else ""))
+                  + (" (chance)" if abs(cw["auc"] - 0.5) < 0.05 else "")
+                  + (f", agreement {cw['agreement']:.2f}" if cw.get("agreement") is not None else ""))
     return ", ".join(parts) + where
 
 
@@ -151,23 +154,28 @@ async def _support_score(scorer: EmbeddedScorer, judge: Judge, values: Mapping[s
     if not contexts:
         return Score.skipped("missing input: contexts (every retrieved document is empty)")
     cut = float(scorer.card.get("calibration", {}).get("cut", 0.5))
-    found = support(response, contexts)
+    got = typed_support(str(values.get("query") or ""), response, contexts)
+    found = got.support
     props: dict[str, Any] = {**scorer.properties(judge.name), "support": found.share, "n_terms": found.n_terms,
-                             "unsupported_terms": list(dict.fromkeys(found.missing)), "cut": cut}
+                             "unsupported_terms": list(dict.fromkeys(found.missing)), "cut": cut,
+                             "asked": got.check.asked or None, "question_check": got.check.verdict,
+                             "typed_support": got.share}
     checked = [s for s in found.sentences if s.share is not None]
     bad = [s.sentence for s in checked if s.share < cut]
     props["unsupported_sentences"] = bad
-    if found.share is None:
+    if got.share is None or found.share is None:
         value, score = _on_scale(1.0, judge)
         reason = "the response has no content word or number to check against the context"
     else:
-        value, score = _on_scale(to_unit(found.share, cut), judge)
+        value, score = _on_scale(to_unit(got.share, cut), judge)
         reason = (f"{len(found.found)} of {found.n_terms} content words/numbers of the response are in the "
                   f"context (support {found.share:.2f}; the cut {cut:g} maps to the threshold)")
         if found.missing:
             reason += f"; not in the context: {_quote(found.missing)}"
         if bad and len(found.sentences) > 1:
             reason += "; sentences under the cut: " + "; ".join(f'"{x[:160]}"' for x in bad)
+        if got.check.why:
+            reason += f"; {got.check.why} (support {got.share:.2f})"
     return Score(value=value, score=score, reason=reason, properties=props)
 
 

@@ -16,9 +16,11 @@ What it cannot do: read meaning. A response that recombines words of the context
 statement ("Lincoln was born in 1865" against a context giving 1809 and 1865) is scored as
 supported; an answer that gives another fact of the context than the one asked (the context
 names the singer and her nationality, the question asks the nationality, the answer gives the
-name) is scored fully supported: on 30 such pairs written for it
-(``calibration/groundedness_context_words.jsonl``, the ``context_words`` control of ``assay judge
-check``) its AUC is 0.50, chance; a correct paraphrase in other words is scored as unsupported;
+name) is scored fully supported: on such pairs written for it
+(``calibration/groundedness_context_words*.jsonl``; the held-out 30 are the ``context_words``
+control of ``assay judge check``) this share's AUC is 0.50, chance (the support scorer v2 reads the
+question's type on top of it: :mod:`assay.judges.typed`); a correct paraphrase in other words is
+scored as unsupported;
 negation is ignored.
 Its measured figures (HaluEval QA, with the context-swap and length-matched controls) are in
 ``benchmarks/RESULTS.md`` and in every score's properties.
