@@ -302,3 +302,36 @@ def test_make_test_fetches_lm_evals_task_files_before_the_suite(tmp_path: Path) 
     assert out.returncode == 0, out.stderr
     assert "scripts/fetch_lmeval_tasks.py" in out.stdout
     assert out.stdout.index("scripts/fetch_lmeval_tasks.py") < out.stdout.index("-m pytest")
+
+
+class Panel:
+    """Several :class:`Knower` in one model, for one run of several tasks: each request goes to the one whose
+    data it is about (the doc key that occurs last in it)."""
+
+    def __init__(self, knowers: list[Knower]):
+        self.knowers, self.name = knowers, "oracle"
+
+    def _pick(self, text: str) -> Knower:
+        return max(self.knowers, key=lambda k: max(text.rfind(k.case.key(d)) for d in k.docs))
+
+    async def loglikelihood(self, context: str, continuations: Sequence[str]) -> Generation:
+        return await self._pick(context + "".join(continuations)).loglikelihood(context, continuations)
+
+    async def complete(self, prompt: str, **kw: Any) -> Generation:
+        return await self._pick(prompt).complete(prompt, **kw)
+
+    async def generate(self, messages: list[dict], **kw: Any) -> Generation:
+        return await self._pick(str(messages[-1]["content"])).generate(messages, **kw)
+
+
+def test_the_tasks_with_code_hooks_run_together_in_one_run(tmp_path: Path, lm_eval_tasks: Path) -> None:
+    """lm-eval's hooked tasks in one run (their modules are all called ``utils``; each task imports its own)."""
+    names = ["hellaswag", "winogrande", "ifeval", "truthfulqa_mc2", "mbpp", "humaneval"]
+    cases = [c for c in CASES if c.task in names]
+    model = Panel([Knower(c, _docs(c.task), wrong=False) for c in cases])
+    cfg = QualityConfig(model=model, tasks=",".join(str(_wrapper(tmp_path, c)) for c in cases), trust_task_code=True)
+    tasks = asyncio.run(run_quality(cfg, subject=Subject(model, cache=None), store=None)).summary["tasks"]
+    assert sorted(tasks) == sorted(names)
+    for c in cases:
+        for metric in c.metrics:
+            assert tasks[c.task]["metrics"][metric]["mean"] == 1.0, (c.task, metric)
