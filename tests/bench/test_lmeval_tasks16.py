@@ -84,7 +84,7 @@ IFEVAL = {   # key: (a response that follows every instruction, one that follows
 @dataclass
 class Case:
     """One lm-eval task: its file, how the scripted models find a doc in a request (``key``), which
-    continuation is right (``right``, log-likelihood tasks) or what to answer (``answer(doc, ok)``), and the main
+    continuation is right (``right``, log-likelihood tasks; exactly as lm-eval sends it, the delimiter included) or what to answer (``answer(doc, ok)``), and the main
     metrics with lm-eval's names (``metric: lm-eval name``). ``values`` overrides the oracle / wrong value of a
     metric whose right value is not 1.0 / 0.0 (perplexity)."""
 
@@ -101,13 +101,13 @@ class Case:
 
 def _arc(yaml: str, task: str) -> Case:
     return Case(task, yaml, lambda d: d["question"], {"acc": "acc,none", "acc_norm": "acc_norm,none"},
-                right=lambda d, c, x: x.strip() == d["choices"]["text"][d["choices"]["label"].index(d["answerKey"])])
+                right=lambda d, c, x: x == " " + d["choices"]["text"][d["choices"]["label"].index(d["answerKey"])])
 
 
 def _tqa(task: str, which: str) -> Case:
     def right(d: dict, c: str, x: str) -> bool:
         t = d[f"{which}_targets"]
-        return any(lab == 1 and x.strip() == ch for ch, lab in zip(t["choices"], t["labels"]))
+        return any(lab == 1 and x == " " + ch for ch, lab in zip(t["choices"], t["labels"]))
     return Case(task, f"truthfulqa/{task}.yaml", lambda d: d["question"], {"acc": "acc,none"}, right=right,
                 needs=("datasets", "numpy", "sacrebleu", "rouge_score") if which == "mc2" else ())
 
@@ -133,7 +133,7 @@ CASES = [
     _arc("arc/arc_easy.yaml", "arc_easy"),
     _arc("arc/arc_challenge.yaml", "arc_challenge"),
     Case("mmlu_anatomy", "mmlu/default/mmlu_anatomy.yaml", lambda d: d["question"], {"acc": "acc,none"},
-         right=lambda d, c, x: x.strip() == "ABCD"[d["answer"]]),
+         right=lambda d, c, x: x == " " + "ABCD"[d["answer"]]),
     Case("gsm8k", "gsm8k/gsm8k.yaml", lambda d: d["question"],
          {"exact_match,strict-match": "exact_match,strict-match",
           "exact_match,flexible-extract": "exact_match,flexible-extract"},
@@ -145,9 +145,9 @@ CASES = [
     _tqa("truthfulqa_mc1", "mc1"),
     _tqa("truthfulqa_mc2", "mc2"),
     Case("piqa", "piqa/piqa.yaml", lambda d: d["goal"], {"acc": "acc,none", "acc_norm": "acc_norm,none"},
-         right=lambda d, c, x: x.strip() == [d["sol1"], d["sol2"]][d["label"]]),
+         right=lambda d, c, x: x == " " + [d["sol1"], d["sol2"]][d["label"]]),
     Case("boolq", "super_glue/boolq/default.yaml", lambda d: d["question"], {"acc": "acc,none"},
-         right=lambda d, c, x: x.strip() == ["no", "yes"][d["label"]]),
+         right=lambda d, c, x: x == " " + ["no", "yes"][d["label"]]),
     Case("humaneval", "humaneval/humaneval.yaml", lambda d: f"def {d['entry_point']}(", {"pass@1": "pass@1,create_test"},
          answer=_code),
     Case("bbh_cot_fewshot_boolean_expressions", "bbh/cot_fewshot/boolean_expressions.yaml",
@@ -162,9 +162,9 @@ CASES = [
                                    "inst_level_loose_acc")},
          answer=lambda d, ok: IFEVAL[d["key"]][0 if ok else 1], needs=("langdetect", "immutabledict", "nltk")),
     Case("winogrande", "winogrande/default.yaml", lambda d: _wino_parts(d)[1], {"acc": "acc,none"},
-         right=lambda d, c, x: c == _wino_parts(d)[0] + d[f"option{d['answer']}"]),
+         right=lambda d, c, x: c == _wino_parts(d)[0] + d[f"option{d['answer']}"] and x == " " + _wino_parts(d)[1]),
     Case("hellaswag", "hellaswag/hellaswag.yaml", lambda d: d["ctx_a"], {"acc": "acc,none", "acc_norm": "acc_norm,none"},
-         right=lambda d, c, x: x.strip() == _hellaswag_clean(d["endings"][int(d["label"])]), needs=("datasets",)),
+         right=lambda d, c, x: x == " " + _hellaswag_clean(d["endings"][int(d["label"])]), needs=("datasets",)),
 ]
 
 
