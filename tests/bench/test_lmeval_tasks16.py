@@ -346,3 +346,45 @@ def test_the_tasks_with_code_hooks_run_together_in_one_run(tmp_path: Path, lm_ev
     for c in cases:
         for metric in c.metrics:
             assert tasks[c.task]["metrics"][metric]["mean"] == 1.0, (c.task, metric)
+
+
+def _harness_bootstrap_stderr(lls: list[float], iters: int = 100_000) -> float:
+    """lm-evaluation-harness's standard error of ``perplexity`` (its ``bootstrap_stderr`` with the default 100,000
+    draws), worked out here in plain Python: chunks of 1,000 resamples, chunk ``i`` drawn by ``random.Random(i)``
+    with ``choices(lls, k=n)``, each resample's exp(−mean), and the sample standard deviation of them all."""
+    import random
+    import statistics
+
+    values = []
+    for i in range(iters // 1000):
+        rnd = random.Random(i)
+        for _ in range(1000):
+            draw = rnd.choices(lls, k=len(lls))
+            values.append(math.exp(-sum(draw) / len(draw)))
+    return statistics.stdev(values)
+
+
+class SpreadLambada(Knower):
+    """lambada's gold word at a different log-likelihood for each doc, so that perplexity's bootstrap spreads."""
+
+    LLS = (-0.5, -1.25, -4.0)
+
+    async def loglikelihood(self, context: str, continuations: Sequence[str]) -> Generation:
+        doc = self._doc(context)
+        return loglik_generation([self.LLS[self.docs.index(doc)]], [True], model=self.name)
+
+
+def test_lambada_perplexity_stderr_is_the_harness_bootstrap(tmp_path: Path, lm_eval_tasks: Path) -> None:
+    case = next(c for c in CASES if c.task == "lambada_openai")
+    model = SpreadLambada(case, _docs(case.task), wrong=False)
+    cfg = QualityConfig(model=model, tasks=str(_wrapper(tmp_path, case)))
+    out = tmp_path / "lm"
+    s = asyncio.run(run_quality(cfg, subject=Subject(model, cache=None), store=None, lm_eval_out=out))
+    m = s.summary["tasks"][case.task]["metrics"]["perplexity"]
+    want = _harness_bootstrap_stderr(list(SpreadLambada.LLS))
+    assert m["mean"] == pytest.approx(math.exp(-sum(SpreadLambada.LLS) / 3), rel=1e-12)
+    assert m["stderr"] == pytest.approx(want, rel=1e-9)
+    (res_file,) = (out / "oracle").glob("results_*.json")
+    res = json.loads(res_file.read_text())
+    assert res["results"][case.task]["perplexity_stderr,none"] == pytest.approx(want, rel=1e-9)
+    assert res["config"]["bootstrap_iters"] == 100_000

@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from assay.bench.quality.harness_bootstrap import HARNESS_BOOTSTRAP_ITERS
 from assay.bench.quality.lmeval import HIGHER_IS_BETTER
 
 __all__ = ["write_lm_eval"]
@@ -155,7 +156,7 @@ def write_lm_eval(path: Path, summary: dict[str, Any], items: list[dict[str, Any
         "n-samples": {t.name: {"original": t.total_docs or len(t.docs), "effective": len(t.docs)}
                       for t in tasks},
         "config": {"model": summary.get("model"), "model_args": summary.get("model_kind"),
-                   "limit": (summary.get("config") or {}).get("limit"), "bootstrap_iters": 0,
+                   "limit": (summary.get("config") or {}).get("limit"), "bootstrap_iters": HARNESS_BOOTSTRAP_ITERS,
                    "produced_by": "assay bench quality"},
         "date": summary.get("created_at") or time.time(),
     }
