@@ -388,3 +388,11 @@ def test_lambada_perplexity_stderr_is_the_harness_bootstrap(tmp_path: Path, lm_e
     res = json.loads(res_file.read_text())
     assert res["results"][case.task]["perplexity_stderr,none"] == pytest.approx(want, rel=1e-9)
     assert res["config"]["bootstrap_iters"] == 100_000
+
+    from assay.cli.bench.quality import render_quality
+    from assay.cli.common import out as console
+
+    with console.capture() as cap:      # the table shows it on the perplexity's own scale, as the value
+        render_quality(s.summary)
+    row = next(line for line in cap.get().splitlines() if "perplexity" in line)
+    assert f"{m['mean']:.4g}" in row and f"{want:.4g}" in row, row
