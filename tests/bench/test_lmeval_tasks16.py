@@ -270,6 +270,22 @@ def test_oracle_scores_one_and_lm_eval_names_its_metrics(case: Case, tmp_path: P
     res = json.loads(res_file.read_text())["results"][case.task]
     for metric, lm_name in case.metrics.items():
         assert res[lm_name] == pytest.approx(case.values.get(metric, (1.0, 0.0))[0], rel=1e-12), (lm_name, res)
+    _check_samples(case, out, n)
+
+
+def _check_samples(case: Case, out: Path, n: int) -> None:
+    """lm-eval's samples file: a line per doc and filter, naming the doc's metrics in the order its
+    ``process_results`` gives them (ifeval's per-instruction lists included) and holding each one's value."""
+    (f,) = (out / "oracle").glob(f"samples_{case.task}_*.jsonl")
+    lines = [json.loads(x) for x in f.read_text().splitlines()]
+    names = [lm.split(",") for lm in case.metrics.values()]
+    assert len(lines) == n * len({filt for _, filt in names})
+    for line in lines:
+        want = [metric for metric, filt in names if filt == line["filter"]]
+        assert line["metrics"] == want, line["metrics"]
+        for metric in want:
+            v = line[metric]
+            assert (v == GOOD if metric == "perplexity" else all(v) if isinstance(v, list) else v == 1), (metric, v)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.task for c in CASES])
