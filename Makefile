@@ -46,11 +46,13 @@ demo: $(BASE)
 	$(VENV)/bin/assay judge check
 
 # The suite on every core (pytest-xdist), then the tests marked `serial` (exact timing, a Ray cluster,
-# signals) one at a time; either failing fails `make test`.
+# signals) one at a time; either failing fails `make test`. lm-evaluation-harness's task files, which the
+# tests run unchanged, are fetched first from its wheel on PyPI (once; .cache/, not in git).
 test: $(STAMP) $(SERVICES)
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
+	$(PY) scripts/fetch_lmeval_tasks.py
 	$(PY) -m pytest -q -n auto -m "not serial"
 	$(PY) -m pytest -q -m serial
 

@@ -10,8 +10,8 @@ loglik for ``perplexity``. The aggregations (the harness's, by name):
 - ``weighted_perplexity``: exp(−Σ loglik / Σ weight);
 - ``bits_per_byte``: −(Σ loglik / Σ bytes) / ln 2.
 
-The harness gives none of these a standard error except ``perplexity`` (a bootstrap, with its own random draws,
-which is not reproduced here). A group weighted by size pools its tasks' standard errors as the harness's
+The harness gives none of these a standard error except ``perplexity`` (a bootstrap, reproduced draw for draw by
+:mod:`assay.bench.quality.harness_bootstrap`). A group weighted by size pools its tasks' standard errors as the harness's
 ``pooled_sample_stderr`` does: √(Σ (nᵢ − 1)·sᵢ²·nᵢ / (Σ nᵢ − k) / Σ nᵢ) for k tasks of nᵢ items and stderr sᵢ; a
 plain mean (``weight_by_size: false``) takes the harness's ``unweighted_mean_stderr``, √(Σ sᵢ²) / k.
 """

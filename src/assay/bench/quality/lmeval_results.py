@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from assay.bench.quality.harness_bootstrap import HARNESS_BOOTSTRAP_ITERS
 from assay.bench.quality.lmeval import HIGHER_IS_BETTER
 
 __all__ = ["write_lm_eval"]
@@ -94,6 +95,21 @@ def _responses(item: dict[str, Any], filt: str) -> tuple[list[Any], list[Any]]:
     return [answers], [extracted]
 
 
+def _sample_values(item: dict[str, Any], names: dict[str, str], filt: str) -> dict[str, Any]:
+    """An item's values under filter ``filt``, by lm-eval metric name, as the harness logs its
+    ``process_results``: the values the task's code (or the perplexity family) gave, in the order given, lists
+    such as ifeval's per-instruction results included, then the item's other scores."""
+    hooked = item.get("hook_values") or {}
+    scores = item.get("scores") or {}
+    values = {}
+    for name in [*hooked, *(k for k in scores if k not in hooked)]:
+        if name in names:
+            metric, f = _split_key(names[name])
+            if f == filt:
+                values[metric] = hooked[name] if name in hooked else scores[name]
+    return values
+
+
 def _samples(task: Any, rows: Sequence[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
     """One line per item and filter; ``names``: each assay score's lm-eval ``metric,filter``."""
     filters = list(dict.fromkeys(_split_key(k)[1] for k in names.values())) or ["none"]
@@ -106,18 +122,12 @@ def _samples(task: Any, rows: Sequence[dict[str, Any]], names: dict[str, str]) -
         doc_json = json.dumps(doc, indent=2, ensure_ascii=False, default=str)
         for filt in filters:
             resps, filtered = _responses(item, filt)
-            values = {}
-            for name, v in (item.get("scores") or {}).items():
-                if name not in names:
-                    continue
-                metric, f = _split_key(names[name])
-                if f == filt:
-                    values[metric] = (item.get("hook_values") or {}).get(name, v)
+            values = _sample_values(item, names, filt)
             line = {"doc_id": i, "doc": doc,
                     "target": str(target),
                     "arguments": {f"gen_args_{k}": {f"arg_{j}": a for j, a in enumerate(arg)}
                                   for k, arg in enumerate(args)},
-                    "resps": resps, "filtered_resps": filtered, "filter": filt, "metrics": sorted(values),
+                    "resps": resps, "filtered_resps": filtered, "filter": filt, "metrics": list(values),
                     "doc_hash": _sha(doc_json), "prompt_hash": _sha(str(args[0][0]) if args else ""),
                     "target_hash": _sha(str(target)), **values}
             out.append(line)
@@ -155,7 +165,7 @@ def write_lm_eval(path: Path, summary: dict[str, Any], items: list[dict[str, Any
         "n-samples": {t.name: {"original": t.total_docs or len(t.docs), "effective": len(t.docs)}
                       for t in tasks},
         "config": {"model": summary.get("model"), "model_args": summary.get("model_kind"),
-                   "limit": (summary.get("config") or {}).get("limit"), "bootstrap_iters": 0,
+                   "limit": (summary.get("config") or {}).get("limit"), "bootstrap_iters": HARNESS_BOOTSTRAP_ITERS,
                    "produced_by": "assay bench quality"},
         "date": summary.get("created_at") or time.time(),
     }

@@ -43,6 +43,7 @@ from assay.bench.kinds import store_benchmark
 from assay.bench.quality import KIND, report
 from assay.bench.quality.answers import choice_accuracy, exact_match, extract_choice, pass_at_k
 from assay.bench.quality.catalog import Catalog, build_catalog, group_figures
+from assay.bench.quality.harness_bootstrap import BOOTSTRAPPED, HARNESS_BOOTSTRAP_ITERS, harness_bootstrap_stderr
 from assay.bench.quality.lmeval import AGGREGATIONS as LM_AGGREGATIONS
 from assay.bench.quality.lmeval import DEFAULT_MAX_LENGTH, aggregate, count_bytes, count_words
 from assay.bench.quality.report import lm_eval_name, primary_output, summarize, task_outputs
@@ -724,9 +725,11 @@ def sandbox_entry(r: SandboxResult) -> dict[str, Any]:
 
 
 def aggregate_hooks(plans: list[_Plan], rows: list[StoredRow], summary: dict[str, Any]) -> None:
-    """The task's own aggregations (a ``!function`` or ``median`` in ``metric_list``) over the values its code
-    gave each item, in place of the mean; lm-evaluation-harness gives these no standard error, and neither does
-    this. A plain mean keeps the summary's mean, interval and standard error."""
+    """The task's own aggregations (a ``!function`` or ``median`` in ``metric_list``) and the harness's
+    perplexity family over the values each item gave, in place of the mean; lm-evaluation-harness gives these no
+    standard error but for ``perplexity``'s bootstrap, which is reproduced
+    (:mod:`assay.bench.quality.harness_bootstrap`). A plain mean keeps the summary's mean, interval and
+    standard error."""
     for p in plans:
         t = p.task
         entry = summary["tasks"].get(t.name)
@@ -757,8 +760,11 @@ def _aggregated(task: str, output: str, agg: Any, vals: list[Any]) -> dict[str, 
                          f"{' '.join(str(exc).split())[:200]}") from None
     why = "none (lm-evaluation-harness gives this aggregation none)" if named and agg != "median" \
         else "none (the task's own aggregation)"
+    stderr = harness_bootstrap_stderr(agg, vals) if named and agg in BOOTSTRAPPED and vals else None
+    if stderr is not None:
+        why = f"none; stderr: lm-evaluation-harness's bootstrap ({HARNESS_BOOTSTRAP_ITERS:,} draws)"
     return {"mean": value if vals else None, "ci95_low": None, "ci95_high": None, "evaluated": len(vals),
-            "ci_method": why, "stderr": None, "aggregation": label}
+            "ci_method": why, "stderr": stderr, "aggregation": label}
 
 
 def name_lm_eval(plans: list[_Plan], summary: dict[str, Any]) -> None:

@@ -186,11 +186,14 @@ def _ci(a: QualityIndex | ScoreStat) -> str:
 
 def _stderr(output: str, a: ScoreStat) -> str:
     """lm-evaluation-harness's standard error, on the score's own scale (percentage points for 0–1)."""
+    from assay.bench.quality.lmeval import PERPLEXITY_METRICS
     from assay.bench.quality.report import JUDGE_SCALES
 
     se = a.stderr
     if not isinstance(se, (int, float)):
         return "—"
+    if output.split(",")[0] in PERPLEXITY_METRICS:     # lambada's perplexity: as its value is shown
+        return f"{se:.4g}"
     return f"{se:.2f}" if output in JUDGE_SCALES else f"{100 * se:.1f}"
 
 
