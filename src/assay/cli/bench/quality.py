@@ -70,8 +70,9 @@ def quality_cmd(
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
     max_length: int = typer.Option(2048, "--max-length", help="Tokens per request of a loglikelihood_rolling "
                                    "window (lm-evaluation-harness's max_length; its default for API models): a "
-                                   "longer document is scored over the harness's rolling windows, on a server "
-                                   "with a tokenizer endpoint (llama.cpp's, vLLM's)."),
+                                   "longer document is scored over the harness's rolling windows on the "
+                                   "in-process model and on a server with a tokenizer endpoint (llama.cpp's, "
+                                   "vLLM's); elsewhere it fails with one line."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
