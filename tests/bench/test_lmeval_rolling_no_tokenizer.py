@@ -74,9 +74,9 @@ def test_a_document_longer_than_one_window_is_refused_not_scored_whole(tmp_path:
     # the server's context holds the whole document, but lm-eval at --max-length 6 scores it over 3 windows
     said = _error(tmp_path, server, max_length=6)
     assert said == (f"{server.base_url}#toy: a document of 11 tokens (the server's count) is more than one window "
-                    "of --max-length 6 (4 tokens), and with no tokenizer endpoint assay cannot cut windows: give "
-                    "--max-length 13 or more if the context holds it, or serve the model with one (llama.cpp, vLLM) "
-                    "or run it as --model local:PATH")
+                    "of --max-length 6 (4 tokens), and with no tokenizer endpoint assay cannot cut windows: name the "
+                    "model's GGUF with --tokenizer PATH, give --max-length 13 or more if the context holds it, or "
+                    "serve it where it has one (llama.cpp, vLLM)")
     assert server.prompts == [DOC, DOC]              # asked whole (once by the run, once here); no figure
 
 
@@ -96,8 +96,8 @@ def test_a_document_the_server_refuses_names_what_to_do(tmp_path: Path) -> None:
         s.stop()
     assert said.startswith(f"{s.base_url}#toy refused a whole document (")
     assert "exceed context window of 7" in said
-    assert said.endswith("), and with no tokenizer endpoint assay cannot cut windows: serve the model with one "
-                         "(llama.cpp, vLLM) or run it as --model local:PATH")
+    assert said.endswith("), and with no tokenizer endpoint assay cannot cut windows: name the model's GGUF with "
+                         "--tokenizer PATH, or serve it where it has one (llama.cpp, vLLM)")
 
 
 def test_a_tokenizer_endpoint_that_gives_no_tokens_is_refused(tmp_path: Path) -> None:

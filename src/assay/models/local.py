@@ -933,6 +933,39 @@ def _variants(c: str, prompt: str) -> list[str]:
     return [x for x in out if not (x in seen or seen.add(x))]
 
 
+class GgufTokenizer:
+    """The tokenizer of a GGUF file (its vocabulary alone is loaded, no weights): ``encode`` and ``decode`` as
+    the model's own, for cutting a document into windows where the server that runs the model has no tokenizer
+    endpoint (``assay bench quality --tokenizer``). Loaded on first use; tokenizing is quick and runs in the
+    caller's thread."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        p = gguf_path(path, "tokenizer")
+        self.path = str(p)
+        self.name = p.name
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def _vocab(self) -> Any:
+        with self._lock:
+            if self._llm is None:
+                llama_cpp = require_llama_cpp()
+                _route_llama_logs(llama_cpp)
+                try:
+                    self._llm = llama_cpp.Llama(model_path=self.path, vocab_only=True, verbose=False)
+                except Exception as exc:
+                    raise AssayError(f"could not read the tokenizer of GGUF file {self.path!r}: {exc}") from exc
+            return self._llm
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of ``text``, without the start token (special tokens written in the text read as such)."""
+        return [int(t) for t in self._vocab().tokenize(str(text).encode("utf-8"), add_bos=False, special=True)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids ``ids``."""
+        return self._vocab().detokenize([int(t) for t in ids], special=True).decode("utf-8", errors="replace")
+
+
 def local_model(path: str | os.PathLike[str], **kw: Any) -> LlamaCppModel:
     """A :class:`LlamaCppModel` for any GGUF file (what ``--judge local:PATH`` builds); needs
     llama-cpp-python (:data:`INSTALL_HINT`)."""

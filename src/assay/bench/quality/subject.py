@@ -14,9 +14,10 @@ call the tasks need.
   lm-evaluation-harness's rolling windows of ``max_length`` tokens
   (:func:`assay.bench.quality.lmeval.rolling_windows`), so a document longer than the model's context is scored:
   the in-process model cuts them from its own token ids, a server with a tokenizer endpoint from the ids that
-  endpoint gives. A server without one is sent the document whole, which is the harness's figure only when the
-  document is one window: a longer one (by the server's own count) is refused with one line naming the model and
-  ``--max-length``, never scored differently.
+  endpoint gives, or of the model's tokenizer the user names (``--tokenizer``, a GGUF file: the server's count of
+  each window must agree with it). A server without either is sent the document whole, which is the harness's
+  figure only when the document is one window: a longer one (by the server's own count) is refused with one line
+  naming the model and the flags, never scored differently.
 
 Model calls go through :func:`assay.models.resolve` (role ``model``): limits, retries and the
 call cache, so a resumed or repeated benchmark does not pay twice for the same call.
@@ -68,7 +69,8 @@ class Subject:
     log-likelihood scoring is (still) believed to work, and ``loglik_note`` why not."""
 
     def __init__(self, spec: Any, *, api: str = "auto", concurrency: int | None = None,
-                 cache: Any = ..., timeout: float | None = 600.0, max_length: int = DEFAULT_MAX_LENGTH):
+                 cache: Any = ..., timeout: float | None = 600.0, max_length: int = DEFAULT_MAX_LENGTH,
+                 tokenizer: str | None = None):
         if api not in APIS:
             raise AssayError(f"--api must be one of {', '.join(APIS)}, not {api!r}")
         self.pipeline: Callable[..., Any] | None = None
@@ -100,6 +102,14 @@ class Subject:
         self.max_length = int(max_length)
         rolling_windows(1, self.max_length)           # a bad max_length fails here, not mid-run
         self._tokens: bool | None = None               # whether the server has a tokenizer endpoint
+        self.tokenizer: Any = None                     # the model's tokenizer named by the user (--tokenizer)
+        if tokenizer:
+            if self.pipeline is not None or self.kind in ("local", "embedded"):
+                raise AssayError(f"--tokenizer is for a server without a tokenizer endpoint; {self.name} "
+                                 f"{'gives no log-probabilities' if self.pipeline else 'tokenizes in process'}")
+            from assay.models.local import GgufTokenizer
+
+            self.tokenizer = GgufTokenizer(tokenizer)
 
     def track_requests(self) -> list[int]:
         """A fresh count of the HTTP requests that the calls made from here on, in this task and
@@ -161,6 +171,11 @@ class Subject:
         model = self.model
         if getattr(model, "gives_id_logliks", False):
             return await self._id_windows(await model.encode(text))
+        if self.tokenizer is not None:
+            if not callable(getattr(model, "tail_loglikelihood", None)):
+                raise AssayError(f"--tokenizer needs an OpenAI-compatible /v1/completions endpoint; {self.name} "
+                                 "is not one")
+            return await self._windows(self.tokenizer.encode(text), self.tokenizer)
         if self._tokens is not False and getattr(model, "gives_token_logliks", False):
             try:
                 ids = await model.encode(text)
@@ -176,14 +191,21 @@ class Subject:
                 return await self._windows(ids)
         return await self._whole(text)
 
-    async def _windows(self, ids: list[int]) -> Rolling:
+    async def _windows(self, ids: list[int], tokenizer: Any = None) -> Rolling:
+        """The windows cut from token ids of the server's tokenizer endpoint, or of ``tokenizer`` (named by the
+        user: then the server's count of each window's tokens must be the tokenizer's, its start token aside)."""
         total, missing = 0.0, False
         windows = rolling_windows(len(ids), self.max_length)
         for start, scored, end in windows:
-            piece = await self.model.decode(ids[start:end])
+            piece = tokenizer.decode(ids[start:end]) if tokenizer else await self.model.decode(ids[start:end])
             gen = await self.model.tail_loglikelihood(piece, end - scored)
             _sent(gen, 1)
             d = orjson.loads(gen.text)
+            echoed = d.get("echoed")
+            if tokenizer is not None and isinstance(echoed, int) and echoed - (end - start) not in (0, 1):
+                raise AssayError(f"--tokenizer {tokenizer.name} does not tokenize as {self.name}: a window of "
+                                 f"{end - start} tokens came back as {echoed} (a start token aside), so the windows "
+                                 f"would not be lm-evaluation-harness's; name the model's own tokenizer")
             total += float(d["logliks"][0])
             missing = missing or bool(d.get("first_token_missing"))
         return Rolling(total, len(windows), missing)
@@ -208,7 +230,7 @@ class Subject:
         """The document scored in one request, after the model's start token: lm-evaluation-harness's figure when
         the document is one window of :attr:`max_length`, that is at most ``max_length − 2`` tokens. The server's
         count of the prompt's tokens (which may include its start token) decides; a longer document, or one the
-        server refuses, stops the run with one line. A backend that reports no count (a Python model object) is
+        server refuses, fails with one line. A backend that reports no count (a Python model object) is
         taken to have scored it whole."""
         if not text:
             return Rolling(0.0, 0)
@@ -224,9 +246,9 @@ class Subject:
 
     def _no_windows(self, counted: int | None = None) -> str:
         """What to do when a document cannot be cut into windows (one clause of a one-line error)."""
-        longer = f"give --max-length {counted + 2} or more if the context holds it, or " if counted else ""
-        return (f"and with no tokenizer endpoint assay cannot cut windows: {longer}serve the model with one "
-                f"(llama.cpp, vLLM) or run it as --model local:PATH")
+        longer = f", give --max-length {counted + 2} or more if the context holds it," if counted else ","
+        return (f"and with no tokenizer endpoint assay cannot cut windows: name the model's GGUF with --tokenizer "
+                f"PATH{longer} or serve it where it has one (llama.cpp, vLLM)")
 
     async def generate(self, prompt: str, *, until: Sequence[str] = (), max_tokens: int = 256,
                        temperature: float = 0.0, seed: int | None = None) -> str:
