@@ -941,6 +941,7 @@ class GgufTokenizer:
 
     def __init__(self, path: str | os.PathLike[str]):
         p = gguf_path(path, "tokenizer")
+        require_llama_cpp()         # missing, it is said before the run starts
         self.path = str(p)
         self.name = p.name
         self._llm: Any = None
