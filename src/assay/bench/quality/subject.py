@@ -164,8 +164,9 @@ class Subject:
         """The log-likelihood of the whole document ``text`` (lm-evaluation-harness's ``loglikelihood_rolling``)
         over the harness's rolling windows of :attr:`max_length` tokens (each window's tokens conditioned on the
         tokens before them, as many as fit); None when this subject gives no log-probabilities. The in-process
-        model cuts the windows from its own token ids; a server from its tokenizer endpoint's; a server without
-        one scores the document whole (:meth:`_whole`)."""
+        model cuts the windows from its own token ids; a server from those of the tokenizer the user names
+        (``--tokenizer``), else of its tokenizer endpoint; a server without one scores the document whole
+        (:meth:`_whole`)."""
         if not self.loglik:
             return None
         model = self.model
