@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from assay.errors import AssayError
 from assay.models.base import (
@@ -213,6 +214,24 @@ class LimitedModel:
         ``decode``, ``tail_loglikelihood``: an OpenAI-compatible server; whether it has a tokenizer endpoint is
         known only by asking)."""
         return all(callable(getattr(self.model, m, None)) for m in ("encode", "decode", "tail_loglikelihood"))
+
+    @property
+    def gives_id_logliks(self) -> bool:
+        """True when the backend scores windows of its own token ids (``encode``, ``tail_loglikelihood_ids``:
+        the in-process model, whose tokenizer is at hand)."""
+        return all(callable(getattr(self.model, m, None)) for m in ("encode", "tail_loglikelihood_ids"))
+
+    async def tail_loglikelihood_ids(self, ids: Sequence[int], n_tokens: int) -> Generation:
+        """The backend's ``tail_loglikelihood_ids`` (the last ``n_tokens`` of the token ids ``ids``), under the
+        same limiter, cache and counts as :meth:`loglikelihood`."""
+        backend = self.model
+        toks = [int(t) for t in ids]
+
+        def call() -> Awaitable[Generation]:
+            return backend.tail_loglikelihood_ids(toks, n_tokens)  # type: ignore[attr-defined]
+
+        return await self._answer([{"role": "raw", "content": orjson.dumps(toks).decode()}],
+                                  {"loglikelihood_tail_ids": int(n_tokens)}, call, len(toks))
 
     async def encode(self, text: str) -> list[int]:
         """The backend's token ids of ``text`` (no start token)."""

@@ -24,6 +24,9 @@ distribution over a judge's answer tokens.
   Yes/yes case variants) and taking the token where those sequences part: this holds for
   SentencePiece vocabularies (Gemma, Llama 2) and byte-level BPE ones (where " 5" is two tokens,
   "Ġ" then "5") alike.
+* **Rolling windows.** :meth:`LlamaCppModel.encode` and :meth:`LlamaCppModel.tail_loglikelihood_ids` score a
+  window of token ids in one pass (the start token first, the log-probabilities of its last tokens summed): the
+  windows of a long document's rolling log-likelihood (:mod:`assay.bench.quality.subject`).
 
 llama.cpp is neither thread-safe nor asynchronous, and it is CPU-bound: every call on a loaded
 model runs on that model's one worker thread (calls queue there, the event loop stays free).
@@ -853,6 +856,60 @@ class LlamaCppModel:
             n_total += len(head) + len(tail)
         return logliks, greedy, n_total
 
+    # -- token ids: the windows of a rolling log-likelihood ---------------------------------------
+    async def encode(self, text: str) -> list[int]:
+        """The model's token ids of the raw text ``text``, without the start token (special tokens written in
+        the text are read as such, as the harness's tokenizers read them)."""
+        return await self._run(lambda eng, cancel: eng.tokenize(str(text), add_bos=False))
+
+    async def tail_loglikelihood_ids(self, ids: Sequence[int], n_tokens: int) -> Generation:
+        """One window of a rolling log-likelihood, from token ids: the model's start token (its end token where
+        it has none) then ``ids``, evaluated in one pass, and the summed log-probability of the last
+        ``n_tokens`` of ``ids``, each conditioned on every token before it. The same window sent as text to a
+        server of this model (which adds the start token) scores the same tokens. Returns a
+        :func:`~assay.models.base.loglik_generation` of one value (usage: the tokens evaluated)."""
+        toks = [int(t) for t in ids]
+        n = int(n_tokens)
+        if not 1 <= n <= len(toks):
+            raise ValueError(f"n_tokens must be between 1 and {len(toks)}, got {n_tokens!r}")
+        t0 = time.perf_counter()
+        total, used = await self._run(lambda eng, cancel: self._tail_loglikelihood(eng, cancel, toks, n))
+        return loglik_generation([total], [False], prompt_tokens=used, latency_s=time.perf_counter() - t0,
+                                 model=self.name)
+
+    def _tail_loglikelihood(self, eng: _Engine, cancel: threading.Event, ids: list[int], n: int) -> tuple[float, int]:
+        import llama_cpp
+        import numpy as np
+        llm = eng.llm
+        start = llm.token_bos() if llm.token_bos() >= 0 else llm.token_eos()
+        tokens = [int(start), *ids]
+        self._check_fits(len(tokens), 0)
+        want = range(len(tokens) - n - 1, len(tokens) - 1)     # the positions whose logits predict the n tokens
+        # a batch's logits take n_vocab floats per row: keep a call's rows to about 128 MB
+        step = max(1, min(self.n_batch, (1 << 25) // max(1, eng.n_vocab)))
+        eng.canonical = 0      # the KV cache no longer holds a whole-prompt evaluation (see _Engine.evaluate)
+        llm.reset()
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        batch, total = llm._batch, 0.0
+        try:
+            for at in range(0, len(tokens), step):
+                if cancel.is_set():
+                    raise ModelCallError(f"{self.name}: cancelled", kind="timeout")
+                chunk = tokens[at:at + step]
+                batch.set_batch(batch=chunk, n_past=at, logits_all=False)
+                rows = [j for j in range(len(chunk)) if at + j in want]
+                for j in range(len(chunk)):
+                    batch.batch.logits[j] = at + j in want
+                llm._ctx.decode(batch)
+                for j in rows:
+                    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, j)
+                    row = np.ctypeslib.as_array(ptr, shape=(eng.n_vocab,)).astype(np.float64)
+                    m = float(row.max())
+                    total += float(row[tokens[at + j + 1]]) - m - math.log(float(np.exp(row - m).sum()))
+        finally:
+            llm.n_tokens = 0       # nothing of this evaluation is reused: the next call starts afresh
+        return total, len(tokens)
+
 
 def _split_pair(context: str, continuation: str) -> tuple[str, str]:
     """lm-evaluation-harness's boundary rule: trailing whitespace of the context belongs to the
@@ -874,6 +931,40 @@ def _variants(c: str, prompt: str) -> list[str]:
             out.append(" " + f)
     seen: set[str] = set()
     return [x for x in out if not (x in seen or seen.add(x))]
+
+
+class GgufTokenizer:
+    """The tokenizer of a GGUF file (its vocabulary alone is loaded, no weights): ``encode`` and ``decode`` as
+    the model's own, for cutting a document into windows where the server that runs the model has no tokenizer
+    endpoint (``assay bench quality --tokenizer``). Loaded on first use; tokenizing is quick and runs in the
+    caller's thread."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        p = gguf_path(path, "tokenizer")
+        require_llama_cpp()         # missing, it is said before the run starts
+        self.path = str(p)
+        self.name = p.name
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def _vocab(self) -> Any:
+        with self._lock:
+            if self._llm is None:
+                llama_cpp = require_llama_cpp()
+                _route_llama_logs(llama_cpp)
+                try:
+                    self._llm = llama_cpp.Llama(model_path=self.path, vocab_only=True, verbose=False)
+                except Exception as exc:
+                    raise AssayError(f"could not read the tokenizer of GGUF file {self.path!r}: {exc}") from exc
+            return self._llm
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of ``text``, without the start token (special tokens written in the text read as such)."""
+        return [int(t) for t in self._vocab().tokenize(str(text).encode("utf-8"), add_bos=False, special=True)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids ``ids``."""
+        return self._vocab().detokenize([int(t) for t in ids], special=True).decode("utf-8", errors="replace")
 
 
 def local_model(path: str | os.PathLike[str], **kw: Any) -> LlamaCppModel:

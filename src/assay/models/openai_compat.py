@@ -484,17 +484,20 @@ class OpenAICompat:
         """The summed log-probability of the last ``n_tokens`` tokens of ``text`` (one echoed
         ``/completions`` request): one window of a rolling log-likelihood. A first prompt token without a
         log-probability (llama-cpp-python gives none) is left out; the answer's JSON text says so
-        (``first_token_missing``, beside ``logliks`` and ``tokens``)."""
+        (``first_token_missing``, beside ``logliks``, ``tokens`` and ``echoed``, the prompt tokens echoed)."""
         if not self.model and self.provider == "compatible":
             await self._resolve_model()
         data, latency = await self._post(echo_body(self.model, str(text), self.extra_body), "completions")
         total, used, missing = read_echo_tail(self.name, data, int(n_tokens))
+        choice = (data.get("choices") or [{}])[0] or {}
+        echoed = len((choice.get("logprobs") or {}).get("token_logprobs") or []) \
+            - int((data.get("usage") or {}).get("completion_tokens") or 0)
         gen = loglik_generation([total], [False], prompt_tokens=int((data.get("usage") or {}).get("prompt_tokens")
                                                                      or used), latency_s=latency,
                                 model=self.model or "")
         # the flag travels in the text, so that a cached answer keeps it
         gen.text = orjson.dumps({"logliks": [total], "greedy": [False], "tokens": used,
-                                 "first_token_missing": missing}).decode()
+                                 "first_token_missing": missing, "echoed": echoed}).decode()
         return gen
 
     # -- embeddings over /embeddings -----------------------------------------------------------

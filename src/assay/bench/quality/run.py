@@ -95,6 +95,7 @@ class QualityConfig:
     task_dirs: list[str] = field(default_factory=list)   # folders whose tasks, groups and tags --tasks may name
     concurrency: int = 4
     max_length: int = DEFAULT_MAX_LENGTH   # tokens per request of a rolling log-likelihood window (lm-eval's max_length)
+    tokenizer: str | None = None      # the model's GGUF, to cut rolling windows where the server has no tokenizer
     sandbox_timeout: float = 10.0
     sandbox_memory_mb: int = 1024
     name: str | None = None
@@ -585,7 +586,8 @@ class ItemScorer:
 
     def __init__(self, cfg: QualityConfig, plans: list[_Plan]):
         self.cfg = cfg
-        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length)
+        self.subject = Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length,
+                               tokenizer=cfg.tokenizer)
         sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \
             if any(p.task.is_code for p in plans) else None
         judge = None
@@ -850,7 +852,8 @@ async def run_quality(cfg: QualityConfig, *, resume: bool | str = False, store: 
     if not tasks:
         raise AssayError(f"no task found in {cfg.tasks!r}")
     plans = plan_tasks(cfg, tasks)
-    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length)
+    subject = subject or Subject(cfg.model, api=cfg.api, concurrency=cfg.concurrency, max_length=cfg.max_length,
+                                 tokenizer=cfg.tokenizer)
     if cfg.scoring == "loglik" and not subject.loglik:
         raise AssayError(f"--scoring loglik: {subject.loglik_note}")
     sandbox = Sandbox(timeout_s=cfg.sandbox_timeout, memory_mb=cfg.sandbox_memory_mb) \

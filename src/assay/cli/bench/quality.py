@@ -70,8 +70,12 @@ def quality_cmd(
                                     "on each worker; the model's calls in flight stay under it cluster-wide)."),
     max_length: int = typer.Option(2048, "--max-length", help="Tokens per request of a loglikelihood_rolling "
                                    "window (lm-evaluation-harness's max_length; its default for API models): a "
-                                   "longer document is scored over the harness's rolling windows, on a server "
-                                   "with a tokenizer endpoint (llama.cpp's, vLLM's)."),
+                                   "longer document is scored over the harness's rolling windows on the "
+                                   "in-process model and on a server with a tokenizer endpoint (llama.cpp's, "
+                                   "vLLM's); elsewhere it fails with one line."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="The model's GGUF file, whose tokenizer cuts "
+                                         "a loglikelihood_rolling document into --max-length windows on a server "
+                                         "without a tokenizer endpoint (a hosted /v1/completions)."),
     sandbox_timeout: float = typer.Option(10.0, "--sandbox-timeout", help="Seconds each code sample may run."),
     name: str | None = typer.Option(None, "--name", help="A name for the run in the store."),
     model_name: str | None = typer.Option(None, "--model-name", help="The model's name on the leaderboard "
@@ -117,6 +121,7 @@ def quality_cmd(
                         samples=samples,
                         pass_at=_ints(pass_at, "--pass-at"), temperature=temperature, max_tokens=max_tokens,
                         scoring=scoring, api=api, judge=judge, concurrency=concurrency, max_length=max_length,
+                        tokenizer=text_arg(tokenizer),
                         sandbox_timeout=sandbox_timeout, name=text_arg(name), model_name=text_arg(model_name))
     cfg.check()
     with stage_progress(quiet) as progress:
