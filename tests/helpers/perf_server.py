@@ -15,7 +15,8 @@ first token, e.g. scripted to grow with the context), ``word`` (the token answer
 many of its assistant messages are answers this server gave (``carried``) and how many are not
 (``forgotten``), and its prompt's words (``context_words``). ``capacity=K``: at most K answers
 are made at once, the others wait (so with a scripted ``first_delay`` the server has a knee at
-K / first_delay requests per second). Prefix cache: prompts are cached by whole blocks of
+K / first_delay requests per second, or K / the ``held`` seconds each answer's log entry says it
+took, first delay and overheads included, on a loaded machine). Prefix cache: prompts are cached by whole blocks of
 ``block`` words from their start; ``prefill_per_word`` (seconds per word not found in the cache)
 is added to ``first_delay``, and a request's log entry says its ``cached_words``. ``/metrics``: a
 Prometheus page in vLLM's names (running, waiting, KV-cache use = running / capacity, prompt and
@@ -121,6 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
             how = {**how, "first_delay": float(how.get("first_delay", 0)) + how["prefill_per_word"] * (len(prompt) - hit)}
         if self.owner.slots is not None:
             self.owner.slots.acquire()
+        held = time.monotonic()
         with self.owner.lock:
             self.owner.counters["waiting"] -= 1
             self.owner.counters["running"] += 1
@@ -134,6 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.owner.counters["running"] -= 1
             if self.owner.slots is not None:
                 self.owner.slots.release()
+            entry["held"] = time.monotonic() - held
 
     def _answer(self, i: int, stream: bool, n: int, usage: Any, how: dict[str, Any], word: str) -> None:
         if stream:
