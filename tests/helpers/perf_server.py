@@ -18,7 +18,8 @@ are made at once, the others wait (so with a scripted ``first_delay`` the server
 K / first_delay requests per second, or K / the ``held`` seconds each answer's log entry says it
 took, first delay and overheads included, on a loaded machine). Prefix cache: prompts are cached by whole blocks of
 ``block`` words from their start; ``prefill_per_word`` (seconds per word not found in the cache)
-is added to ``first_delay``, and a request's log entry says its ``cached_words``. ``/metrics``: a
+is added to ``first_delay``, and a request's log entry says its ``cached_words`` (with
+``cached_usage=True`` its usage says them too, as ``prompt_tokens_details.cached_tokens``). ``/metrics``: a
 Prometheus page in vLLM's names (running, waiting, KV-cache use = running / capacity, prompt and
 generation tokens, prefix-cache queries and hits; with ``spec=True`` speculative-decoding drafts,
 draft tokens and accepted tokens, 4 / 12 / 8 per request) from ``counters``, which a test reads. Each request's arrival
@@ -106,10 +107,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(int(how["status"]), {"error": {"message": f"scripted {how['status']}"}})
             return
         n = int(how.get("tokens", body.get("max_tokens") or 4))
-        usage = how.get("usage", "auto")
-        if usage == "auto":
-            p = _prompt_words(body)
-            usage = {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
         word = str(how.get("word", " word"))
         prompt = (" ".join(m.get("content", "") for m in body.get("messages") or [] if isinstance(m, dict))
                   or str(body.get("prompt", ""))).split()
@@ -118,6 +115,12 @@ class _Handler(BaseHTTPRequestHandler):
             hit = self.owner.cache_lookup(prompt)
             self.owner.counters["waiting"] += 1
         entry["cached_words"] = hit
+        usage = how.get("usage", "auto")
+        if usage == "auto":
+            p = _prompt_words(body)
+            usage = {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
+            if self.owner.cached_usage:
+                usage["prompt_tokens_details"] = {"cached_tokens": hit}
         if how.get("prefill_per_word"):
             how = {**how, "first_delay": float(how.get("first_delay", 0)) + how["prefill_per_word"] * (len(prompt) - hit)}
         if self.owner.slots is not None:
@@ -193,8 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 class PerfServer:
     def __init__(self, answer: Script | None = None, model: str = "scripted", *, tokenize: bool = False,
-                 capacity: int | None = None, block: int = 16, spec: bool = False) -> None:
+                 capacity: int | None = None, block: int = 16, spec: bool = False,
+                 cached_usage: bool = False) -> None:
         self.answer = answer or (lambda i, stream, body: {})
+        self.cached_usage = cached_usage
         self.model = model
         self.tokenize = tokenize
         self.spec = spec

@@ -53,7 +53,7 @@ from assay.bench.perf.lora import fingerprint as lora_fingerprint
 from assay.bench.perf.lora import parse_mix as parse_lora_mix
 from assay.bench.perf.lora import per_adapter
 from assay.bench.perf.prefix import fingerprint as prefix_fingerprint
-from assay.bench.perf.prefix import prefix_block
+from assay.bench.perf.prefix import prefix_block, usage_hit_rate
 from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
 from assay.bench.perf.saturation import knee, knee_message, next_rate, saturated, stopping_rates, too_many_errors
 from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, per_turn, ttft_slope
@@ -383,7 +383,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             if without is not None:
                 point["prefix"] = prefix_block(shared=cfg.shared_prefix, groups=cfg.prefix_groups,
                                                tokens=cfg.input_tokens, n_warmup=cfg.warmup, n_timed=len(timed),
-                                               without=without, point=point)
+                                               without=without, point=point, usage=usage_hit_rate(records))
             if trace is not None:
                 point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
             if plan is not None:
