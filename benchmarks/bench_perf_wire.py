@@ -18,6 +18,8 @@ any instrument's.
    sorted by first packet, its warm-up requests (the first on the wire) left out. Order is exact
    at c=1; at c=256 requests started within the same instant may pair with a neighbour, so the
    match-free figure (instrument p50 - wire p50 over the same requests) is printed beside it.
+   ``--repeats N``: each instrument runs N times at each level (a fresh endpoint and capture each
+   time); every run's line, then the median and range [min, max] of each figure over the runs.
 2. **Arrival error of trace replay** (``--part replay``): one seeded Mooncake-layout trace
    (bench_perf_replay.make_trace) replayed by ``assay bench perf --replay`` and by aiperf's
    fixed-schedule trace replay (``--custom-dataset-type mooncake_trace --fixed-schedule``), each
@@ -29,6 +31,7 @@ the aiperf and guidellm venvs (benchmarks/peers/venv.py) and their offline word-
 
     python benchmarks/bench_perf_wire.py --setup
     python benchmarks/bench_perf_wire.py --part ttft --levels 1,256 --requests-256 512
+    python benchmarks/bench_perf_wire.py --part ttft --repeats 3 --requests-1 10 --requests-256 256
     python benchmarks/bench_perf_wire.py --part replay --trace-requests 300 --rate 20
 """
 
@@ -199,36 +202,57 @@ def match(kind: str, rows: list, ex: list[wire.Exchange]) -> list[tuple[float, f
     return [(t, e.wire_ttft) for (_, t), e in zip(rows, ex) if e.wire_ttft is not None]
 
 
+def ttft_once(name: str, level: int, n: int) -> tuple[dict | None, str]:
+    """One instrument's run at one level under its own capture: its figures (ms) and the capture's
+    and the verdict's words; None with the reason when it failed or nothing matched."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ep = Endpoint(Path(tmp) / "log.jsonl", 1)
+        cap = Capture(Path(tmp) / "lo.pcap", ep.port)
+        try:
+            kind, rows, note = CLIENTS[name](ep.url, level, n)
+        except Exception as exc:                    # a peer that failed: say so, go on
+            return None, f"FAILED: {str(exc)[-600:]}"
+        finally:
+            said = cap.stop()
+            ep.stop()
+        pairs = np.array(match(kind, rows, wire.exchanges(cap.path, ep.port)), dtype=float)
+    if not len(pairs):
+        return None, f"no request matched ({len(rows)} recorded; {said})"
+    pairs = pairs[~np.isnan(pairs).any(axis=1)]
+    err = (pairs[:, 0] - pairs[:, 1]) * 1e3
+    e50, e99 = np.percentile(err, [50, 99])
+    return {"n": len(rows), "matched": len(pairs), "err p50": e50, "err p99": e99, "|err| max": np.abs(err).max(),
+            "p50-p50": (np.median(pairs[:, 0]) - np.median(pairs[:, 1])) * 1e3,
+            "wire p50": np.median(pairs[:, 1]) * 1e3}, f"{said} {note}".rstrip()
+
+
+FIGURES = ("err p50", "err p99", "|err| max", "p50-p50", "wire p50")
+
+
 def ttft_part(args: argparse.Namespace) -> None:
     print(f"set-up: {IN} input / {OUT} output tokens; endpoint TTFT 100 ms, ITL 20 ms, 1 process; "
-          "error = instrument TTFT - wire TTFT per request (ms)")
-    print(f"{'instrument':<11} {'c':>4} {'n':>5} {'matched':>8} {'err p50':>8} {'err p99':>8} {'|err| max':>9} "
-          f"{'p50-p50':>8} {'wire p50':>9}  capture / verdict")
+          f"error = instrument TTFT - wire TTFT per request (ms); {args.repeats} run(s) each")
+    print(f"{'instrument':<11} {'c':>4} {'n':>5} {'matched':>8} " + " ".join(f"{f:>9}" for f in FIGURES)
+          + "  capture / verdict")
     for level in [int(x) for x in args.levels.split(",")]:
         n = args.requests_1 if level == 1 else args.requests_256
         for name in args.clients.split(","):
-            with tempfile.TemporaryDirectory() as tmp:
-                ep = Endpoint(Path(tmp) / "log.jsonl", 1)
-                cap = Capture(Path(tmp) / "lo.pcap", ep.port)
-                try:
-                    kind, rows, note = CLIENTS[name](ep.url, level, n)
-                except Exception as exc:                    # a peer that failed: say so, go on
-                    print(f"{name:<11} {level:>4} FAILED: {str(exc)[-600:]}", flush=True)
+            runs = []
+            for _ in range(args.repeats):
+                got, words = ttft_once(name, level, n)
+                if got is None:
+                    print(f"{name:<11} {level:>4} {words}", flush=True)
                     continue
-                finally:
-                    said = cap.stop()
-                    ep.stop()
-                pairs = np.array(match(kind, rows, wire.exchanges(cap.path, ep.port)), dtype=float)
-            if not len(pairs):
-                print(f"{name:<11} {level:>4} no request matched ({len(rows)} recorded; {said})", flush=True)
-                continue
-            pairs = pairs[~np.isnan(pairs).any(axis=1)]
-            err = (pairs[:, 0] - pairs[:, 1]) * 1e3
-            e50, e99 = np.percentile(err, [50, 99])
-            whole = (np.median(pairs[:, 0]) - np.median(pairs[:, 1])) * 1e3
-            print(f"{name:<11} {level:>4} {len(rows):>5} {len(pairs):>8} {e50:>+8.2f} {e99:>+8.2f} "
-                  f"{np.abs(err).max():>9.2f} {whole:>+8.2f} {np.median(pairs[:, 1]) * 1e3:>9.2f}  "
-                  f"{said} {note}".rstrip(), flush=True)
+                runs.append(got)
+                print(f"{name:<11} {level:>4} {got['n']:>5} {got['matched']:>8} "
+                      + " ".join(f"{got[f]:>+9.2f}" for f in FIGURES) + f"  {words}", flush=True)
+            if len(runs) > 1:
+                cells = []
+                for f in FIGURES:
+                    v = np.array([r[f] for r in runs])
+                    cells.append(f"{np.median(v):+.2f} [{v.min():+.2f}, {v.max():+.2f}]")
+                print(f"{name:<11} {level:>4} median [range] of {len(runs)} runs: "
+                      + "; ".join(f"{f} {c}" for f, c in zip(FIGURES, cells)), flush=True)
 
 
 def arrival_error(served: list[dict], rows: list[dict], speed: float) -> np.ndarray:
@@ -302,6 +326,7 @@ def main() -> None:
     ap.add_argument("--levels", default="1,256")
     ap.add_argument("--requests-1", type=int, default=25, help="timed requests at c=1")
     ap.add_argument("--requests-256", type=int, default=512, help="timed requests at any c > 1")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each instrument at each level: median and range")
     ap.add_argument("--trace-requests", type=int, default=300)
     ap.add_argument("--rate", type=float, default=20.0, help="the trace's mean arrival rate, req/s")
     ap.add_argument("--speed", type=float, default=1.0)

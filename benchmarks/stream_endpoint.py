@@ -24,7 +24,8 @@ and at exit: `i` (ordinal among POSTs to the completions routes, else null), `re
 (X-Request-Id), `path`, `stream`, `arrival`, `arrival_clock`, `first_write` (time.monotonic()
 just before the first token chunk, reasoning or content), `last_write` (before the last one),
 `chunks` (token chunks written), `prompt_tokens` (o200k; chat: message contents concatenated),
-`completion_tokens` (as usage says), `max_late` (latest write behind schedule, s), `outcome`:
+`completion_tokens` (as usage says), chat: `messages` (how many) and `first` (a hash of the first
+one's content: the requests of one conversation share it), `max_late` (latest write behind schedule, s), `outcome`:
 "ok", "http <status>", "cut", "stall", "client closed" (early), "aborted" (server stopped). The
 server's TTFT is `first_write - arrival`. `--workers N`: N processes on one port (SO_REUSEPORT)
 append to the one FILE (a flush is one O_APPEND write of whole lines), add `worker`, share `i`.
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import heapq
 import itertools
 import json
@@ -493,6 +495,9 @@ class Server:
         text = prompt_text(req, chat)
         rec.update(stream=bool(req.get("stream")), completion_tokens=n,
                    prompt_tokens=len(text) if isinstance(text, list) else len(self.encode(text)))
+        if chat and isinstance(req.get("messages"), list) and req["messages"]:
+            first = prompt_text({"messages": req["messages"][:1]}, True)
+            rec.update(messages=len(req["messages"]), first=hashlib.sha1(first.encode()).hexdigest()[:12])
         rule = match(self.rules, rec["i"])
         if "status" in rule:
             status = int(rule["status"])

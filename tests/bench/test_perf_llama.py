@@ -83,3 +83,24 @@ def test_unreachable_endpoint_is_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert f"127.0.0.1:{port}" in r.stderr
+
+
+def test_llama_server_reports_no_cached_tokens_so_the_hit_rate_is_inferred(llama_server: str) -> None:
+    # llama-cpp-python's server has no /metrics and no prompt_tokens_details in its usage: assay says its
+    # prefix hit rate is inferred and why, and leaves the per-turn cached tokens empty rather than guess
+    # (benchmarks/bench_perf_llamacpp.py holds both against the server's own log)
+    import asyncio
+
+    from assay.bench.perf.run import PerfConfig, run_perf
+
+    run = asyncio.run(run_perf(PerfConfig(endpoint=llama_server, model=ALIAS, input_tokens=24, output_tokens=2,
+                                          warmup=1, requests=2, shared_prefix=16, prefix_groups=1)))
+    px = run.summary["points"][0]["prefix"]
+    assert px["hit_rate_source"].startswith("inferred") and "no cached tokens in its usage" in px["hit_rate_source"]
+    assert px["hit_rate_usage"] is None and px["hit_rate"] == px["hit_rate_inferred"]
+    assert all(r["input_tokens"]["cached"] is None for r in run.requests)
+    run = asyncio.run(run_perf(PerfConfig(endpoint=llama_server, model=ALIAS, input_tokens=12, output_tokens=2,
+                                          warmup=0, sessions=1, turns=2)))
+    rows = run.summary["points"][0]["sessions"]["per_turn"]
+    assert [r["ok"] for r in rows] == [1, 1] and all(r["cached_tokens_mean"] is None for r in rows)
+    assert rows[1]["context_tokens_mean"] > rows[0]["context_tokens_mean"]

@@ -10,7 +10,8 @@ import asyncio
 
 import pytest
 
-from assay.bench.perf.prefix import inferred_hit_rate
+from assay.bench.perf.measure import cached_tokens
+from assay.bench.perf.prefix import inferred_hit_rate, usage_hit_rate
 from assay.bench.perf.run import PerfConfig, run_perf
 from assay.errors import AssayError
 from tests.helpers.perf_server import PerfServer
@@ -68,3 +69,27 @@ def test_without_counters_the_hit_rate_is_inferred_and_says_so():
 def test_prefix_groups_need_a_shared_prefix():
     with pytest.raises(AssayError, match="--prefix-groups needs --shared-prefix"):
         PerfConfig(endpoint="http://x/v1", prefix_groups=4).check()
+
+
+def test_without_counters_the_hit_rate_comes_from_the_answers_usage():
+    # a server that reports each prompt's cached part in its usage (OpenAI's prompt_tokens_details.cached_tokens,
+    # which vLLM and llama.cpp's llama-server fill) but has no /metrics counters: the rate is its own count
+    with PerfServer(prefill, tokenize=True, cached_usage=True) as srv:
+        run = run_prefix(srv, metrics=False)
+        log = sorted(srv.log, key=lambda e: e["i"])
+    px = run.summary["points"][0]["prefix"]
+    shared_batch = log[-N:]
+    expected = sum(e["cached_words"] for e in shared_batch) / sum(e["context_words"] for e in shared_batch)
+    assert px["hit_rate_source"].startswith("server usage (prompt_tokens_details.cached_tokens")
+    assert f"{N} answers" in px["hit_rate_source"]
+    assert px["hit_rate"] == px["hit_rate_usage"] == pytest.approx(expected) and expected > 0
+
+
+def test_usage_hit_rate_reads_only_plausible_counts():
+    ok = {"status": "ok", "input_tokens": {"usage": 10, "cached": 4}}
+    assert usage_hit_rate([ok, {**ok, "status": "timeout"}])["rate"] == 0.4
+    assert usage_hit_rate([{"status": "ok", "input_tokens": {"usage": 10, "cached": None}}]) is None
+    assert cached_tokens({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 4}}) == 4
+    assert cached_tokens({"prompt_tokens_details": {"cached_tokens": True}}) is None
+    assert cached_tokens({"prompt_tokens_details": {"cached_tokens": -1}}) is None
+    assert cached_tokens({"prompt_tokens": 10}) is None

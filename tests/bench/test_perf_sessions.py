@@ -107,3 +107,17 @@ def test_the_cli_runs_sessions_and_a_replay(tmp_path):
     import json
     r = json.loads(q.stdout)
     assert r["mode"] == "replay" and r["points"][0]["replay"]["input_exact"] == 2
+
+
+def test_per_turn_cached_tokens_are_the_servers_usage():
+    # the scripted endpoint caches whole 16-word blocks of each prompt and says so in its usage: a session's
+    # turn finds its earlier turns cached, and each turn's figure is the server's own count
+    with PerfServer(scripted, tokenize=True, cached_usage=True) as srv:
+        run = sessions(srv.url, sessions=1, turns=3, think_time=0.0)
+        log = sorted(srv.log, key=lambda e: e["i"])
+    rows = run.summary["points"][0]["sessions"]["per_turn"]
+    assert [r["cached_tokens_mean"] for r in rows] == [e["cached_words"] for e in log]
+    assert rows[0]["cached_tokens_mean"] == 0 and 0 < rows[1]["cached_tokens_mean"] < rows[2]["cached_tokens_mean"]
+    with PerfServer(scripted, tokenize=True) as srv:           # a server whose usage says nothing of its cache
+        run = sessions(srv.url, sessions=1, turns=2, think_time=0.0)
+    assert all(r["cached_tokens_mean"] is None for r in run.summary["points"][0]["sessions"]["per_turn"])

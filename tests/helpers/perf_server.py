@@ -15,9 +15,11 @@ first token, e.g. scripted to grow with the context), ``word`` (the token answer
 many of its assistant messages are answers this server gave (``carried``) and how many are not
 (``forgotten``), and its prompt's words (``context_words``). ``capacity=K``: at most K answers
 are made at once, the others wait (so with a scripted ``first_delay`` the server has a knee at
-K / first_delay requests per second). Prefix cache: prompts are cached by whole blocks of
+K / first_delay requests per second, or K / the ``held`` seconds each answer's log entry says it
+took, first delay and overheads included, on a loaded machine). Prefix cache: prompts are cached by whole blocks of
 ``block`` words from their start; ``prefill_per_word`` (seconds per word not found in the cache)
-is added to ``first_delay``, and a request's log entry says its ``cached_words``. ``/metrics``: a
+is added to ``first_delay``, and a request's log entry says its ``cached_words`` (with
+``cached_usage=True`` its usage says them too, as ``prompt_tokens_details.cached_tokens``). ``/metrics``: a
 Prometheus page in vLLM's names (running, waiting, KV-cache use = running / capacity, prompt and
 generation tokens, prefix-cache queries and hits; with ``spec=True`` speculative-decoding drafts,
 draft tokens and accepted tokens, 4 / 12 / 8 per request) from ``counters``, which a test reads. Each request's arrival
@@ -105,10 +107,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(int(how["status"]), {"error": {"message": f"scripted {how['status']}"}})
             return
         n = int(how.get("tokens", body.get("max_tokens") or 4))
-        usage = how.get("usage", "auto")
-        if usage == "auto":
-            p = _prompt_words(body)
-            usage = {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
         word = str(how.get("word", " word"))
         prompt = (" ".join(m.get("content", "") for m in body.get("messages") or [] if isinstance(m, dict))
                   or str(body.get("prompt", ""))).split()
@@ -117,10 +115,17 @@ class _Handler(BaseHTTPRequestHandler):
             hit = self.owner.cache_lookup(prompt)
             self.owner.counters["waiting"] += 1
         entry["cached_words"] = hit
+        usage = how.get("usage", "auto")
+        if usage == "auto":
+            p = _prompt_words(body)
+            usage = {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
+            if self.owner.cached_usage:
+                usage["prompt_tokens_details"] = {"cached_tokens": hit}
         if how.get("prefill_per_word"):
             how = {**how, "first_delay": float(how.get("first_delay", 0)) + how["prefill_per_word"] * (len(prompt) - hit)}
         if self.owner.slots is not None:
             self.owner.slots.acquire()
+        held = time.monotonic()
         with self.owner.lock:
             self.owner.counters["waiting"] -= 1
             self.owner.counters["running"] += 1
@@ -134,6 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.owner.counters["running"] -= 1
             if self.owner.slots is not None:
                 self.owner.slots.release()
+            entry["held"] = time.monotonic() - held
 
     def _answer(self, i: int, stream: bool, n: int, usage: Any, how: dict[str, Any], word: str) -> None:
         if stream:
@@ -190,8 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 class PerfServer:
     def __init__(self, answer: Script | None = None, model: str = "scripted", *, tokenize: bool = False,
-                 capacity: int | None = None, block: int = 16, spec: bool = False) -> None:
+                 capacity: int | None = None, block: int = 16, spec: bool = False,
+                 cached_usage: bool = False) -> None:
         self.answer = answer or (lambda i, stream, body: {})
+        self.cached_usage = cached_usage
         self.model = model
         self.tokenize = tokenize
         self.spec = spec

@@ -127,6 +127,13 @@ def measure(ex: Exchange, *, stream: bool, scheduled: float | None = None) -> di
     return rec
 
 
+def cached_tokens(usage: object) -> int | None:
+    """The cached prompt tokens a server's usage reports (OpenAI's ``prompt_tokens_details.cached_tokens``), or None."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    n = details.get("cached_tokens") if isinstance(details, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
 def finish(rec: dict[str, Any], *, prompt_tokens: int, model_count: int | None, bundled_count: int | None,
            asked_output: int | None = None, prompt_source: str | None = None) -> None:
     """Settle a completed request's token counts and the figures that need them.
@@ -136,7 +143,8 @@ def finish(rec: dict[str, Any], *, prompt_tokens: int, model_count: int | None, 
     and ``chunks``; ``used`` is the server's usage, else the model tokenizer's count, else the chunk
     count. ``input_tokens.used`` is the prompt's count (``prompt_source`` says by which tokenizer),
     the same streamed or not; the server's count is ``input_tokens.usage``. A usage value that is
-    not a plausible count is left out and said why (``usage_rejected``).
+    not a plausible count is left out and said why (``usage_rejected``); ``input_tokens.cached`` is
+    the prompt's part the server says it found cached (:func:`cached_tokens`, at most its prompt count).
     """
     usage = rec.pop("usage", None) or {}
     chunks = rec["chunks"]
@@ -154,8 +162,10 @@ def finish(rec: dict[str, Any], *, prompt_tokens: int, model_count: int | None, 
     client = model_count if model_count is not None else bundled_count
     rec["output_tokens"] = {"used": used, "from": source, "usage": u_out, "client": client,
                             "client_is_model": model_count is not None, "chunks": chunks, "usage_rejected": out_why}
+    cached = cached_tokens(usage)
     rec["input_tokens"] = {"used": prompt_tokens, "from": f"prompt ({prompt_source})" if prompt_source else "prompt",
-                           "usage": u_in, "prompt": prompt_tokens, "usage_rejected": in_why}
+                           "usage": u_in, "prompt": prompt_tokens, "usage_rejected": in_why,
+                           "cached": cached if cached is not None and u_in is not None and cached <= u_in else None}
     rec["disagree"] = _disagree(u_out, model_count, chunks)
     if rec["status"] != "ok":
         return

@@ -53,9 +53,9 @@ from assay.bench.perf.lora import fingerprint as lora_fingerprint
 from assay.bench.perf.lora import parse_mix as parse_lora_mix
 from assay.bench.perf.lora import per_adapter
 from assay.bench.perf.prefix import fingerprint as prefix_fingerprint
-from assay.bench.perf.prefix import prefix_block
+from assay.bench.perf.prefix import prefix_block, usage_hit_rate
 from assay.bench.perf.replay import read_trace, replay_block, trace_prompts, trace_rate
-from assay.bench.perf.saturation import knee, saturated, stopping_rates, too_many_errors
+from assay.bench.perf.saturation import knee, knee_message, next_rate, saturated, stopping_rates, too_many_errors
 from assay.bench.perf.sessions import SessionPlan, Turns, drive, per_session, per_turn, ttft_slope
 from assay.bench.perf.sessions import fingerprint as session_fingerprint
 from assay.bench.perf.stored import SCHEMA
@@ -315,6 +315,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
     notes: list[str] = []
     stopped: dict[str, Any] | None = None
     stop_rule: dict[str, Any] | None = None
+    refined = 0                         # points spent narrowing the knee down (saturation.next_rate)
     try:
         p_idx = 0
         while p_idx < len(levels):
@@ -382,7 +383,7 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             if without is not None:
                 point["prefix"] = prefix_block(shared=cfg.shared_prefix, groups=cfg.prefix_groups,
                                                tokens=cfg.input_tokens, n_warmup=cfg.warmup, n_timed=len(timed),
-                                               without=without, point=point)
+                                               without=without, point=point, usage=usage_hit_rate(records))
             if trace is not None:
                 point["replay"] = replay_block(trace, cfg.speed, timed, records, point)
             if plan is not None:
@@ -396,10 +397,16 @@ async def run_perf(cfg: PerfConfig, *, progress: Callable[[str, int, int | None]
             if pt.out_of_time:
                 stopped = _time_limit(max_time, where, p_idx, len(levels), notes)
                 break
-            stop_rule = _stop_rule(cfg, points)
+            stop_rule = _stop_rule(cfg, points, stop_rule)
             if stop_rule is not None:
-                notes.append(stop_rule["message"])
-                break
+                nxt = next_rate(points, refined) if stop_rule["reason"] == "saturation" else None
+                if nxt is None:         # stopped (the error rule, or the knee narrowed down)
+                    notes.append(stop_rule["message"] + ("; " + knee_message(stop_rule["knee"])
+                                                         if stop_rule["reason"] == "saturation" else ""))
+                    break
+                del levels[p_idx + 1:]          # the coarse rates left are not measured
+                levels.append((None, nxt))
+                refined += 1
             if cfg.sweep and cfg.stop_at_saturation and p_idx == 0:
                 levels += [(None, r) for r in stopping_rates(points[0]["request_throughput"], cfg.sweep)]
             elif cfg.sweep and p_idx == 1:
@@ -705,13 +712,16 @@ async def _unshared(client: StreamClient, target: _Target, cfg: PerfConfig, coun
     return summary
 
 
-def _stop_rule(cfg: PerfConfig, points: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Why the run stops after its last point (saturation.py), or None to go on."""
+def _stop_rule(cfg: PerfConfig, points: list[dict[str, Any]], fired: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Why the run stops after its last point (saturation.py), or None to go on. ``fired``: the
+    saturation evidence already found (the points since narrow the knee down)."""
     cur = points[-1]
     if cfg.max_error_rate is not None:
         got = too_many_errors(cur, cfg.max_error_rate)
         if got is not None:
             return got
+    if fired is not None:
+        return {**fired, "knee": knee(points)}
     rated = [p for p in points if p.get("rate") is not None]
     if cfg.stop_at_saturation and len(rated) >= 2 and rated[-1] is cur:
         got = saturated(rated[-2], cur)

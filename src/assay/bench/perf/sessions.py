@@ -10,7 +10,8 @@ ends its session (the context it would carry does not exist).
 
 A turn's *context* is the tokens it sends: the user messages by the run's counter plus the earlier
 answers by the server's usage count (else their token chunks), chat template not included.
-Figures: per turn (:func:`per_turn`: TTFT and E2E against the mean context), the slope of TTFT
+Figures: per turn (:func:`per_turn`: TTFT and E2E against the mean context, and the cached prompt
+tokens where the server's usage reports them: ``prompt_tokens_details.cached_tokens``), the slope of TTFT
 against context (least squares over the requests), and per session (:func:`per_session`: the
 session's length, its mean TTFT, turns completed). The schedule lag of a turn is its send time
 less (the previous answer's end + think time), so a client that kept the think time long shows.
@@ -105,9 +106,16 @@ def per_turn(records: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
         ok = [r for r in mine if r["status"] == "ok"]
         rows.append({"turn": k, "sent": len(mine), "ok": len(ok),
                      "context_tokens_mean": float(np.mean([r["context_tokens"] for r in mine])) if mine else None,
+                     "cached_tokens_mean": _cached_mean(ok),
                      "ttft": _stat([r["ttft"] for r in ok if r.get("ttft") is not None]),
                      "e2e": _stat([r["e2e"] for r in ok if r.get("e2e") is not None])})
     return rows
+
+
+def _cached_mean(ok: list[dict[str, Any]]) -> float | None:
+    """The mean cached prompt tokens the server's usage reports for these requests (None: it reports none)."""
+    got = [c for c in ((r.get("input_tokens") or {}).get("cached") for r in ok) if c is not None]
+    return float(np.mean(got)) if got else None
 
 
 def ttft_slope(records: list[dict[str, Any]]) -> dict[str, Any] | None:
