@@ -40,6 +40,7 @@ def _session_store():
 
 
 LLAMA_ALIAS = "gemma-3-270m"
+FAST_LLAMA_SERVER = Path(__file__).resolve().parent / "helpers" / "llama_server_fast.py"
 
 
 def _free_port() -> int:
@@ -62,7 +63,7 @@ def _server_importable() -> str | None:
 @contextmanager
 def _served(cmd: list[str], ready_url: str, *, log: Path, timeout: float, env: dict | None = None) -> Iterator[None]:
     """A server process (``cmd``, output to ``log``) once ``ready_url`` answers 200; stopped afterwards."""
-    name = cmd[2] if len(cmd) > 2 else cmd[0]
+    name = cmd[2] if len(cmd) > 2 and cmd[1] == "-m" else Path(cmd[min(1, len(cmd) - 1)]).name
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
@@ -92,7 +93,11 @@ def _served(cmd: list[str], ready_url: str, *, log: Path, timeout: float, env: d
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """``python -m llama_cpp.server`` on a free loopback port with the embedded GGUF (served as
-    ``LLAMA_ALIAS``); yields the base URL. Shared by the judge-path and the serving-benchmark tests."""
+    ``LLAMA_ALIAS``); yields the base URL. Shared by the judge-path and the serving-benchmark tests.
+
+    Started through tests/helpers/llama_server_fast.py: the same server, arguments and answers,
+    with its per-token ranking of the vocabulary for ``top_logprobs`` done by numpy instead of a
+    Python sort of 262,144 tuples (that sort was most of these tests' time)."""
     why = _server_importable()
     if why:
         pytest.skip(why)
@@ -104,7 +109,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     port = _free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}   # see assay.models.local.require_llama_cpp
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", LLAMA_ALIAS,
+    cmd = [sys.executable, str(FAST_LLAMA_SERVER), "--model", str(gguf), "--model_alias", LLAMA_ALIAS,
            # the GGUF carries no chat template; without this the server falls back to Llama 2's
            "--chat_format", "gemma",
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",

@@ -21,6 +21,7 @@ from assay.monitor.config import parse_config, sampled
 from assay.monitor.scoring import OnlineScorer
 from assay.store import Store
 from assay.store.monitor import MonitorLog
+from tests.helpers.cli import run_assay
 from tests.helpers.fake_openai_server import FakeOpenAI
 from tests.helpers.monitor import ROOT, Receiver, env, record_window
 
@@ -62,8 +63,8 @@ def _app(url: str, n: int, *extra: str) -> list[str]:
 
 
 def _assay(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", "monitor", *args], cwd=ROOT, env=env(),
-                          capture_output=True, text=True, timeout=120)
+    """``assay monitor ARGS`` (check, status, backfill: what they print and store), in this process."""
+    return run_assay(["monitor", *args], cwd=ROOT, env=env())
 
 
 def _wait(pred, what: str, timeout: float = 60.0) -> None:

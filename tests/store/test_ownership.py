@@ -24,6 +24,7 @@ from assay.metrics.base import Score
 from assay.store import Store, StoredRow
 from assay.store import schema as S
 from assay.store.sessions import PID_GRACE_S, STALE_AFTER_S, is_stale, sum_usage, this_host
+from tests.helpers.cli import run_assay
 from tests.helpers.old_stores import BEFORE_V6
 
 N_ROWS = 1300      # the killed run's rows
@@ -41,9 +42,10 @@ def store(request, tmp_path):
     st.close()
 
 
-def _cli(args: list[str], env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "assay.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+def _cli(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    """``assay ARGS`` with ``env`` (what it prints, refuses and stores), in this process; the run
+    that is killed is a real process."""
+    return run_assay(args, env=env)
 
 
 def _listed_status(stdout: str, run_id: str) -> str:
@@ -148,7 +150,7 @@ def test_kill_9_leaves_a_stale_run_that_resumes_and_a_live_run_is_not_resumed_tw
         # resumed: completes, and its judge usage is both sessions'
         with lock:
             answered["hang"] = False
-        r = _cli([*args, "--resume"], env, timeout=300)
+        r = _cli([*args, "--resume"], env)
         assert r.returncode == 0, r.stderr
         said = " ".join(r.stdout.split())
         assert f"resumed with {rows_done} rows already scored" in said and "over 2 sessions" in said
