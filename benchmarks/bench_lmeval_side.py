@@ -287,11 +287,14 @@ def run_lm_eval(tasks_dir: Path, proxy_port: int, work: Path, a: argparse.Namesp
 
 
 def run_assay(tasks_dir: Path, server: str, work: Path, a: argparse.Namespace, *, tasks: list[str] = TASKS,
-              extra: tuple[str, ...] = (), env_extra: dict[str, str] | None = None) -> tuple[Path, float]:
+              extra: tuple[str, ...] = (), env_extra: dict[str, str] | None = None,
+              path_after: tuple[str, ...] = (), cwd: Path = ROOT) -> tuple[Path, float]:
     """``assay bench quality`` on ``tasks`` of the folder (``extra``: more of its arguments, ``env_extra``: more
-    environment); its ``--output-lm-eval`` folder, seconds."""
+    environment, ``path_after``: folders of modules searched after assay's own environment, ``cwd``: where it
+    runs); its ``--output-lm-eval`` folder, seconds."""
     out = work / "assay-out"
-    cmd = [sys.executable, "-c", "import sys; from assay.cli.main import main; sys.exit(main())",
+    cmd = [sys.executable, "-c", f"import sys; sys.path.extend({list(path_after)!r}); "
+                                 "from assay.cli.main import main; sys.exit(main())",
            "bench", "quality", "--model", f"{server}/v1#{conf.ALIAS}", "--task-dir", str(tasks_dir),
            "--tasks", ",".join(tasks), "--api", "completions", "--seed", str(a.seed),
            "--max-length", str(a.max_length), "--output-lm-eval", str(out), "--concurrency", "1", "--quiet", *extra]
@@ -301,7 +304,7 @@ def run_assay(tasks_dir: Path, server: str, work: Path, a: argparse.Namespace, *
         cmd += ["--limit", str(a.limit)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ASSAY_STORE": str(work / "assay.db"),
            "ASSAY_CACHE": "off", **(env_extra or {})}   # every call made, as lm-eval makes them (its cache is off too)
-    took = conf.run_logged(cmd, env=env, cwd=ROOT, log=work / "assay.log", what="assay: 'assay bench quality'")
+    took = conf.run_logged(cmd, env=env, cwd=cwd, log=work / "assay.log", what="assay: 'assay bench quality'")
     return out, took
 
 

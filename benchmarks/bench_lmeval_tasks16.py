@@ -148,12 +148,12 @@ def setup() -> None:
         raise conf.StepFailed(f"setup: pip install {' '.join(HOOK_MODULES)} failed: {r.stderr.strip()[-300:]}")
 
 
-def lm_eval_tasks_dir() -> Path:
-    """lm-eval's ``lm_eval/tasks`` folder in the benchmark's venv."""
+def lm_eval_site() -> Path:
+    """The site-packages folder of the benchmark's lm-eval venv."""
     found = sorted(glob.glob(str(conf.VENV / "lib" / "python3*" / "site-packages" / "lm_eval" / "tasks")))
     if not found:
         raise conf.StepFailed(f"lm-eval: no lm_eval/tasks under {conf.VENV.relative_to(ROOT)}; run with --setup")
-    return Path(found[-1])
+    return Path(found[-1]).parent.parent
 
 
 def write_tasks(d: Path, names: list[str], lm_tasks: Path, data: Path) -> dict[str, list[str]]:
@@ -162,6 +162,7 @@ def write_tasks(d: Path, names: list[str], lm_tasks: Path, data: Path) -> dict[s
     shots); a named split without a file of its own gets the evaluation split's file. Per task, the splits so
     given."""
     import yaml
+
     from assay.bench.quality.tasks import read_config
 
     d.mkdir(parents=True)
@@ -303,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     p.add_argument("--json", type=Path, help="write every figure and item of both tools here")
     p.add_argument("--plain-server", action="store_true", help="python -m llama_cpp.server (slow log-probabilities)")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument("--lm-eval-out", type=Path, help="compare with this earlier lm-eval output folder (of a kept "
+                                                   "work folder) instead of running lm-eval again")
     a = p.parse_args(argv)
     names = [t for t in a.tasks.split(",") if t]
     unknown = [t for t in names if t not in TASKS]
@@ -314,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
         gguf = Path(os.environ.get("ASSAY_GGUF", str(Path.home() / ".cache/assay/models/gemma-3-270m-q4_k_m.gguf")))
         if not gguf.exists():
             raise conf.StepFailed(f"model: {gguf} is missing (scripts/install_local_backend.sh and `assay models pull`)")
-        lm_tasks = lm_eval_tasks_dir()
+        site = lm_eval_site()
+        lm_tasks = site / "lm_eval" / "tasks"
         work = Path(tempfile.mkdtemp(prefix="lmeval16-"))
         borrowed = write_tasks(work / "tasks", names, lm_tasks, a.data)
         for name, splits in borrowed.items():
@@ -328,11 +332,17 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
         strip = side.BosStrip(f"http://127.0.0.1:{proxy.port}", proxy.info["bos_token"])
         t0 = time.monotonic()
         try:
-            lm_out, lm_s = side.run_lm_eval(work / "tasks", strip.port, work, a, tasks=names,
-                                            extra=("--confirm_run_unsafe_code",),
-                                            env_extra={"HF_ALLOW_CODE_EVAL": "1"})
+            if a.lm_eval_out:
+                lm_out, lm_s = a.lm_eval_out, float("nan")
+            else:
+                lm_out, lm_s = side.run_lm_eval(work / "tasks", strip.port, work, a, tasks=names,
+                                                extra=("--confirm_run_unsafe_code",),
+                                                env_extra={"HF_ALLOW_CODE_EVAL": "1"})
             az_out, az_s = side.run_assay(work / "tasks", f"http://127.0.0.1:{proxy.port}", work, a, tasks=names,
-                                          extra=("--trust-task-code",), env_extra={"ASSAY_TASK_INCLUDE": str(lm_tasks)})
+                                          extra=("--trust-task-code",), path_after=(str(site),), cwd=work,
+                                          env_extra={"ASSAY_TASK_INCLUDE": str(lm_tasks), "HF_ALLOW_CODE_EVAL": "1",
+                                                     **{k: v for k, v in side.offline_env(work).items()
+                                                        if k.startswith(("HF_", "TRANS"))}})
         finally:
             strip.stop()
             proxy.stop()
