@@ -94,36 +94,6 @@ def _responses(item: dict[str, Any], filt: str) -> tuple[list[Any], list[Any]]:
     return [answers], [extracted]
 
 
-def _builds_programs(task: Any, filt: str) -> bool:
-    """Whether the task's filter ``filt`` is HumanEval's ``build_predictions`` (assay runs prompt + completion +
-    tests itself, see :meth:`Task.program`; lm-eval logs the program the filter builds, a list per request)."""
-    if not (task.is_code and task.program_with_prompt):
-        return False
-    for entry in (task.config or {}).get("filter_list") or []:
-        if isinstance(entry, dict) and str(entry.get("name", "none")) == filt:
-            return any("build_predictions" in str(v) for st in entry.get("filter") or [] if isinstance(st, dict)
-                       for v in st.values())
-    return False
-
-
-def _values(item: dict[str, Any], names: dict[str, str], filt: str) -> dict[str, Any]:
-    """Each metric's per-item value under ``filt``: the task hook's value as it gave it (a list, for ifeval's
-    per-instruction results), else the item's score."""
-    hooks, scores, out = item.get("hook_values") or {}, item.get("scores") or {}, {}
-    for name, key in names.items():
-        metric, f = _split_key(key)
-        if f != filt:
-            continue
-        for k in (name, key):
-            if k in hooks:
-                out[metric] = hooks[k]
-                break
-        else:
-            if name in scores:
-                out[metric] = scores[name]
-    return out
-
-
 def _samples(task: Any, rows: Sequence[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
     """One line per item and filter; ``names``: each assay score's lm-eval ``metric,filter``."""
     filters = list(dict.fromkeys(_split_key(k)[1] for k in names.values())) or ["none"]
@@ -136,9 +106,13 @@ def _samples(task: Any, rows: Sequence[dict[str, Any]], names: dict[str, str]) -
         doc_json = json.dumps(doc, indent=2, ensure_ascii=False, default=str)
         for filt in filters:
             resps, filtered = _responses(item, filt)
-            if _builds_programs(task, filt):
-                filtered = [[task.context(i) + str(a) for a in resps[0]]]
-            values = _values(item, names, filt)
+            values = {}
+            for name, v in (item.get("scores") or {}).items():
+                if name not in names:
+                    continue
+                metric, f = _split_key(names[name])
+                if f == filt:
+                    values[metric] = (item.get("hook_values") or {}).get(name, v)
             line = {"doc_id": i, "doc": doc,
                     "target": str(target),
                     "arguments": {f"gen_args_{k}": {f"arg_{j}": a for j, a in enumerate(arg)}
