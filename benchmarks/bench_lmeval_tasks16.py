@@ -9,7 +9,11 @@ one file per split) naming the data written for the project in ``tests/data/lmev
 (see its README). lm-eval reads that folder with ``--include_path`` (which takes precedence over its built-in
 tasks of the same names), assay with ``--task-dir``, ``$ASSAY_TASK_INCLUDE`` naming lm-eval's ``tasks`` folder
 and ``--trust-task-code``: both tools run the same task files, the same hooks (``utils.py``,
-``preprocess_winogrande.py``, ...), the same data.
+``preprocess_winogrande.py``, ...), the same data. What the hooks import (``lm_eval`` itself for ifeval,
+``datasets``, ``evaluate``, ``sacrebleu``, ``langdetect``, ...) assay's side finds in lm-eval's venv, whose
+site-packages folder is searched after assay's own environment (which is left as it is). lm-eval reads every split
+a task names when it builds it (arc_easy's ``train`` and ``validation`` too, at 0 shots); a named split without a
+file of its own is given the evaluation split's file (printed per task).
 
 The model, the server and the requests are those of ``bench_lmeval_side.py``: the embedded Gemma 3 270M GGUF
 behind llama-cpp-python's server (``--logits_all True``), the tokenizer proxy of ``bench_quality_conformance.py``
