@@ -263,7 +263,11 @@ def offline_env(work: Path) -> dict[str, str]:
     return env
 
 
-def run_lm_eval(tasks_dir: Path, proxy_port: int, work: Path, a: argparse.Namespace) -> tuple[Path, float]:
+def run_lm_eval(tasks_dir: Path, proxy_port: int, work: Path, a: argparse.Namespace, *,
+                tasks: list[str] = TASKS, extra: tuple[str, ...] = (),
+                env_extra: dict[str, str] | None = None) -> tuple[Path, float]:
+    """``lm_eval run`` on ``tasks`` of the folder (``extra``: more of its arguments, ``env_extra``: more
+    environment); its output folder, seconds."""
     if not conf.lm_eval_bin().exists():
         raise conf.StepFailed(f"lm-eval: {conf.lm_eval_bin().relative_to(ROOT)} is missing; run with --setup first")
     out = work / "lm-eval-out"
@@ -271,29 +275,36 @@ def run_lm_eval(tasks_dir: Path, proxy_port: int, work: Path, a: argparse.Namesp
     cmd = [str(conf.lm_eval_bin()), "run", "--model", "local-completions",
            "--model_args", f"model={conf.ALIAS},base_url={base},tokenizer_backend=remote,tokenized_requests=False,"
                            f"num_concurrent=1,max_retries=1,max_length={a.max_length}",
-           "--include_path", str(tasks_dir), "--tasks", *TASKS, "--seed", str(a.seed),
-           "--log_samples", "--output_path", str(out)]
+           "--include_path", str(tasks_dir), "--tasks", *tasks, "--seed", str(a.seed),
+           "--log_samples", "--output_path", str(out), *extra]
     if a.shots is not None:
         cmd += ["--num_fewshot", str(a.shots)]
     if a.limit is not None:
         cmd += ["--limit", str(a.limit)]
-    took = conf.run_logged(cmd, env=offline_env(work), cwd=work, log=work / "lm-eval.log", what="lm-eval")
+    took = conf.run_logged(cmd, env={**offline_env(work), **(env_extra or {})}, cwd=work, log=work / "lm-eval.log",
+                           what="lm-eval")
     return out, took
 
 
-def run_assay(tasks_dir: Path, server: str, work: Path, a: argparse.Namespace) -> tuple[Path, float]:
+def run_assay(tasks_dir: Path, server: str, work: Path, a: argparse.Namespace, *, tasks: list[str] = TASKS,
+              extra: tuple[str, ...] = (), env_extra: dict[str, str] | None = None,
+              path_after: tuple[str, ...] = (), cwd: Path = ROOT) -> tuple[Path, float]:
+    """``assay bench quality`` on ``tasks`` of the folder (``extra``: more of its arguments, ``env_extra``: more
+    environment, ``path_after``: folders of modules searched after assay's own environment, ``cwd``: where it
+    runs); its ``--output-lm-eval`` folder, seconds."""
     out = work / "assay-out"
-    cmd = [sys.executable, "-c", "import sys; from assay.cli.main import main; sys.exit(main())",
+    cmd = [sys.executable, "-c", f"import sys; sys.path.extend({list(path_after)!r}); "
+                                 "from assay.cli.main import main; sys.exit(main())",
            "bench", "quality", "--model", f"{server}/v1#{conf.ALIAS}", "--task-dir", str(tasks_dir),
-           "--tasks", ",".join(TASKS), "--api", "completions", "--seed", str(a.seed),
-           "--max-length", str(a.max_length), "--output-lm-eval", str(out), "--concurrency", "1", "--quiet"]
+           "--tasks", ",".join(tasks), "--api", "completions", "--seed", str(a.seed),
+           "--max-length", str(a.max_length), "--output-lm-eval", str(out), "--concurrency", "1", "--quiet", *extra]
     if a.shots is not None:
         cmd += ["--shots", str(a.shots)]
     if a.limit is not None:
         cmd += ["--limit", str(a.limit)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ASSAY_STORE": str(work / "assay.db"),
-           "ASSAY_CACHE": "off"}      # every call made, as lm-eval makes them (its cache is off too)
-    took = conf.run_logged(cmd, env=env, cwd=ROOT, log=work / "assay.log", what="assay: 'assay bench quality'")
+           "ASSAY_CACHE": "off", **(env_extra or {})}   # every call made, as lm-eval makes them (its cache is off too)
+    took = conf.run_logged(cmd, env=env, cwd=cwd, log=work / "assay.log", what="assay: 'assay bench quality'")
     return out, took
 
 

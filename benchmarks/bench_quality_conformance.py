@@ -138,10 +138,10 @@ def free_port() -> int:
 class LlamaServer:
     """llama-cpp-python's server with the embedded GGUF on a free loopback port."""
 
-    def __init__(self, gguf: Path, log: Path) -> None:
+    def __init__(self, gguf: Path, log: Path, launcher: tuple[str, ...] = ("-m", "llama_cpp.server")) -> None:
         self.port = free_port()
         self.log = log
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
+        cmd = [sys.executable, *launcher, "--model", str(gguf), "--model_alias", ALIAS,
                "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
                "--interrupt_requests", "False", "--logits_all", "True"]
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}

@@ -547,6 +547,9 @@ class QualityRunner:
         item["mode"] = "sandbox"
         item["answer"] = answers[0]
         item["answers"] = answers if len(answers) > 1 else None
+        built = program_filters(t)
+        if built:       # what lm-eval's build_predictions filter gives (and logs): the program head, per answer
+            item["extracted"] = {name: [t.context(i) + a for a in answers] for name in built}
         item["sandbox"] = [sandbox_entry(r) for r in results]
         item["isolation"] = results[0].isolation if results else self.sandbox.isolation
         judged = [r for r in results if r.judged]
@@ -812,6 +815,16 @@ def killed_samples(rows: list[StoredRow], summary: dict[str, Any]) -> None:
             at = list(task).index("first_error") + 1 if "first_error" in task else len(task)
             keys = list(task.items())
             summary["tasks"][name] = dict([*keys[:at], ("killed", len(lost)), *keys[at:]])
+
+
+def program_filters(task: Task) -> list[str]:
+    """The filters of a code task that are HumanEval's ``build_predictions`` (the prompt put before each answer);
+    assay builds that program itself (:meth:`Task.program`), these name its head for the item's record."""
+    if not (task.is_code and task.program_with_prompt):
+        return []
+    return [str(e.get("name", "none")) for e in (task.config or {}).get("filter_list") or [] if isinstance(e, dict)
+            and any("build_predictions" in str(v) for st in e.get("filter") or [] if isinstance(st, dict)
+                    for v in st.values())]
 
 
 def code_program(task: Task, i: int, answer: str, entry_point: str = "") -> str:
