@@ -19,7 +19,7 @@ The model, the server and the requests are those of ``bench_lmeval_side.py``: th
 behind llama-cpp-python's server (``--logits_all True``), the tokenizer proxy of ``bench_quality_conformance.py``
 (which also clears the server's prompt cache before each scored request, for both tools), lm-eval's
 ``local-completions`` with ``tokenizer_backend=remote``, the same ``--seed``. The server is started through
-``llama_server_fastsort.py`` (the same server; its per-token sort of the whole vocabulary done by numpy, same
+``tests/helpers/llama_server_fast.py`` (the same server the tests start; its per-token sort of the whole vocabulary done by numpy, same
 numbers; ``--plain-server`` starts it as ``python -m llama_cpp.server``).
 
 Both tools write lm-eval's results JSON and samples JSONL; this script compares, per task and item:
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
                 print(f"{name}: split(s) {', '.join(splits)} named by the task, given its evaluation split's file")
         (work / "code_eval").mkdir()
         (work / "code_eval" / "code_eval.py").write_text(CODE_EVAL)
-        launcher = ("-m", "llama_cpp.server") if a.plain_server else (str(HERE / "llama_server_fastsort.py"),)
+        launcher = ("-m", "llama_cpp.server") if a.plain_server else (str(ROOT / "tests" / "helpers" / "llama_server_fast.py"),)
         server = conf.LlamaServer(gguf, work / "server.log", launcher=launcher)
         proxy = conf.TokenizerProxy(gguf, server.base)
         strip = side.BosStrip(f"http://127.0.0.1:{proxy.port}", proxy.info["bos_token"])
