@@ -6,6 +6,7 @@ import gc
 
 import pytest
 
+from assay.engine import run as engine_run
 from assay.engine.evaluate import evaluate
 from assay.engine.run import freeze_heap
 from assay.metrics.base import REGISTRY, metric
@@ -46,15 +47,18 @@ def test_a_process_that_froze_objects_itself_keeps_them_frozen(freeze_probe):
         gc.unfreeze()
 
 
-def test_a_run_that_stops_on_an_error_unfreezes_too(freeze_probe):
+def test_a_run_that_stops_on_an_error_unfreezes_too(freeze_probe, monkeypatch):
     class Stop(Exception):
         pass
 
     def progress(n: int) -> None:
         raise Stop()     # stops the run after its first chunk
 
+    # small chunks, so that the first one ends after a few rows: the probe's gc.get_freeze_count()
+    # walks every frozen object, which in a test process that has loaded models takes a good part of a second
+    monkeypatch.setattr(engine_run, "CHUNK", 32)
     with pytest.raises(Stop):
-        evaluate([{"response": f"r{i}"} for i in range(600)], metrics=[freeze_probe], workers=1, store="off",
+        evaluate([{"response": f"r{i}"} for i in range(40)], metrics=[freeze_probe], workers=1, store="off",
                  progress=progress)
     assert SEEN and min(SEEN) > 1000
     assert gc.get_freeze_count() == 0

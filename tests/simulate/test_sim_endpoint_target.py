@@ -2,8 +2,6 @@
 scripted fake endpoint of tests/models: for the simulators and for `assay eval --target`."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -12,6 +10,7 @@ from assay.engine.target import EndpointApp, Target
 from assay.errors import AssayError
 from assay.records import Record
 from assay.simulate import simulate_adversarial, simulate_jailbreak
+from tests.helpers.cli import run_assay
 from tests.helpers.fake_openai_server import chat_json
 
 
@@ -84,12 +83,11 @@ def test_cli_eval_and_simulate_with_an_endpoint_target(fake, tmp_path):
     fake.default = _answer
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"query": "hello"}) + "\n")
-    p = subprocess.run([sys.executable, "-m", "assay.cli", "eval", str(data), "--target", f"{fake.base_url}#fake-judge",
-                        "--metrics", "token_count", "--quiet"], capture_output=True, text=True, cwd=tmp_path)
+    p = run_assay(["eval", str(data), "--target", f"{fake.base_url}#fake-judge", "--metrics", "token_count", "--quiet"],
+                  cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "1 read, 1 evaluated" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "assay.cli", "simulate", "adversarial", "--target",
-                        f"{fake.base_url}#fake-judge", "--max", "2", "--out", "a.jsonl", "-q"],
-                       capture_output=True, text=True, cwd=tmp_path)
+    p = run_assay(["simulate", "adversarial", "--target", f"{fake.base_url}#fake-judge", "--max", "2",
+                   "--out", "a.jsonl", "-q"], cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 2

@@ -6,8 +6,6 @@ attempt's row page shows its conversation as the history."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from assay.simulate.redteam import load_objectives, redteam  # noqa: E402
 from assay.store import Store  # noqa: E402
 from assay.ui.report import render_report  # noqa: E402
 from assay.ui.server import create_app  # noqa: E402
+from tests.helpers.cli import run_assay  # noqa: E402
 from tests.helpers.fake_openai_server import FakeOpenAI  # noqa: E402
 from tests.helpers.redteam_apps import decoding_app, judge_reply  # noqa: E402
 from tests.helpers.uihelpers import XSS_IMG, XSS_SCRIPT, assert_escaped  # noqa: E402
@@ -137,8 +136,7 @@ def test_crescendo_row_page_shows_the_conversation(stored: dict[str, Any]) -> No
 
 
 def test_show_prints_the_asr_block(stored: dict[str, Any]) -> None:
-    res = subprocess.run([sys.executable, "-m", "assay", "show", stored["judged"], "--store", stored["path"]],
-                         capture_output=True, text=True, timeout=120)
+    res = run_assay(["show", stored["judged"], "--store", stored["path"]])
     assert res.returncode == 0, res.stderr
     assert "attack success rate by strategy x category" in res.stdout
     line = next(ln for ln in res.stdout.splitlines() if "base64" in ln and "violence" in ln)
