@@ -1,6 +1,7 @@
 """The runnable example of docs/monitor.md (examples/monitor/app.py and monitor.yaml), run as the
-docs run it but against the scripted loopback model server (answering after 2.05 s, so the
-example's latency rule fires): the app file's spans reach the receiver, both metrics of the
+docs run it but against the scripted loopback model server (answering after 4 s, so the
+example's latency rule fires: the rule fires only when the mean's t interval over the 3 traces lies
+wholly above 2 s, and at 2.05 s one call slowed by a loaded machine widened it across the bound): the app file's spans reach the receiver, both metrics of the
 example's config score every trace, and its alert rule fires."""
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if importlib.util.find_spec("opentelemetry.instrumentation.openai_v2") is None:
 def test_the_docs_example_app_is_received_scored_and_alerts(tmp_path, monkeypatch):
     monkeypatch.setenv("ASSAY_CACHE", "off")
     model = FakeOpenAI().start()
-    model.default = {"delay": 2.05, "json": chat_json("It ships tomorrow.", model="gemma-3-270m", usage=(20, 5))}
+    model.default = {"delay": 4.0, "json": chat_json("It ships tomorrow.", model="gemma-3-270m", usage=(20, 5))}
     st = Store(str(tmp_path / "m.db"))
     try:
         with Served(st) as rx:
