@@ -412,3 +412,12 @@ def test_lambada_perplexity_stderr_is_the_harness_bootstrap(tmp_path: Path, lm_e
         render_quality(s.summary)
     row = next(line for line in cap.get().splitlines() if "perplexity" in line)
     assert f"{m['mean']:.4g}" in row and f"{want:.4g}" in row, row
+
+
+def test_one_document_has_no_perplexity_stderr_as_in_lm_eval() -> None:
+    # lm-eval writes "N/A" for a metric's stderr when its task has a single item (found by
+    # benchmarks/bench_lmeval_tasks16.py --limit 1: assay gave the bootstrap of one value, 4.4e-16)
+    from assay.bench.quality.harness_bootstrap import harness_bootstrap_stderr
+
+    assert harness_bootstrap_stderr("perplexity", [-0.5]) is None
+    assert harness_bootstrap_stderr("perplexity", [-0.5, -1.5], iters=2000) > 0

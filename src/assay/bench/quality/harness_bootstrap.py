@@ -33,9 +33,10 @@ BOOTSTRAPPED: dict[str, Callable[[np.ndarray], np.ndarray]] = {"perplexity": _pe
 def harness_bootstrap_stderr(aggregation: str, values: Sequence[float],
                              iters: int = HARNESS_BOOTSTRAP_ITERS) -> float | None:
     """The harness's standard error of ``aggregation`` over the per-document ``values`` (None when it
-    bootstraps no such aggregation, or there are no values)."""
+    bootstraps no such aggregation, or there are fewer than two values: the harness writes "N/A" for a task of
+    one item)."""
     stat = BOOTSTRAPPED.get(aggregation)
-    if stat is None or not values:
+    if stat is None or len(values) < 2:
         return None
     xs = np.asarray([float(v) for v in values], dtype=np.float64)
     n = len(xs)
