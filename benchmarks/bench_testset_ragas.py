@@ -48,7 +48,8 @@ Figures, printed side by side and written to ``--json``:
     .venv/bin/python benchmarks/bench_testset_ragas.py --setup          # make benchmarks/.venvs/ragas
     .venv/bin/python benchmarks/bench_testset_ragas.py --n 10 --json benchmarks/results/testset_ragas.json
 
-Exit status 0 when both generators ran (whatever they returned); 1 with one line when a step failed.
+Exit status 0 when both generators ran (whatever they returned, or stopped at ``--timeout``: the figures
+then say so, with the calls made until then); 1 with one line when a step failed.
 """
 
 from __future__ import annotations
@@ -206,7 +207,14 @@ class Gateway:
                 else:
                     self.reply(404, b'{"error": {"message": "not served here"}}')
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                    super().handle_error(request, client_address)     # a client gone away: not worth a trace
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -287,7 +295,11 @@ def run_assay(gw: Gateway, work: Path, a: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ASSAY_CACHE": str(work / "assay-cache.sqlite")}
     print("assay: " + " ".join(cmd[2:]), flush=True)
     t0 = time.monotonic()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return {"items": [], "wall_s": time.monotonic() - t0, "exit": None,
+                "said": [f"stopped: not finished after --timeout {a.timeout:.0f} s"]}
     took = time.monotonic() - t0
     (work / "assay.log").write_text(r.stdout + r.stderr)
     if r.returncode not in (0, 3):
@@ -341,7 +353,11 @@ def run_ragas(gw: Gateway, work: Path, a: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "RAGAS_DO_NOT_TRACK": "true", "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
     t0 = time.monotonic()
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout, cwd=work)
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout, cwd=work)
+    except subprocess.TimeoutExpired:
+        return {"items": [], "wall_s": time.monotonic() - t0, "exit": None, "failed": True,
+                "said": [f"stopped: not finished after --timeout {a.timeout:.0f} s"]}
     took = time.monotonic() - t0
     (work / "ragas.log").write_text(r.stdout + r.stderr)
     if r.returncode != 0 or not out.exists():
@@ -535,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "check_calls": gw.counts.get("check", {}), "tools": ms}, indent=1))
             print(f"json: {a.json}")
         return 0
-    except (StepFailed, subprocess.TimeoutExpired) as e:
+    except StepFailed as e:
         print(f"failed: {e}", file=sys.stderr)
         return 1
     finally:
