@@ -174,6 +174,7 @@ class Gateway:
         self.log_dir = log_dir              # each chat request and answer, one JSON line, per tool
         self.embedder = embedded_embedder()
         self.counts: dict[str, dict[str, float]] = {}
+        self.prompts: dict[str, dict[str, int]] = {}    # tool -> first words of each prompt -> calls
         self.lock = threading.Lock()
         self.embed_lock = threading.Lock()
         gw = self
@@ -248,6 +249,11 @@ class Gateway:
             with self.lock, (self.log_dir / f"calls-{tool}.jsonl").open("a") as f:
                 f.write(json.dumps({"status": status, "s": round(time.monotonic() - t0, 2), "request": body,
                                     "response": data.decode(errors="replace")}) + "\n")
+        msgs = body.get("messages") or [{}]
+        what = str(msgs[-1].get("content") or "").strip().split("\n")[0][:48]
+        with self.lock:
+            kinds = self.prompts.setdefault(tool, {})
+            kinds[what] = kinds.get(what, 0) + 1
         self.add(tool, chat_calls=1, chat_errors=int(status != 200), upstream_s=time.monotonic() - t0,
                  prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0))
         return status, data
@@ -452,7 +458,7 @@ def measure(name: str, res: dict, gw: Gateway, docs: list[str], asked: int, mode
             "embed_calls": int(c.get("embed_calls", 0)), "embed_texts": int(c.get("embed_texts", 0)),
             "prompt_tokens": int(c.get("prompt_tokens", 0)), "completion_tokens": int(c.get("completion_tokens", 0)),
             "json_schema_rewritten": int(c.get("json_schema_rewritten", 0)), "exit": res["exit"],
-            "said": res["said"], "items": items}
+            "said": res["said"], "calls_by_prompt": gw.prompts.get(name, {}), "items": items}
 
 
 def _share(k: int, n: int) -> float | None:
