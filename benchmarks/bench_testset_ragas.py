@@ -331,7 +331,7 @@ from ragas.run_config import RunConfig
 from ragas.testset import TestsetGenerator
 
 cfg = json.load(open(sys.argv[1]))
-client = AsyncOpenAI(base_url=cfg["base_url"], api_key="not-needed", max_retries=0, timeout=600)
+client = AsyncOpenAI(base_url=cfg["base_url"], api_key="not-needed", timeout=600)   # its own 2 retries
 llm = InstructorLLM(client=instructor.from_openai(client, mode=instructor.Mode.JSON_SCHEMA), model=cfg["model"],
                     provider="openai")
 emb = embedding_factory("openai", model=cfg["embed_model"], client=client)
