@@ -5,8 +5,8 @@ JSON object and nothing else, and every call also asks the endpoint for it (:fun
 OpenAI's ``json_schema`` form, which llama.cpp turns into a grammar that constrains decoding, so
 that even a small model returns the keys asked for); :func:`parse_answer` reads the answer
 strictly: a JSON object (a single surrounding code fence is tolerated), every named key present
-with its type (booleans are JSON ``true``/``false``, not words), text not empty. Anything else is unreadable and the item is
-dropped, never guessed at.
+with its type (booleans are JSON ``true``/``false``, not words), text not empty. Anything else is
+unreadable and the item is dropped, never guessed at.
 
 The evaluated material (passages, questions, answers) sits between tags (``<passage ...>`` ...
 ``</passage>``) so that the model can tell it from the instructions.
