@@ -21,7 +21,8 @@ Two transports send the same request body and read the same response:
 Reasoning models (o1/o3/o4, gpt-5 families, or ``reasoning=True``) get
 ``max_completion_tokens`` instead of ``max_tokens`` and no ``temperature`` or logprobs.
 ``response_format={"type": "json_object"}`` is sent where asked; a server that rejects
-it with 400 is asked again once without it, and the backend remembers not to send it.
+it with 400 (or a 422 or 500 naming it: llama-cpp-python's server and ``json_schema``) is asked
+again once without it, and the backend remembers not to send it.
 
 Embeddings go through the same transports to ``POST /embeddings`` (:meth:`OpenAICompat.embed`):
 the ``data`` items are put back in input order by their ``index``, vectors sent as base64
@@ -116,6 +117,12 @@ def public_url(url: str) -> str:
     netloc = host + (f":{parts.port}" if parts.port else "")
     query = "&".join(q.split("=", 1)[0] + "=***" if "=" in q else q for q in parts.query.split("&") if q)
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _names_response_format(exc: ModelCallError) -> bool:
+    """A 422 or 500 whose error names ``response_format`` (a server that validates the field but
+    answers with the wrong status): a refusal of that feature, as a 400 is."""
+    return exc.status in (422, 500) and "response_format" in f"{exc} {exc.body or ''}"
 
 
 class OpenAICompat:
@@ -330,7 +337,7 @@ class OpenAICompat:
         try:
             data, latency = await self._post(body)
         except ModelCallError as exc:
-            if exc.status != 400:
+            if exc.status != 400 and not _names_response_format(exc):
                 raise
             dropped = drop_rejected(body, exc, logprobs_supported=self.logprobs_supported,
                                     json_mode_supported=self.json_mode_supported)

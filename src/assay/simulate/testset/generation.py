@@ -222,7 +222,8 @@ class Checker:
 
     async def _ask(self, messages: list[dict[str, str]], schema: dict[str, type], max_tokens: int,
                    temperature: float, seed: int) -> dict[str, Any]:
-        gen = await self.model.generate(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        gen = await self.model.generate(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                        response_format=prompts.response_format(schema))
         return prompts.parse_answer(gen.text, schema)
 
     def write_prompt(self, a: Attempt) -> list[dict[str, str]]:

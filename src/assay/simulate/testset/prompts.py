@@ -1,10 +1,12 @@
 """The prompts of the test-set generator and the strict reading of their JSON answers.
 
 Three prompts write items (one per question type) and three check them. Every prompt asks for one
-JSON object and nothing else; :func:`parse_answer` reads the answer strictly: a JSON object (a
-single surrounding code fence is tolerated), every named key present with its type (booleans are
-JSON ``true``/``false``, not words), text not empty. Anything else is unreadable and the item is
-dropped, never guessed at.
+JSON object and nothing else, and every call also asks the endpoint for it (:func:`response_format`:
+OpenAI's ``json_schema`` form, which llama.cpp turns into a grammar that constrains decoding, so
+that even a small model returns the keys asked for); :func:`parse_answer` reads the answer
+strictly: a JSON object (a single surrounding code fence is tolerated), every named key present
+with its type (booleans are JSON ``true``/``false``, not words), text not empty. Anything else is
+unreadable and the item is dropped, never guessed at.
 
 The evaluated material (passages, questions, answers) sits between tags (``<passage ...>`` ...
 ``</passage>``) so that the model can tell it from the instructions.
@@ -152,6 +154,20 @@ def parse_answer(text: str, schema: Mapping[str, type]) -> dict[str, Any]:
             raise Unreadable(f"no {key!r}")
         out[key] = _check(key, obj[key], want)
     return out
+
+
+_JSON_TYPES: dict[type, dict[str, Any]] = {str: {"type": "string"}, bool: {"type": "boolean"},
+                                           list: {"type": "array", "items": {"type": "string"}}}
+
+
+def response_format(schema: Mapping[str, type], name: str | None = None) -> dict[str, Any]:
+    """The ``response_format`` asking for a JSON object with exactly the keys of ``schema``
+    (key -> ``str``, ``bool`` or ``list`` of texts), all required, in OpenAI's strict
+    ``json_schema`` form (what :func:`parse_answer` then checks further: no empty text); named
+    ``name``, else after its keys."""
+    return {"type": "json_schema", "json_schema": {"name": name or "_".join(schema), "strict": True, "schema": {
+        "type": "object", "properties": {k: dict(_JSON_TYPES[t]) for k, t in schema.items()},
+        "required": list(schema), "additionalProperties": False}}}
 
 
 ITEM_SCHEMA = {"question": str, "answer": str, "facts": list}
