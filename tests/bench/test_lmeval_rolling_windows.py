@@ -17,18 +17,10 @@ import pytest
 from assay.bench.quality.lmeval import rolling_windows
 from assay.bench.quality.run import FIRST_TOKEN_NOTE, QualityConfig, run_quality
 from assay.errors import AssayError
-from tests.helpers.lmeval_models import TokenServer
+from tests.helpers.lmeval_models import ROLLING_TASK, TokenServer
 
 DOC = " ".join(f"w{k}" for k in range(10))          # ten tokens on TokenServer: ids 1..10
-TASK = """task: long_pages
-output_type: loglikelihood_rolling
-dataset_kwargs:
-  data_files:
-    test: pages.jsonl
-test_split: test
-doc_to_text: ""
-doc_to_target: page
-"""
+TASK = ROLLING_TASK
 
 
 def test_windows_are_the_harness_s() -> None:

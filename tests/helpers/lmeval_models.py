@@ -9,6 +9,17 @@ from typing import Any
 
 from assay.models.base import Generation, loglik_generation
 
+# A loglikelihood_rolling task over ``pages.jsonl`` (one ``page`` per document), for the rolling-window tests.
+ROLLING_TASK = """task: long_pages
+output_type: loglikelihood_rolling
+dataset_kwargs:
+  data_files:
+    test: pages.jsonl
+test_split: test
+doc_to_text: ""
+doc_to_target: page
+"""
+
 
 class ScriptedLM:
     """A raw-text model with log-likelihoods. ``gold(context)`` gives the right continuation of a context
