@@ -138,12 +138,13 @@ def free_port() -> int:
 class LlamaServer:
     """llama-cpp-python's server with the embedded GGUF on a free loopback port."""
 
-    def __init__(self, gguf: Path, log: Path, launcher: tuple[str, ...] = ("-m", "llama_cpp.server")) -> None:
+    def __init__(self, gguf: Path, log: Path, launcher: tuple[str, ...] = ("-m", "llama_cpp.server"), *,
+                 n_ctx: int = 2048, logits_all: bool = True) -> None:
         self.port = free_port()
         self.log = log
         cmd = [sys.executable, *launcher, "--model", str(gguf), "--model_alias", ALIAS,
-               "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
-               "--interrupt_requests", "False", "--logits_all", "True"]
+               "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
+               "--interrupt_requests", "False", "--logits_all", str(logits_all)]
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
         with log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)

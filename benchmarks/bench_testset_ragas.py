@@ -80,7 +80,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
-from bench_quality_conformance import StepFailed, free_port  # noqa: E402
+from bench_quality_conformance import LlamaServer, StepFailed  # noqa: E402
 
 VENV = HERE / ".venvs" / "ragas"
 PINS = ["ragas==0.4.3", "rapidfuzz==3.14.3"]       # rapidfuzz: needed by its default transforms, not a dependency
@@ -120,40 +120,6 @@ def setup() -> float:
 
 
 # --------------------------------------------------------------------------- the model server and the gateway
-
-
-class LlamaServer:
-    """llama-cpp-python's OpenAI-compatible server with the embedded GGUF on a free loopback port."""
-
-    def __init__(self, gguf: Path, log: Path, n_ctx: int) -> None:
-        self.port = free_port()
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", ALIAS,
-               "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
-               "--interrupt_requests", "False"]
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
-        self.base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 180
-        while True:
-            if self.proc.poll() is not None:
-                raise StepFailed(f"model server: exited with {self.proc.returncode} (log: {log})")
-            try:
-                with urllib.request.urlopen(f"{self.base}/v1/models", timeout=5):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise StepFailed(f"model server: no answer on /v1/models in 180 s (log: {log})") from None
-                time.sleep(0.5)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def llama_response_format(rf: Any) -> Any:
@@ -534,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         tools = [t for t in ("assay", "ragas") if a.only in (None, t)]
         for t in (tools if a.parallel else tools[:1]):
-            servers[t] = LlamaServer(embedded_model_path(), work / f"llama-server-{t}.log", a.n_ctx)
+            servers[t] = LlamaServer(embedded_model_path(), work / f"llama-server-{t}.log", n_ctx=a.n_ctx)
         gw = Gateway({t: s.base for t, s in servers.items()}, log_dir=work)
         print(f"model: {embedded_model_path().name} as {ALIAS!r} at {', '.join(s.base for s in servers.values())}; "
               f"gateway {gw.url('TOOL')}; embeddings {EMBED_NAME} (embedded); n {a.n}, seed {a.seed}, "
