@@ -139,6 +139,17 @@ async def fit_cosines(key: str, cases: list[Any]) -> dict[str, Any]:
     return cal
 
 
+def best_cut(scored: list[list[tuple[float, bool]]]) -> tuple[float, float]:
+    """Of the cuts 0.50, 0.55 … 1.00, the one with the best mean agreement over the sets of ``(score, is_good)``
+    in ``scored`` (the first on a tie), and that agreement."""
+    best, best_acc = 0.5, -1.0
+    for i in range(11):
+        cut = round(0.5 + 0.05 * i, 2)
+        acc = sum(sum((x >= cut) == good for x, good in s) / len(s) for s in scored) / len(scored)
+        if acc > best_acc + 1e-12:
+            best, best_acc = cut, acc
+    return best, best_acc
+
 def fit_support_cut(*case_sets: list[Any]) -> dict[str, Any]:
     """The support scorer's cut: of 0.50, 0.55 ... 1.00, the one with the best mean agreement
     (good at or above the cut, bad below) of its score (v2: the typed support) over the fit split
@@ -153,12 +164,7 @@ def fit_support_cut(*case_sets: list[Any]) -> dict[str, Any]:
 
     scored = [[(share(c), c.kind == "good") for c in cases if c.split == "fit" and c.kind in ("good", "bad")]
               for cases in case_sets]
-    best, best_acc = 0.5, -1.0
-    for i in range(11):
-        cut = round(0.5 + 0.05 * i, 2)
-        acc = sum(sum((x >= cut) == good for x, good in s) / len(s) for s in scored) / len(scored)
-        if acc > best_acc + 1e-12:
-            best, best_acc = cut, acc
+    best, best_acc = best_cut(scored)
     cal = card("support").setdefault("calibration", {})
     cal.update(cut=best, fit_mean_agreement=round(best_acc, 4))
     return cal

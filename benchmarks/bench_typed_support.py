@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_halueval import roc_auc  # noqa: E402
+from bench_judge_fidelity import best_cut  # noqa: E402
 
 CAL = ROOT / "src" / "assay" / "judges" / "calibration"
 CANDIDATES = [ROOT.parent / "shared" / "data" / "halueval-qa" / "dev.jsonl",
@@ -79,13 +80,7 @@ def fit_cut(score: Callable[[str, str, str], float], sets: Sequence[list[dict[st
     """v1's rule: of 0.50, 0.55 … 1.00 the cut with the best mean agreement over ``sets``."""
     scored = [[(score(p["query"], p[k], p["context"]), k == "good") for p in s for k in ("good", "bad")]
               for s in sets]
-    best, best_acc = 0.5, -1.0
-    for i in range(11):
-        cut = round(0.5 + 0.05 * i, 2)
-        acc = sum(sum((x >= cut) == good for x, good in s) / len(s) for s in scored) / len(scored)
-        if acc > best_acc + 1e-12:
-            best, best_acc = cut, acc
-    return best
+    return best_cut(scored)[0]
 
 
 def _auc(pairs: Sequence[tuple[float, float]]) -> float:
