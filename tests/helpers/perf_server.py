@@ -197,9 +197,10 @@ class _Handler(BaseHTTPRequestHandler):
 class PerfServer:
     def __init__(self, answer: Script | None = None, model: str = "scripted", *, tokenize: bool = False,
                  capacity: int | None = None, block: int = 16, spec: bool = False,
-                 cached_usage: bool = False) -> None:
+                 cached_usage: bool = False, metrics_names: str = "vllm") -> None:
         self.answer = answer or (lambda i, stream, body: {})
         self.cached_usage = cached_usage
+        self.metrics_names = metrics_names
         self.model = model
         self.tokenize = tokenize
         self.spec = spec
@@ -245,9 +246,12 @@ class PerfServer:
         return hit
 
     def metrics_text(self) -> str:
-        """The /metrics page, in vLLM's names, from the counters the test can read."""
+        """The /metrics page, in vLLM's names (or llama-server's: ``metrics_names="llamacpp"``), from
+        the counters the test can read."""
         with self.lock:
             c = dict(self.counters)
+        if self.metrics_names == "llamacpp":
+            return self._llamacpp_text(c)
         kv = c["running"] / self.capacity if self.capacity else 0.0
         lines = [("vllm:num_requests_running", "gauge", c["running"]), ("vllm:num_requests_waiting", "gauge", c["waiting"]),
                  ("vllm:kv_cache_usage_perc", "gauge", kv), ("vllm:prompt_tokens_total", "counter", c["prompt"]),
@@ -262,6 +266,15 @@ class PerfServer:
         for name, kind, v in lines:
             out += [f"# TYPE {name} {kind}", f'{name}{{model_name="{self.model}"}} {float(v)}']
         return "\n".join(out) + "\n"
+
+    def _llamacpp_text(self, c: dict[str, int]) -> str:
+        """llama-server's counters: prompt tokens reused from the cache, and those evaluated (the
+        cached ones excluded), unlabelled."""
+        lines = [("llamacpp:prompt_tokens_total", "counter", c["queries"] - c["hits"]),
+                 ("llamacpp:prompt_tokens_cached_total", "counter", c["hits"]),
+                 ("llamacpp:tokens_predicted_total", "counter", c["generation"]),
+                 ("llamacpp:requests_processing", "gauge", c["running"])]
+        return "".join(f"# TYPE {name} {kind}\n{name} {float(v)}\n" for name, kind, v in lines)
 
     def __enter__(self) -> PerfServer:
         self.thread.start()

@@ -8,7 +8,9 @@ name's series are summed over their labels):
 - gauges: ``running`` (requests being processed), ``queued`` (waiting), ``kv_cache_usage`` (share
   of the KV cache in use, 0–1), ``prefix_cache_hit_rate`` (a server's own rate gauge),
   ``spec_accept_length`` (SGLang's mean accepted speculative length);
-- counters (differences over a point): ``prefix_cache_hits`` / ``prefix_cache_queries`` (tokens),
+- counters (differences over a point): ``prefix_cache_hits`` / ``prefix_cache_queries`` (tokens;
+  llama-server counts no queries: they are its cached plus its evaluated prompt tokens,
+  ``prompt_tokens_cached_total`` + ``prompt_tokens_total``, the latter ``prompt_tokens_uncached``),
   ``spec_accepted_tokens`` / ``spec_draft_tokens`` / ``spec_drafts``, ``prompt_tokens``,
   ``generation_tokens``, ``decode_steps``.
 
@@ -35,8 +37,9 @@ GAUGES: dict[str, tuple[str, ...]] = {
     "spec_accept_length": ("sglang:spec_accept_length",),
 }
 COUNTERS: dict[str, tuple[str, ...]] = {
-    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits", "llamacpp:prompt_tokens_cached_total"),
     "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
+    "prompt_tokens_uncached": ("llamacpp:prompt_tokens_total",),
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
     "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
     "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
@@ -160,6 +163,8 @@ def point_summary(samples: list[tuple[float, dict[str, float]]], start: float, e
     deltas = {sig: _delta(inside, sig) for sig in COUNTERS}
     out["counters"] = {k: v for k, v in deltas.items() if v is not None}
     hits, queries = deltas["prefix_cache_hits"], deltas["prefix_cache_queries"]
+    if queries is None and hits is not None and deltas["prompt_tokens_uncached"] is not None:
+        queries = hits + deltas["prompt_tokens_uncached"]
     if hits is not None and queries:
         out["prefix_cache_hit_rate_measured"] = hits / queries
     acc, drafts_tok, drafts = deltas["spec_accepted_tokens"], deltas["spec_draft_tokens"], deltas["spec_drafts"]
