@@ -24,11 +24,11 @@ app = typer.Typer(no_args_is_help=True,
 TOKEN_ENV = ("ASSAY_MONITOR_TOKEN", "ASSAY_UI_TOKEN")
 
 
-def _need_monitor_extra() -> None:
+def _need_monitor_extra(grpc: bool = False) -> None:
     import importlib
 
     try:
-        for module in ("starlette", "uvicorn"):
+        for module in ("starlette", "uvicorn", *(("grpc",) if grpc else ())):
             importlib.import_module(module)
     except ImportError as exc:
         raise AssayError(f"the receiver needs the monitor extra ({exc.name} is missing): "
@@ -55,9 +55,12 @@ def serve_cmd(
                                  help="Largest request body in bytes, compressed or not (beyond it: 413)."),
     config: str | None = typer.Option(None, "--config", help="monitor.yaml: score a sample of the traces online "
                                                              "and alert (docs/monitor.md)."),
+    grpc_port: int | None = typer.Option(None, "--grpc-port", min=0, max=65535,
+                                         help="Also receive OTLP/gRPC on this port (4317 is the usual; "
+                                              "0: any free port). Off unless given."),
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) and keep their spans in the store."""
-    _need_monitor_extra()
+    _need_monitor_extra(grpc=grpc_port is not None)
     import uvicorn
 
     from assay.cli.ui import check_bind, listen_on
@@ -84,6 +87,7 @@ def serve_cmd(
     from assay.monitor.heartbeat import Heartbeat
 
     beat = Heartbeat(st, ingest, f"http://{shown}:{port}{PATH}", loop.scorer if loop is not None else None)
+    rpc = _grpc(ingest, host, shown, grpc_port, tok, max_body) if grpc_port is not None else None
     with sock:
         if loop is not None:
             loop.start()
@@ -91,9 +95,22 @@ def serve_cmd(
         try:
             uvicorn.Server(server).run(sockets=[sock])
         finally:
+            if rpc is not None:
+                rpc.stop(5).wait()
             beat.stop()
             if loop is not None:
                 loop.stop()
+
+
+def _grpc(ingest: Any, host: str, shown: str, port: int, tok: str | None, max_body: int) -> Any:
+    """The OTLP/gRPC receiver beside the HTTP one, started, its address printed."""
+    from assay.monitor.grpc_receiver import grpc_server
+
+    rpc, bound = grpc_server(ingest, host, port, token=tok, max_body=max_body)
+    out.print(f"assay monitor: receiving OTLP/gRPC traces and logs at {safe(shown)}:{bound} "
+              f"(OTEL_EXPORTER_OTLP_PROTOCOL=grpc, OTEL_EXPORTER_OTLP_ENDPOINT=http://{safe(shown)}:{bound})",
+              highlight=False, soft_wrap=True)
+    return rpc
 
 
 def _config(path: str) -> Any:
