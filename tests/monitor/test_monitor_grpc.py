@@ -83,6 +83,33 @@ def test_sdk_grpc_exporter_spans_are_stored_and_read_as_the_trace(st):
     assert record["query"] == "Where is order 7?" and record["response"] == "In Lyon."
 
 
+def test_sdk_grpc_log_exporter_records_on_a_span_are_its_events(st):
+    from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+    with GrpcServed(st) as rx:
+        logs = LoggerProvider()
+        logs.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(
+            endpoint=f"127.0.0.1:{rx.port}", insecure=True, compression=Compression.Gzip, timeout=10)))
+        logger = logs.get_logger("assay.tests")
+        rec = Recorder()
+        with rec.span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}) as s:
+            logger.emit(event_name="gen_ai.user.message", body={"content": "Is it raining?"})
+            logger.emit(event_name="gen_ai.choice", body={"index": 0, "finish_reason": "stop",
+                                                          "message": {"content": "No, it is sunny."}})
+        logger.emit(event_name="app.log", body="an ordinary record")      # on no span: answered, not kept
+        logs.shutdown()
+        ex = rx.exporter()
+        assert ex.export(rec.spans()) is SpanExportResult.SUCCESS
+        ex.shutdown()
+    trace_id = format(s.get_span_context().trace_id, "032x")
+    (span,) = SpanLog(st).spans(trace_id)
+    assert [e["name"] for e in span["events"]] == ["gen_ai.user.message", "gen_ai.choice"]
+    (record,) = trace_records(trace_of(trace_id, SpanLog(st).spans(trace_id)), "trace")
+    assert record["query"] == "Is it raining?" and record["response"] == "No, it is sunny."
+
+
 @pytest.mark.parametrize("headers", [None, {"authorization": "Bearer wrong"}])
 def test_a_missing_or_wrong_token_is_unauthenticated_and_nothing_is_stored(st, headers, caplog):
     _, rec = _trace()
