@@ -142,3 +142,34 @@ def test_a_port_in_use_is_one_line(st):
     with GrpcServed(st) as rx:
         with pytest.raises(RunIncomplete, match="--grpc-port"):
             grpc_server(rx.ingest, "127.0.0.1", rx.port)
+
+
+def test_monitor_serve_grpc_port_with_a_token(tmp_path):
+    """The command itself: ``--grpc-port`` beside the HTTP port, the same token on both; a bad
+    value is one line and exit 2."""
+    import socket
+    import subprocess
+    import sys
+
+    from tests.helpers.monitor import ROOT, Receiver, env
+
+    store = str(tmp_path / "m.db")
+    bad = subprocess.run([sys.executable, "-m", "assay.cli", "monitor", "serve", "--grpc-port", "70000",
+                          "--store", store], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--grpc-port" in bad.stderr and "65535" in bad.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    trace_id, rec = _trace()
+    with Receiver(store, "--token", "s3cret", "--grpc-port", str(port)) as rx:
+        ex = OTLPSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=10,
+                              headers={"authorization": "Bearer s3cret"})
+        assert ex.export(rec.spans()) is SpanExportResult.SUCCESS
+        ex.shutdown()
+        assert rx.stop() == 143
+        assert f"OTLP/gRPC traces and logs at 127.0.0.1:{port}" in rx.output()
+    s = Store(store)
+    try:
+        assert {x["name"] for x in SpanLog(s).spans(trace_id)} == {"invoke_agent shop", "chat gpt-4o-mini"}
+    finally:
+        s.close()
