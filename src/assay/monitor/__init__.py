@@ -2,6 +2,8 @@
 
 - :mod:`assay.monitor.receiver`: the OTLP/HTTP receiver (``POST /v1/traces``, protobuf and JSON,
   gzip), answering a batch once it is committed;
+- :mod:`assay.monitor.grpc_receiver`: the OTLP/gRPC receiver beside it (``--grpc-port``), the same
+  parser, queue and token;
 - :mod:`assay.monitor.decode`: a request body as span rows, and the OTLP answers;
 - :mod:`assay.monitor.ingest`: the bounded queue and the writer thread that commits batches and
   marks quiet traces complete;
