@@ -42,9 +42,10 @@ def _trace() -> tuple[str, Recorder]:
 class GrpcServed:
     """The gRPC receiver in this process over a fresh ingest queue on a free loopback port."""
 
-    def __init__(self, st: Store, token: str | None = None):
-        self.ingest = Ingest(SpanLog(st))
-        self.ingest.start()
+    def __init__(self, st: Store, token: str | None = None, max_pending: int = 100_000, start: bool = True):
+        self.ingest = Ingest(SpanLog(st), max_pending=max_pending)
+        if start:
+            self.ingest.start()
         self.server, self.port = grpc_server(self.ingest, "127.0.0.1", 0, token=token)
 
     def __enter__(self) -> GrpcServed:
@@ -136,6 +137,17 @@ def test_a_body_that_is_not_an_export_request_is_invalid_argument(st):
             call(b"\xff\xff\xff", timeout=10)
     assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT and "\n" not in bad.value.details()
     assert SpanLog(st).status()["spans"] == 0
+
+
+def test_a_full_queue_is_unavailable_and_the_batch_is_not_taken(st):
+    _, rec = _trace()
+    with GrpcServed(st, max_pending=1, start=False) as rx, grpc.insecure_channel(f"127.0.0.1:{rx.port}") as ch:
+        rx.ingest.submit([{"trace_id": "waiting"}])              # the writer is not running: the queue stays full
+        call = ch.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as full:
+            call(rec.request().SerializeToString(), timeout=10)
+        assert full.value.code() is grpc.StatusCode.UNAVAILABLE and "over capacity" in full.value.details()
+        assert rx.ingest.pending == 1 and rx.ingest.refused == 1
 
 
 def test_a_port_in_use_is_one_line(st):

@@ -15,7 +15,9 @@ it, as they honour the HTTP receiver's 429 and 503); a missing or wrong token ``
 Access: as the HTTP receiver, a token (when set) must come with every call, as the metadata
 ``authorization: Bearer T`` (``OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer T"``) or
 ``x-assay-token``; without one the server binds only a loopback address (the command refuses
-another, :func:`assay.cli.ui.check_bind`).
+another, :func:`assay.cli.ui.check_bind`). The HTTP receiver's check of the ``Host`` header (a
+page a browser loads cannot reach it by a rebound name) has no gRPC counterpart to need: a browser
+cannot make a gRPC call.
 """
 
 from __future__ import annotations
@@ -35,8 +37,12 @@ TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 MAX_BODY = 20 * 1024 * 1024     # bytes of a request message (as the HTTP receiver)
 WORKERS = 16                        # calls served at once; each waits for its commit
-GRPC_STATUS = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
-               415: grpc.StatusCode.INVALID_ARGUMENT}
+
+
+def _status(http: int) -> grpc.StatusCode:
+    """The gRPC code of a refusal, as the HTTP receiver's ``google.rpc.Status`` names it."""
+    code = D.GRPC_CODES.get(http, grpc.StatusCode.UNKNOWN.value[0])
+    return next(c for c in grpc.StatusCode if c.value[0] == code)
 
 
 class _Handlers:
@@ -69,7 +75,7 @@ class _Handlers:
         try:
             rows, rejected, why = D.parse(body, D.PROTOBUF)
         except D.Refused as e:
-            context.abort(GRPC_STATUS.get(e.status, grpc.StatusCode.INVALID_ARGUMENT), e.message)
+            context.abort(_status(e.status), e.message)
         self._commit(rows, [], context)
         return D.export_response(D.PROTOBUF, rejected, why)
 
@@ -78,7 +84,7 @@ class _Handlers:
         try:
             events, _ = D.parse_logs(body, D.PROTOBUF)
         except D.Refused as e:
-            context.abort(GRPC_STATUS.get(e.status, grpc.StatusCode.INVALID_ARGUMENT), e.message)
+            context.abort(_status(e.status), e.message)
         self._commit([], events, context)
         return b""                  # ExportLogsServiceResponse, empty: every record taken
 
