@@ -53,15 +53,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from bench_quality_conformance import ALIAS, LlamaServer, StepFailed, free_port  # noqa: E402
+from bench_quality_conformance import ALIAS, LlamaServer, ServerProcess, free_port  # noqa: E402
 
 from assay.bench.perf.run import PerfConfig, run_perf  # noqa: E402
 from assay.models.embedded import embedded_model_path  # noqa: E402
@@ -127,41 +125,17 @@ def setup_server(sdist: str | None) -> None:
     print(f"built {CPP_BIN}")
 
 
-class CppServer:
+class CppServer(ServerProcess):
     """llama.cpp's C++ ``llama-server`` (built by --setup-server) with the embedded GGUF, one slot,
     ``/metrics`` on, on a free loopback port."""
 
     def __init__(self, gguf: Path, log: Path, ctx: int, swa_full: bool) -> None:
         if not CPP_BIN.is_file():
             raise SystemExit(f"{CPP_BIN}: not built; run with --setup-server first")
-        self.port = free_port()
-        cmd = [str(CPP_BIN), "-m", str(gguf), "--alias", ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
+        port = free_port()
+        cmd = [str(CPP_BIN), "-m", str(gguf), "--alias", ALIAS, "--host", "127.0.0.1", "--port", str(port),
                "-c", str(ctx), "--parallel", "1", "--metrics", "--threads", "2", *(["--swa-full"] if swa_full else [])]
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        self.base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 180
-        while True:
-            if self.proc.poll() is not None:
-                raise StepFailed(f"llama-server exited with {self.proc.returncode} (log: {log})")
-            try:
-                with urllib.request.urlopen(f"{self.base}/health", timeout=5) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise StepFailed(f"llama-server: no answer on /health in 180 s (log: {log})")
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(cmd, port, log, "/health", "llama-server")
 
 
 def answered(records: list[dict]) -> tuple[int, int, int]:

@@ -135,34 +135,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class LlamaServer:
-    """llama-cpp-python's server with the embedded GGUF on a free loopback port."""
+class ServerProcess:
+    """A model server started as ``cmd`` (output to ``log``), waited for until ``probe`` on its loopback port
+    answers 200 (180 s at most); :meth:`stop` ends it."""
 
-    def __init__(self, gguf: Path, log: Path, launcher: tuple[str, ...] = ("-m", "llama_cpp.server"), *,
-                 n_ctx: int = 2048, logits_all: bool = True) -> None:
-        self.port = free_port()
-        self.log = log
-        cmd = [sys.executable, *launcher, "--model", str(gguf), "--model_alias", ALIAS,
-               "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
-               "--interrupt_requests", "False", "--logits_all", str(logits_all)]
-        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    def __init__(self, cmd: list[str], port: int, log: Path, probe: str, name: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.port, self.log = port, log
         with log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 180
         while True:
             if self.proc.poll() is not None:
-                raise StepFailed(f"model server: llama_cpp.server exited with {self.proc.returncode} "
-                                 f"(log: {log})")
+                raise StepFailed(f"model server: {name} exited with {self.proc.returncode} (log: {log})")
             try:
-                with urllib.request.urlopen(f"{self.base}/v1/models", timeout=5) as r:
+                with urllib.request.urlopen(f"{self.base}{probe}", timeout=5) as r:
                     if r.status == 200:
                         return
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise StepFailed(f"model server: no answer on /v1/models in 180 s (log: {log})")
+                raise StepFailed(f"model server: no answer on {probe} in 180 s (log: {log})")
             time.sleep(0.5)
 
     def stop(self) -> None:
@@ -172,6 +167,19 @@ class LlamaServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class LlamaServer(ServerProcess):
+    """llama-cpp-python's server with the embedded GGUF on a free loopback port."""
+
+    def __init__(self, gguf: Path, log: Path, launcher: tuple[str, ...] = ("-m", "llama_cpp.server"), *,
+                 n_ctx: int = 2048, logits_all: bool = True) -> None:
+        port = free_port()
+        cmd = [sys.executable, *launcher, "--model", str(gguf), "--model_alias", ALIAS,
+               "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
+               "--interrupt_requests", "False", "--logits_all", str(logits_all)]
+        super().__init__(cmd, port, log, "/v1/models", "llama_cpp.server",
+                         env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
 
 
 class TokenizerProxy:
